@@ -1,0 +1,59 @@
+"""graphfeed: feeds large graphs to GNN training.
+
+``import graphfeed`` is cheap and has no side effects: torch, numba kernels, LMDB,
+torch.distributed and PyG load only when the names that need them are first used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it (imported on first attribute access)
+_EXPORTS = {
+    "GraphfeedError": ".errors",
+    "DatasetError": ".errors",
+    "MissingDependencyError": ".errors",
+    "CSCGraph": ".graph.csc",
+    "Block": ".sampling.base",
+    "MiniBatch": ".sampling.base",
+    "Sampler": ".sampling.base",
+    "NeighborSampler": ".sampling.neighbor",
+    "Feature": ".features.base",
+    "FeatureStore": ".features.base",
+    "InMemoryFeature": ".features.memory",
+    "ItemSampler": ".loader.item_sampler",
+    "DataLoader": ".loader.dataloader",
+    "Dataset": ".datasets.format",
+    "load_builtin": ".datasets.synthetic",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str):
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'graphfeed' has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod, __name__), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__():
+    return __all__
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .datasets.format import Dataset
+    from .datasets.synthetic import load_builtin
+    from .errors import DatasetError, GraphfeedError, MissingDependencyError
+    from .features.base import Feature, FeatureStore
+    from .features.memory import InMemoryFeature
+    from .graph.csc import CSCGraph
+    from .loader.dataloader import DataLoader
+    from .loader.item_sampler import ItemSampler
+    from .sampling.base import Block, MiniBatch, Sampler
+    from .sampling.neighbor import NeighborSampler

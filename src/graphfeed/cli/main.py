@@ -1,0 +1,50 @@
+"""Entry point: ``graphfeed <command> ...``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Optional, Sequence
+
+# subcommand -> module with add_parser(subparsers) and run(args) -> int
+SUBCOMMANDS = {
+    "train": "graphfeed.cli.train",
+    "bench": "graphfeed.cli.bench",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="graphfeed",
+        description="Feed large graphs to GNN training: sampling, features, pipelines.",
+    )
+    parser.add_argument("--version", action="version", version=f"graphfeed {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, modname in SUBCOMMANDS.items():
+        mod = importlib.import_module(modname)
+        p = mod.add_parser(sub)
+        p.set_defaults(_run=mod.run, _parser=p)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from ..errors import GraphfeedError, MissingDependencyError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except (GraphfeedError, MissingDependencyError, FileNotFoundError, FileExistsError) as e:
+        print(f"graphfeed {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"graphfeed {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

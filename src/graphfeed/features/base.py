@@ -1,0 +1,155 @@
+"""The feature interface: a table of rows addressed by node id, read in batches.
+
+Backends (in memory, disk, LMDB) implement the protected hook ``_read``; wrappers (caches,
+pinning) wrap any ``Feature``. The public ``read`` validates ids once, at the boundary.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Iterator, Mapping, Optional
+
+import numpy as np
+import torch
+
+from ..errors import GraphfeedError
+
+
+def as_id_tensor(ids, *, name: str = "ids") -> torch.Tensor:
+    """Normalise ids (tensor, ndarray, list) to a 1-D int64 CPU tensor without copying when
+    they already are one."""
+    if isinstance(ids, torch.Tensor):
+        t = ids
+    else:
+        a = np.asarray(ids)
+        if a.size == 0:
+            a = a.astype(np.int64)
+        if a.dtype.kind not in "iu":
+            raise GraphfeedError(f"{name} must be integers, got dtype {a.dtype}")
+        t = torch.from_numpy(np.ascontiguousarray(a))
+    if t.dim() != 1:
+        raise GraphfeedError(f"{name} must be 1-D, got shape {tuple(t.shape)}")
+    if t.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
+        raise GraphfeedError(f"{name} must be an integer tensor, got {t.dtype}")
+    if t.dtype != torch.int64:
+        t = t.to(torch.int64)
+    return t
+
+
+def check_id_range(ids: torch.Tensor, num_rows: int, *, what: str = "feature") -> None:
+    """Raise a ``GraphfeedError`` naming the first bad id if any is outside ``[0, num_rows)``."""
+    if ids.numel() == 0:
+        return
+    lo = int(ids.min())
+    hi = int(ids.max())
+    if lo < 0 or hi >= num_rows:
+        bad = lo if lo < 0 else hi
+        raise GraphfeedError(f"id {bad} is out of range [0, {num_rows}) for {what}")
+
+
+class Feature(abc.ABC):
+    """Rows of a fixed shape and dtype, indexed by integer id.
+
+    ``read(ids)`` returns a tensor of shape ``(len(ids), *row_shape)`` on CPU (or on the device a
+    GPU-side backend lives on), in the order of ``ids``; duplicated and unsorted ids are allowed.
+    Implementations override ``_read(ids, out)``, which receives validated int64 ids.
+    """
+
+    #: A short name for messages ("in-memory", "disk", "lmdb", ...).
+    kind: str = "feature"
+
+    @property
+    @abc.abstractmethod
+    def shape(self) -> tuple[int, ...]:
+        """``(num_rows, *row_shape)``."""
+
+    @property
+    @abc.abstractmethod
+    def dtype(self) -> torch.dtype:
+        ...
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.shape[0])
+
+    @property
+    def row_shape(self) -> tuple[int, ...]:
+        return tuple(self.shape[1:])
+
+    @property
+    def row_nbytes(self) -> int:
+        n = torch.empty((), dtype=self.dtype).element_size()
+        for s in self.row_shape:
+            n *= int(s)
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.row_nbytes * self.num_rows
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def __len__(self) -> int:
+        return self.num_rows
+
+    def read(self, ids, *, out: Optional[torch.Tensor] = None, check: bool = True) -> torch.Tensor:
+        """Rows for ``ids`` (1-D integers), shape ``(len(ids), *row_shape)``.
+
+        ``out``, if given, must be a contiguous tensor of exactly that shape and this dtype; the
+        rows are written into it (lets the loader reuse buffers). ``check=False`` skips the id
+        range check when the caller already guarantees it (the sampler's ids always are in range).
+        """
+        ids = as_id_tensor(ids)
+        if check:
+            check_id_range(ids, self.num_rows, what=f"{self.kind} feature of {self.num_rows} rows")
+        if out is not None:
+            want = (ids.shape[0], *self.row_shape)
+            if tuple(out.shape) != want or out.dtype != self.dtype or not out.is_contiguous():
+                raise GraphfeedError(
+                    f"out must be a contiguous {self.dtype} tensor of shape {want}, "
+                    f"got {out.dtype} {tuple(out.shape)}"
+                )
+        return self._read(ids, out)
+
+    @abc.abstractmethod
+    def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
+        """Backend hook: ``ids`` is a validated 1-D int64 CPU tensor."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(shape={self.shape}, dtype={self.dtype})"
+
+
+class FeatureStore(Mapping[str, Feature]):
+    """Named features of one graph (``"feat"``, ``"label"``, ...). Labels are a feature like any
+    other."""
+
+    def __init__(self, features: Optional[Mapping[str, Feature]] = None):
+        self._features: dict[str, Feature] = dict(features or {})
+
+    def __getitem__(self, name: str) -> Feature:
+        try:
+            return self._features[name]
+        except KeyError:
+            raise KeyError(
+                f"no feature named {name!r}; available: {sorted(self._features)}"
+            ) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._features)
+
+    def __len__(self) -> int:
+        return len(self._features)
+
+    def __setitem__(self, name: str, feature: Feature) -> None:
+        if not isinstance(feature, Feature):
+            raise GraphfeedError(f"feature {name!r} must be a graphfeed Feature, got {type(feature)}")
+        self._features[name] = feature
+
+    def read(self, name: str, ids, **kw) -> torch.Tensor:
+        return self[name].read(ids, **kw)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self._features.items())
+        return f"FeatureStore({inner})"

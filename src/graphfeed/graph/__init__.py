@@ -1,0 +1,5 @@
+"""Graph structures. ``CSCGraph`` is the one sampling graph today."""
+
+from .csc import CSCGraph
+
+__all__ = ["CSCGraph"]

@@ -1,0 +1,248 @@
+"""Compressed sparse column (CSC) graph: for each destination node, its in-neighbours."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .._io import atomic_dir, load_npy, save_npy
+from ..errors import DatasetError, GraphfeedError
+
+INT32_MAX = np.iinfo(np.int32).max
+
+
+def index_dtype(num_nodes: int) -> np.dtype:
+    """int32 when every node id fits, else int64."""
+    return np.dtype(np.int32) if num_nodes <= INT32_MAX else np.dtype(np.int64)
+
+
+def _as_int_array(name: str, a) -> np.ndarray:
+    try:
+        import torch
+
+        if isinstance(a, torch.Tensor):
+            a = a.detach().cpu().numpy()
+    except ImportError:  # pragma: no cover - torch is a core dependency
+        pass
+    a = np.asarray(a)
+    if a.ndim != 1:
+        raise GraphfeedError(f"{name} must be 1-D, got shape {a.shape}")
+    if a.dtype.kind not in "iu":
+        raise GraphfeedError(f"{name} must be an integer array, got dtype {a.dtype}")
+    return a
+
+
+class CSCGraph:
+    """A graph stored column-wise: the in-neighbours of node ``v`` are
+    ``indices[indptr[v]:indptr[v + 1]]``.
+
+    - ``indptr``: int64, shape ``(num_nodes + 1,)``, non-decreasing, ``indptr[0] == 0``,
+      ``indptr[-1] == num_edges``.
+    - ``indices``: int32 when ``num_nodes`` fits in int32, else int64; shape ``(num_edges,)``.
+    - ``weights``: optional per-edge array aligned with ``indices``.
+
+    Arrays are numpy arrays and may be read-only memory maps (``CSCGraph.load``), so every process
+    on a machine shares one copy through the page cache. The sampling kernels read them directly.
+    """
+
+    __slots__ = ("indptr", "indices", "weights", "_in_degrees", "_tensors", "_pinned")
+
+    def __init__(self, indptr, indices, weights=None, *, validate: bool = False):
+        indptr = _as_int_array("indptr", indptr)
+        indices = _as_int_array("indices", indices)
+        if indptr.shape[0] < 1:
+            raise GraphfeedError("indptr must have num_nodes + 1 >= 1 entries")
+        if indptr.dtype != np.int64:
+            indptr = indptr.astype(np.int64)
+        num_nodes = indptr.shape[0] - 1
+        if indices.dtype not in (np.int32, np.int64):
+            indices = indices.astype(index_dtype(num_nodes))
+        if indices.dtype == np.int32 and num_nodes > INT32_MAX + 1:
+            raise GraphfeedError(f"{num_nodes} nodes do not fit int32 indices; use int64")
+        if int(indptr[0]) != 0 or int(indptr[-1]) != indices.shape[0]:
+            raise GraphfeedError(
+                f"indptr must start at 0 and end at the edge count {indices.shape[0]}, "
+                f"got indptr[0]={int(indptr[0])}, indptr[-1]={int(indptr[-1])}"
+            )
+        if weights is not None:
+            weights = np.asarray(weights)
+            if weights.shape != indices.shape:
+                raise GraphfeedError(
+                    f"weights must have one entry per edge: shape {weights.shape} != {indices.shape}"
+                )
+        self.indptr = indptr
+        self.indices = indices
+        self.weights = weights
+        self._in_degrees = None
+        self._tensors = {}
+        self._pinned = None
+        if validate:
+            self.validate()
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def num_nodes(self) -> int:
+        return int(self.indptr.shape[0] - 1)
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.indices.shape[0])
+
+    @property
+    def in_degrees(self) -> np.ndarray:
+        """int64 array of shape ``(num_nodes,)`` (computed once, O(N))."""
+        if self._in_degrees is None:
+            self._in_degrees = np.diff(self.indptr)
+        return self._in_degrees
+
+    @property
+    def nbytes(self) -> int:
+        n = self.indptr.nbytes + self.indices.nbytes
+        return n + (self.weights.nbytes if self.weights is not None else 0)
+
+    def __repr__(self) -> str:
+        w = ", weighted" if self.weights is not None else ""
+        return (
+            f"CSCGraph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
+            f"indices={self.indices.dtype}{w})"
+        )
+
+    # ------------------------------------------------------------------ checks
+    def validate(self, *, source: str = "graph") -> None:
+        """Full O(N + E) check: indptr non-decreasing, every index in ``[0, num_nodes)``."""
+        from ._kernels import check_csc
+
+        code, pos = check_csc(self.indptr, self.indices, self.num_nodes)
+        if code == 1:
+            raise DatasetError(
+                f"{source}: indptr decreases at position {pos} "
+                f"({int(self.indptr[pos])} -> {int(self.indptr[pos + 1])})"
+            )
+        if code == 2:
+            raise DatasetError(
+                f"{source}: indices[{pos}] = {int(self.indices[pos])} is out of range "
+                f"[0, {self.num_nodes})"
+            )
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def from_edges(
+        cls,
+        src,
+        dst,
+        num_nodes: Optional[int] = None,
+        *,
+        weights=None,
+        add_reverse: bool = False,
+        drop_self_loops: bool = False,
+        drop_duplicates: bool = False,
+    ) -> "CSCGraph":
+        """Build from COO edges ``src[i] -> dst[i]`` in O(E + N) (a numba counting sort).
+
+        ``add_reverse`` also adds ``dst -> src`` (making the graph undirected);
+        ``drop_self_loops`` removes ``v -> v``; ``drop_duplicates`` keeps the first of repeated
+        ``(src, dst)`` pairs. Neighbours keep their input order within each column. Extra peak
+        memory beyond the output arrays is one int64 cursor per node.
+        """
+        from ._kernels import count_in_degrees, dedupe_columns, scatter_edges
+
+        src = _as_int_array("src", src)
+        dst = _as_int_array("dst", dst)
+        if src.shape != dst.shape:
+            raise GraphfeedError(f"src and dst differ in length: {src.shape[0]} != {dst.shape[0]}")
+        if num_nodes is None:
+            num_nodes = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
+        num_nodes = int(num_nodes)
+        if num_nodes < 0:
+            raise GraphfeedError(f"num_nodes must be >= 0, got {num_nodes}")
+        if src.shape[0]:
+            lo = min(int(src.min()), int(dst.min()))
+            hi = max(int(src.max()), int(dst.max()))
+            if lo < 0 or hi >= num_nodes:
+                bad = lo if lo < 0 else hi
+                raise GraphfeedError(f"edge endpoint {bad} is out of range [0, {num_nodes})")
+        has_w = weights is not None
+        if has_w:
+            weights = np.asarray(weights)
+            if weights.shape != src.shape:
+                raise GraphfeedError(
+                    f"weights must have one entry per edge: {weights.shape} != {src.shape}"
+                )
+            w_in = weights
+        else:
+            w_in = np.zeros(0, dtype=np.float32)
+        # numba specialises per dtype; normalise to keep the number of compiled variants small.
+        src = src.astype(np.int64, copy=False)
+        dst = dst.astype(np.int64, copy=False)
+        indptr = count_in_degrees(src, dst, num_nodes, add_reverse, drop_self_loops)
+        num_edges = int(indptr[-1])
+        indices = np.empty(num_edges, dtype=index_dtype(num_nodes))
+        out_w = np.empty(num_edges if has_w else 0, dtype=w_in.dtype)
+        scatter_edges(src, dst, w_in, has_w, indptr, add_reverse, drop_self_loops, indices, out_w)
+        if drop_duplicates:
+            indptr = dedupe_columns(indptr, indices, out_w, has_w)
+            num_edges = int(indptr[-1])
+            indices = indices[:num_edges].copy()
+            out_w = out_w[:num_edges].copy() if has_w else out_w
+        return cls(indptr, indices, out_w if has_w else None)
+
+    # ------------------------------------------------------------------ storage
+    def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+        """Write ``indptr.npy``, ``indices.npy`` (and ``weights.npy``) into folder ``path``,
+        atomically: the folder appears only once every file is complete."""
+        path = Path(path)
+        with atomic_dir(path, overwrite=overwrite) as tmp:
+            save_npy(tmp / "indptr.npy", self.indptr, fsync=False)
+            save_npy(tmp / "indices.npy", self.indices, fsync=False)
+            if self.weights is not None:
+                save_npy(tmp / "weights.npy", self.weights, fsync=False)
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, mmap: bool = True, validate: bool = False) -> "CSCGraph":
+        """Open a folder written by :meth:`save` (or any folder with ``indptr.npy`` and
+        ``indices.npy``). With ``mmap=True`` the arrays are read-only memory maps."""
+        path = Path(path)
+        indptr = load_npy(path / "indptr.npy", mmap=mmap)
+        indices = load_npy(path / "indices.npy", mmap=mmap)
+        wpath = path / "weights.npy"
+        weights = load_npy(wpath, mmap=mmap) if wpath.exists() else None
+        try:
+            return cls(indptr, indices, weights, validate=validate)
+        except DatasetError:
+            raise
+        except GraphfeedError as e:
+            raise DatasetError(f"{path}: {e}") from None
+
+    # ------------------------------------------------------------------ torch views
+    def tensors(self, device="cpu"):
+        """``(indptr, indices)`` as torch tensors on ``device``. On CPU they share memory with
+        the numpy arrays (no copy); other devices get a cached copy."""
+        import torch
+
+        key = str(torch.device(device))
+        if key not in self._tensors:
+            if torch.device(device).type == "cpu":
+                t = (_shared_tensor(self.indptr), _shared_tensor(self.indices))
+            else:
+                t = (
+                    _shared_tensor(self.indptr).to(device),
+                    _shared_tensor(self.indices).to(device),
+                )
+            self._tensors[key] = t
+        return self._tensors[key]
+
+
+def _shared_tensor(a: np.ndarray):
+    """A torch view of a numpy array (read-only memmaps included) without copying."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():
+        # torch warns that read-only arrays give writable tensors; graphfeed never writes them.
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(a)

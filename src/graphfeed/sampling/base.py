@@ -1,0 +1,136 @@
+"""What a sampler returns: message-flow graphs (``Block``) stacked into a ``MiniBatch``.
+
+The sampler returns ids only; a separate loader stage joins features and labels.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field, replace
+from typing import Optional
+
+import torch
+
+
+@dataclass
+class Block:
+    """One GNN layer's message-flow graph, in local ids.
+
+    - ``edge_index``: int64 ``(2, E)``; row 0 indexes source nodes ``[0, num_src)``, row 1
+      destination nodes ``[0, num_dst)`` (PyG's convention, messages flow row 0 -> row 1).
+    - ``src_nodes``: int64 ``(num_src,)`` global ids of the source nodes. The destination nodes
+      are the first ``num_dst`` source nodes: ``dst_nodes == src_nodes[:num_dst]``.
+    - ``edge_ids``: optional int64 ``(E,)`` positions of the sampled edges in the graph's
+      ``indices`` array (for edge features).
+    """
+
+    edge_index: torch.Tensor
+    src_nodes: torch.Tensor
+    num_dst: int
+    edge_ids: Optional[torch.Tensor] = None
+
+    @property
+    def num_src(self) -> int:
+        return int(self.src_nodes.shape[0])
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.edge_index.shape[1])
+
+    @property
+    def dst_nodes(self) -> torch.Tensor:
+        return self.src_nodes[: self.num_dst]
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """``(num_src, num_dst)``, the ``size`` argument of PyG's bipartite message passing."""
+        return (self.num_src, self.num_dst)
+
+    def to(self, device, non_blocking: bool = False) -> "Block":
+        return replace(
+            self,
+            edge_index=self.edge_index.to(device, non_blocking=non_blocking),
+            src_nodes=self.src_nodes.to(device, non_blocking=non_blocking),
+            edge_ids=None
+            if self.edge_ids is None
+            else self.edge_ids.to(device, non_blocking=non_blocking),
+        )
+
+    def __repr__(self) -> str:
+        return f"Block(num_src={self.num_src}, num_dst={self.num_dst}, num_edges={self.num_edges})"
+
+
+@dataclass
+class MiniBatch:
+    """A sampled mini-batch.
+
+    - ``seeds``: int64 ``(B,)`` global ids of the output nodes.
+    - ``blocks``: one ``Block`` per GNN layer, in the order the model applies them:
+      ``blocks[0]`` consumes the input features, ``blocks[-1]``'s destinations are the seeds.
+      ``blocks[i].dst_nodes == blocks[i + 1].src_nodes`` for consecutive layers.
+    - ``input_nodes``: the global ids whose features the first layer needs (``blocks[0].src_nodes``).
+    - ``node_features``: filled by the loader's feature stage, name -> ``(len(input_nodes), ...)``.
+    - ``labels``: filled by the loader, ``(B,)``.
+    - ``epoch``, ``batch_index``: where the batch came from (its randomness derives from them).
+    """
+
+    seeds: torch.Tensor
+    blocks: list[Block]
+    node_features: dict[str, torch.Tensor] = field(default_factory=dict)
+    labels: Optional[torch.Tensor] = None
+    epoch: int = 0
+    batch_index: int = 0
+
+    @property
+    def input_nodes(self) -> torch.Tensor:
+        return self.blocks[0].src_nodes if self.blocks else self.seeds
+
+    @property
+    def x(self) -> Optional[torch.Tensor]:
+        """The input features: the ``"feat"`` feature, or the only one when there is one."""
+        if "feat" in self.node_features:
+            return self.node_features["feat"]
+        if len(self.node_features) == 1:
+            return next(iter(self.node_features.values()))
+        return None
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def num_sampled_edges(self) -> int:
+        return sum(b.num_edges for b in self.blocks)
+
+    def to(self, device, non_blocking: bool = False) -> "MiniBatch":
+        return replace(
+            self,
+            seeds=self.seeds.to(device, non_blocking=non_blocking),
+            blocks=[b.to(device, non_blocking=non_blocking) for b in self.blocks],
+            node_features={
+                k: v.to(device, non_blocking=non_blocking) for k, v in self.node_features.items()
+            },
+            labels=None
+            if self.labels is None
+            else self.labels.to(device, non_blocking=non_blocking),
+        )
+
+    def __repr__(self) -> str:
+        feats = {k: tuple(v.shape) for k, v in self.node_features.items()}
+        return (
+            f"MiniBatch(seeds={self.seeds.shape[0]}, blocks={self.blocks}, "
+            f"input_nodes={self.input_nodes.shape[0]}, features={feats}, "
+            f"epoch={self.epoch}, batch_index={self.batch_index})"
+        )
+
+
+class Sampler(abc.ABC):
+    """Turns a batch of seed ids into a ``MiniBatch`` of ids (no features).
+
+    Randomness must derive only from ``(seed, epoch, batch_index)`` so that a batch is the same
+    whatever the thread count, the order batches are produced in, or the run.
+    """
+
+    @abc.abstractmethod
+    def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0) -> MiniBatch:
+        ...
