@@ -1,0 +1,1 @@
+"""Benchmark functions behind ``graphfeed bench`` (reused by the scripts in benchmarks/)."""

@@ -1,0 +1,234 @@
+"""``graphfeed bench sample``: sampling alone, and sampling + feature fetch, through the loader.
+
+Figures are wall-clock throughput over ``num_batches`` batches after ``warmup`` batches (which
+also compile the numba kernels). Baselines measured in the same run put them in context: a
+vectorised pure-torch sampler and the numba kernel with a single thread and one batch in flight.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ..errors import DatasetError, GraphfeedError
+
+
+@dataclass
+class BenchData:
+    """What the benchmark runs on: a graph, a seed pool and optionally the input feature."""
+
+    name: str
+    graph: object
+    seed_pool: np.ndarray
+    feature_path: Optional[Path] = None
+    dataset: object = None
+
+    def feature(self, backend: str = "ram", cache_size: int = 0, cache_policy: str = "sieve"):
+        if self.dataset is not None:
+            return self.dataset.node_feature("feat", backend=backend, cache_size=cache_size,
+                                             cache_policy=cache_policy)
+        if self.feature_path is None:
+            return None
+        from ..features.registry import open_feature
+
+        return open_feature(self.feature_path, backend, cache_size=cache_size, cache_policy=cache_policy)
+
+
+def load_bench_data(dataset: Optional[str] = None, graph_dir: Optional[str] = None,
+                    data_root: Optional[str] = None) -> BenchData:
+    """A built-in dataset name, a prepared dataset folder, or a plain folder of CSC arrays
+    (``indptr.npy``, ``indices.npy``; optional ``features.npy`` and ``train_ids.npy``)."""
+    from .._io import load_npy
+    from ..graph.csc import CSCGraph
+
+    if graph_dir is not None:
+        d = Path(graph_dir)
+        if not d.is_dir():
+            raise GraphfeedError(f"--graph {d}: not a folder")
+        if (d / "graphfeed.json").exists():
+            from ..datasets.format import Dataset
+
+            ds = Dataset.open(d)
+            return BenchData(ds.name, ds.graph, np.asarray(ds.train_ids), dataset=ds)
+        graph = CSCGraph.load(d, mmap=True, validate=True)
+        pool_path = d / "train_ids.npy"
+        if pool_path.exists():
+            pool = np.asarray(load_npy(pool_path, mmap=False))
+            if pool.ndim != 1 or pool.dtype.kind not in "iu":
+                raise DatasetError(f"{pool_path}: expected 1-D integer ids, got {pool.dtype} {pool.shape}")
+            if pool.size and (pool.min() < 0 or pool.max() >= graph.num_nodes):
+                bad = pool.min() if pool.min() < 0 else pool.max()
+                raise DatasetError(f"{pool_path}: id {bad} out of range [0, {graph.num_nodes})")
+        else:
+            pool = np.arange(graph.num_nodes, dtype=np.int64)
+        fpath = d / "features.npy"
+        if fpath.exists():
+            f = load_npy(fpath, mmap=True)
+            if f.shape[0] != graph.num_nodes:
+                raise DatasetError(f"{fpath}: {f.shape[0]} rows, but the graph has {graph.num_nodes} nodes")
+        return BenchData(d.name, graph, pool.astype(np.int64), fpath if fpath.exists() else None)
+    from ..training import open_dataset
+
+    ds = open_dataset(dataset or "medium", data_root, verbose=True)
+    return BenchData(ds.name, ds.graph, np.asarray(ds.train_ids), dataset=ds)
+
+
+def _seed_batches(pool: np.ndarray, batch_size: int, count: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    need = batch_size * count
+    if pool.shape[0] == 0:
+        raise GraphfeedError("no seed ids to sample from")
+    reps = -(-need // pool.shape[0])
+    ids = np.concatenate([rng.permutation(pool) for _ in range(reps)])[:need]
+    return ids.astype(np.int64)
+
+
+def _rss_peak() -> int:
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _run_loader(sampler, ids, batch_size, warmup, *, feature=None, num_threads=2, prefetch=2) -> dict:
+    from ..loader import DataLoader, ItemSampler
+
+    items = ItemSampler(ids, batch_size, shuffle=False, drop_last=True, seed=0)
+    loader = DataLoader(items, sampler, node_features=None if feature is None else {"feat": feature},
+                        num_threads=num_threads, prefetch=prefetch)
+    seeds = edges = batches = 0
+    nbytes = 0
+    t0 = None
+    for i, mb in enumerate(loader):
+        if i == warmup:
+            t0 = time.perf_counter()
+        if i >= warmup:
+            seeds += int(mb.seeds.shape[0])
+            edges += mb.num_sampled_edges
+            batches += 1
+            for v in mb.node_features.values():
+                nbytes += v.numel() * v.element_size()
+    dt = time.perf_counter() - t0
+    loader.close()
+    return _figures(seeds, edges, batches, dt, nbytes)
+
+
+def _run_serial(sampler, ids, batch_size, warmup) -> dict:
+    import torch
+
+    seeds = edges = batches = 0
+    t0 = None
+    n = ids.shape[0] // batch_size
+    for i in range(n):
+        if i == warmup:
+            t0 = time.perf_counter()
+        mb = sampler.sample(torch.from_numpy(ids[i * batch_size:(i + 1) * batch_size]), epoch=0, batch_index=i)
+        if i >= warmup:
+            seeds += int(mb.seeds.shape[0])
+            edges += mb.num_sampled_edges
+            batches += 1
+    return _figures(seeds, edges, batches, time.perf_counter() - t0, 0)
+
+
+def _figures(seeds, edges, batches, dt, nbytes) -> dict:
+    out = {
+        "seconds": dt,
+        "batches": batches,
+        "seeds_per_s": seeds / dt,
+        "edges_per_s": edges / dt,
+        "batches_per_s": batches / dt,
+        "edges_per_batch": edges / max(batches, 1),
+    }
+    if nbytes:
+        out["feature_gb_per_s"] = nbytes / dt / 1e9
+        out["feature_mb_per_batch"] = nbytes / max(batches, 1) / 1e6
+    return out
+
+
+def bench_sample(
+    data: BenchData,
+    *,
+    fanouts: Sequence[int] = (15, 10, 5),
+    batch_size: int = 1024,
+    num_batches: int = 100,
+    warmup: int = 5,
+    replace: bool = False,
+    num_threads: int = 2,
+    prefetch: int = 2,
+    features: Optional[str] = "ram",
+    cache_size: int = 0,
+    cache_policy: str = "sieve",
+    baselines: bool = False,
+    seed: int = 0,
+) -> dict:
+    """Throughput of sampling alone and of sampling + feature fetch; a dict of figures."""
+    import torch
+
+    from ..sampling.neighbor import NeighborSampler
+
+    ids = _seed_batches(data.seed_pool, batch_size, num_batches + warmup, seed)
+    sampler = NeighborSampler(data.graph, list(fanouts), replace=replace, seed=seed)
+    result = {
+        "dataset": data.name,
+        "num_nodes": data.graph.num_nodes,
+        "num_edges": data.graph.num_edges,
+        "fanouts": list(fanouts),
+        "batch_size": batch_size,
+        "num_batches": num_batches,
+        "replace": replace,
+        "num_threads": num_threads,
+        "prefetch": prefetch,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+    }
+    result["sample"] = _run_loader(sampler, ids, batch_size, warmup, num_threads=num_threads, prefetch=prefetch)
+    feature = data.feature(features, cache_size, cache_policy) if features else None
+    if feature is not None:
+        result["features"] = features
+        result["feature_shape"] = list(feature.shape)
+        result["feature_dtype"] = str(feature.dtype).replace("torch.", "")
+        result["sample_fetch"] = _run_loader(sampler, ids, batch_size, warmup, feature=feature,
+                                             num_threads=num_threads, prefetch=prefetch)
+    if baselines:
+        from ..sampling.torch_sampler import TorchNeighborSampler
+
+        single = NeighborSampler(data.graph, list(fanouts), replace=replace, seed=seed)
+        result["baseline_numba_1thread"] = _run_serial(single, ids, batch_size, warmup)
+        tsampler = TorchNeighborSampler.from_graph(data.graph, list(fanouts), device="cpu",
+                                                   replace=replace, seed=seed)
+        result["baseline_torch_vectorised"] = _run_serial(tsampler, ids, batch_size, min(warmup, 2))
+        base = result["sample"]["seeds_per_s"]
+        result["speedup_vs_numba_1thread"] = base / result["baseline_numba_1thread"]["seeds_per_s"]
+        result["speedup_vs_torch_vectorised"] = base / result["baseline_torch_vectorised"]["seeds_per_s"]
+    result["peak_rss_bytes"] = _rss_peak()
+    return result
+
+
+def format_report(r: dict) -> str:
+    from ..training import format_bytes
+
+    lines = [
+        f"dataset {r['dataset']}: {r['num_nodes']:,} nodes, {r['num_edges']:,} edges; fanouts {r['fanouts']}, "
+        f"batch {r['batch_size']}, {r['num_batches']} batches, replace={r['replace']}, "
+        f"{r['num_threads']} loader threads, {r['cpu_count']} CPUs",
+    ]
+
+    def row(label, f):
+        extra = f"  {f['feature_gb_per_s']:.2f} GB/s features" if "feature_gb_per_s" in f else ""
+        return (f"  {label:<28} {f['seeds_per_s']:>12,.0f} seeds/s  {f['edges_per_s']:>14,.0f} edges/s  "
+                f"{f['batches_per_s']:>7.1f} batches/s{extra}")
+
+    lines.append(row("sampling", r["sample"]))
+    if "sample_fetch" in r:
+        lines.append(row(f"sampling + fetch ({r['features']})", r["sample_fetch"]))
+    if "baseline_numba_1thread" in r:
+        lines.append(row("numba, 1 thread (baseline)", r["baseline_numba_1thread"]))
+        lines.append(row("torch vectorised (baseline)", r["baseline_torch_vectorised"]))
+        lines.append(f"  speed-up: {r['speedup_vs_numba_1thread']:.2f}x numba 1-thread, "
+                     f"{r['speedup_vs_torch_vectorised']:.2f}x torch vectorised (same run)")
+    lines.append(f"  peak RSS {format_bytes(r['peak_rss_bytes'])}")
+    return "\n".join(lines)

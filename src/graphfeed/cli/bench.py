@@ -1,0 +1,79 @@
+"""``graphfeed bench <what>``: throughput and memory measurements."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+
+from . import _args
+
+# bench name -> module with add_parser(subparsers) and run(args); "sample" lives here
+BENCHES = {
+    "features": "graphfeed.cli.bench_features",
+    "memory": "graphfeed.cli.bench_memory",
+}
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("bench", help="measure sampling, feature and memory throughput")
+    bsub = p.add_subparsers(dest="bench", metavar="WHAT")
+    bsub.required = True
+
+    s = bsub.add_parser("sample", help="sampling alone and sampling + feature fetch",
+                        description="Seeds/s, sampled edges/s, batches/s and peak RSS of the loader's "
+                        "sampling stage, alone and with feature fetch.")
+    src = s.add_mutually_exclusive_group()
+    src.add_argument("--dataset", default=None, help="built-in dataset (tiny, small, medium) [medium]")
+    src.add_argument("--graph", default=None, metavar="DIR",
+                     help="prepared dataset folder, or a folder with indptr.npy and indices.npy "
+                     "(optional features.npy, train_ids.npy)")
+    s.add_argument("--fanouts", type=_args.fanouts, default=[15, 10, 5])
+    s.add_argument("--batch-size", type=_args.positive_int, default=1024)
+    s.add_argument("--batches", type=_args.positive_int, default=100)
+    s.add_argument("--warmup", type=int, default=5)
+    s.add_argument("--threads", type=_args.positive_int, default=2)
+    s.add_argument("--prefetch", type=_args.positive_int, default=2)
+    s.add_argument("--replace", action="store_true")
+    s.add_argument("--features", default="ram", choices=["ram", "disk", "lmdb", "none"])
+    s.add_argument("--cache-size", type=_args.size, default=0)
+    s.add_argument("--cache-policy", default="sieve")
+    s.add_argument("--baselines", action="store_true",
+                   help="also time a vectorised torch sampler and the 1-thread numba kernel")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--data-root", default=None)
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.set_defaults(_bench_run=run_sample)
+
+    for name, modname in BENCHES.items():
+        mod = importlib.import_module(modname)
+        bp = mod.add_parser(bsub)
+        bp.set_defaults(_bench_run=mod.run)
+    return p
+
+
+def run(args) -> int:
+    return int(args._bench_run(args) or 0)
+
+
+def run_sample(args) -> int:
+    from ..bench.sample import bench_sample, format_report, load_bench_data
+
+    data = load_bench_data(args.dataset, args.graph, args.data_root)
+    r = bench_sample(
+        data,
+        fanouts=args.fanouts,
+        batch_size=args.batch_size,
+        num_batches=args.batches,
+        warmup=max(args.warmup, 0),
+        replace=args.replace,
+        num_threads=args.threads,
+        prefetch=args.prefetch,
+        features=None if args.features == "none" else args.features,
+        cache_size=args.cache_size,
+        cache_policy=args.cache_policy,
+        baselines=args.baselines,
+        seed=args.seed,
+    )
+    print(json.dumps(r) if args.json else format_report(r))
+    return 0

@@ -1,0 +1,43 @@
+"""Shared fixtures. Built-in datasets are generated once per test session into a temp folder
+(GRAPHFEED_HOME), so tests never touch the user's cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_datasets_dir() -> Path:
+    env = os.environ.get("GRAPHFEED_SHARED_DATASETS")
+    return Path(env) if env else (REPO / ".." / "shared" / "datasets").resolve()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _graphfeed_home(tmp_path_factory):
+    home = tmp_path_factory.mktemp("graphfeed_home")
+    old = os.environ.get("GRAPHFEED_HOME")
+    os.environ["GRAPHFEED_HOME"] = str(home)
+    yield home
+    if old is None:
+        os.environ.pop("GRAPHFEED_HOME", None)
+    else:
+        os.environ["GRAPHFEED_HOME"] = old
+
+
+@pytest.fixture(scope="session")
+def shared_datasets() -> Path:
+    d = shared_datasets_dir()
+    if not d.is_dir():
+        pytest.skip(f"real datasets folder {d} is absent")
+    return d
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(_graphfeed_home):
+    from graphfeed.datasets.synthetic import load_builtin
+
+    return load_builtin("tiny")
