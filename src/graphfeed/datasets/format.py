@@ -1,0 +1,380 @@
+"""The on-disk dataset format: a folder with ``graphfeed.json`` and one ``.npy`` per array.
+
+::
+
+    my-dataset/
+      graphfeed.json            # versioned metadata (see graphfeed.datasets.schema)
+      graph/indptr.npy          # int64 (num_nodes + 1,)
+      graph/indices.npy         # int32 (int64 past 2**31 nodes) (num_edges,)
+      node_features/<name>.npy  # any supported dtype, one row per node (labels included)
+      splits/<name>.npy         # int64 node ids (train / valid / test)
+
+``Dataset.open`` memory-maps the arrays read-only (nothing is read until used; every process on
+a machine shares one copy through the page cache); ``in_memory=True`` loads them instead.
+Writers build the folder under a temporary name, validate it, fsync and rename it into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+from pathlib import Path
+from typing import Iterator, Mapping, Optional
+
+import numpy as np
+
+from .._io import atomic_dir, save_npy
+from ..errors import DatasetError, GraphfeedError
+from .schema import (
+    FORMAT_VERSION,
+    METADATA_FILE,
+    ArraySpec,
+    GraphSpec,
+    Metadata,
+    SplitSpec,
+    TaskSpec,
+    check_json_value,
+    dtype_name,
+)
+
+__all__ = ["Dataset", "DatasetWriter", "write_dataset", "FORMAT_VERSION", "METADATA_FILE"]
+
+SPLIT_NAMES = ("train", "valid", "test")
+
+
+# --------------------------------------------------------------------------- writing
+@contextlib.contextmanager
+def _publish_lock(final: Path) -> Iterator[None]:
+    """One writer per output folder. While we hold the lock, temporary folders left by a killed
+    writer (``.name.tmp-*``) are garbage and are removed."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = final.parent / f".{final.name}.lock"
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DatasetError(f"{final}: another process is writing this dataset right now") from None
+        for stale in final.parent.glob(f".{final.name}.tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        yield
+    finally:
+        os.close(fd)
+
+
+class DatasetWriter:
+    """Builds a dataset folder atomically. Use as a context manager::
+
+        with DatasetWriter(out, overwrite=False) as w:
+            w.save_array("node_features/feat.npy", x)      # or write into w.root / ... directly
+            ...
+            w.finish(metadata)                             # validates; publishes on exit
+
+    Files go to a hidden temporary sibling of ``out``; on success it is validated, fsynced and
+    renamed to ``out``. On an error (or a kill) ``out`` is untouched: a half-written dataset
+    never opens, and the next writer removes the leftovers.
+    """
+
+    def __init__(self, out, *, overwrite: bool = False, validate: bool = True):
+        self.out = Path(out)
+        self.overwrite = overwrite
+        self.validate = validate
+        self.root: Optional[Path] = None
+        self._finished = False
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> "DatasetWriter":
+        if self.out.exists() and not self.overwrite:
+            raise FileExistsError(f"{self.out} already exists (pass overwrite=True / --overwrite to replace it)")
+        with self._stack as stack:
+            stack.enter_context(_publish_lock(self.out))
+            self.root = stack.enter_context(atomic_dir(self.out, overwrite=self.overwrite))
+            for sub in ("graph", "node_features", "splits"):
+                (self.root / sub).mkdir()
+            self._stack = stack.pop_all()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None and not self._finished:
+            exc = DatasetError(f"{self.out}: DatasetWriter closed without finish(); nothing published")
+            self._stack.__exit__(DatasetError, exc, None)  # removes the temporary folder
+            raise exc
+        return self._stack.__exit__(exc_type, exc, tb)
+
+    def save_array(self, rel: str, array: np.ndarray) -> Path:
+        assert self.root is not None
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_npy(path, array, fsync=False)  # atomic_dir fsyncs every file before publishing
+        return path
+
+    def finish(self, metadata: Metadata) -> None:
+        """Write ``graphfeed.json`` and (unless ``validate=False``) check the whole folder."""
+        assert self.root is not None
+        tmp = self.root / (METADATA_FILE + ".tmp")
+        tmp.write_text(metadata.dumps(), encoding="utf-8")
+        os.replace(tmp, self.root / METADATA_FILE)
+        if self.validate:
+            from .validate import load_folder
+
+            try:
+                load_folder(self.root, mmap=True, full=True)
+            except DatasetError as e:
+                raise DatasetError(f"refusing to publish {self.out}: {e}") from None
+        self._finished = True
+
+
+def _feature_spec(name: str, arr: np.ndarray, rel: str) -> ArraySpec:
+    try:
+        dt = dtype_name(arr.dtype)
+    except DatasetError as e:
+        raise DatasetError(f"node feature {name!r}: {e}") from None
+    return ArraySpec(rel, dt, tuple(int(s) for s in arr.shape))
+
+
+def write_dataset(
+    path,
+    *,
+    graph,
+    node_features: Mapping[str, np.ndarray],
+    splits: Mapping[str, np.ndarray],
+    num_classes: int,
+    target: str = "label",
+    name: Optional[str] = None,
+    overwrite: bool = False,
+    extra: Optional[dict] = None,
+    edge_features: Optional[Mapping[str, np.ndarray]] = None,
+    undirected: bool = False,
+) -> Path:
+    """Write an in-memory dataset to folder ``path`` atomically and return ``path``.
+
+    ``graph``: a :class:`~graphfeed.graph.csc.CSCGraph`; ``node_features``: name -> array with one
+    row per node (numpy or torch; the ``target`` labels are one of them, integer, 1-D);
+    ``splits``: name -> node ids (``"train"``, ``"valid"``, ``"test"``); ``edge_features``: name ->
+    array with one row per stored edge, in ``graph.indices`` order. The folder is validated before
+    it is published; an invalid input raises ``DatasetError`` and leaves nothing at ``path``.
+    """
+    from ..graph.csc import CSCGraph
+
+    path = Path(path)
+    if not isinstance(graph, CSCGraph):
+        raise GraphfeedError(f"graph must be a CSCGraph, got {type(graph).__name__}")
+    if isinstance(num_classes, bool) or int(num_classes) != num_classes or num_classes < 1:
+        raise GraphfeedError(f"num_classes must be a positive integer, got {num_classes!r}")
+    if target not in node_features:
+        raise GraphfeedError(f"target {target!r} is not one of node_features {sorted(node_features)}")
+    if extra is not None:
+        check_json_value(extra, "extra")
+    num_nodes = graph.num_nodes
+    with DatasetWriter(path, overwrite=overwrite) as w:
+        indptr = np.asarray(graph.indptr, dtype=np.int64)
+        indices = np.asarray(graph.indices)
+        w.save_array("graph/indptr.npy", indptr)
+        w.save_array("graph/indices.npy", indices)
+        weights_rel = None
+        if graph.weights is not None:
+            weights_rel = "graph/weights.npy"
+            w.save_array(weights_rel, np.asarray(graph.weights))
+        feats = {}
+        for fname, arr in node_features.items():
+            arr = _to_numpy(arr, f"node feature {fname!r}")
+            rel = f"node_features/{fname}.npy"
+            feats[fname] = _feature_spec(fname, arr, rel)
+            w.save_array(rel, arr)
+        efeats = {}
+        for fname, arr in (edge_features or {}).items():
+            arr = _to_numpy(arr, f"edge feature {fname!r}")
+            rel = f"edge_features/{fname}.npy"
+            efeats[fname] = _feature_spec(fname, arr, rel)
+            w.save_array(rel, arr)
+        split_specs = {}
+        for sname, ids in splits.items():
+            ids = _to_numpy(ids, f"split {sname!r}")
+            if ids.ndim != 1 or ids.dtype.kind not in "iu":
+                raise DatasetError(f"split {sname!r} must be 1-D integer node ids, got {ids.dtype} {ids.shape}")
+            rel = f"splits/{sname}.npy"
+            w.save_array(rel, ids.astype(np.int64, copy=False))
+            split_specs[sname] = SplitSpec(rel, int(ids.shape[0]))
+        meta = _metadata(
+            name or path.name,
+            num_nodes,
+            GraphSpec(graph.num_edges, "graph/indptr.npy", "graph/indices.npy", weights_rel, bool(undirected)),
+            feats,
+            split_specs,
+            TaskSpec("node_classification", target, int(num_classes)),
+            efeats,
+            dict(extra or {}),
+        )
+        w.finish(meta)
+    return path
+
+
+def _metadata(name, num_nodes, graph, feats, splits, task, efeats, extra) -> Metadata:
+    from .schema import parse_metadata
+
+    meta = Metadata(
+        name=str(name),
+        num_nodes=int(num_nodes),
+        graph=graph,
+        node_features=feats,
+        splits=splits,
+        task=task,
+        edge_features=efeats,
+        extra=extra,
+    )
+    # round-trip through the parser so a writer can never produce a file the reader rejects
+    return parse_metadata(meta.to_json(), "metadata being written")
+
+
+def _to_numpy(a, what: str) -> np.ndarray:
+    try:
+        import torch
+
+        if isinstance(a, torch.Tensor):
+            a = a.detach().cpu().numpy()
+    except ImportError:  # pragma: no cover
+        pass
+    a = np.asarray(a)
+    if a.dtype.hasobject:
+        raise DatasetError(f"{what}: object arrays are not allowed")
+    return a
+
+
+# --------------------------------------------------------------------------- reading
+class Dataset:
+    """A prepared dataset folder, opened.
+
+    Attributes: ``path``, ``name``, ``metadata`` (:class:`~graphfeed.datasets.schema.Metadata`),
+    ``graph`` (:class:`~graphfeed.graph.csc.CSCGraph` over read-only memory maps, or loaded arrays
+    with ``in_memory=True``), ``features`` (a :class:`~graphfeed.features.FeatureStore` of
+    ``InMemoryFeature`` over those arrays, labels included under ``target``), ``num_classes``,
+    ``target``, ``train_ids`` / ``valid_ids`` / ``test_ids`` (int64 numpy arrays; empty when the
+    dataset has no such split), ``split(name)``, ``node_feature(name, backend)``.
+    """
+
+    def __init__(self, path: Path, arrays, in_memory: bool):
+        from ..features.base import FeatureStore
+        from ..features.memory import InMemoryFeature
+        from ..graph.csc import CSCGraph
+
+        self.path = Path(path)
+        self._arrays = arrays
+        self.in_memory = in_memory
+        self.metadata: Metadata = arrays.metadata
+        self.name = self.metadata.name
+        self.graph = CSCGraph(arrays.indptr, arrays.indices, arrays.weights)
+        feats = {}
+        for fname, arr in arrays.node_features.items():
+            try:
+                feats[fname] = InMemoryFeature(arr)
+            except GraphfeedError as e:
+                raise DatasetError(f"{arrays.paths[f'node_features.{fname}']}: {e}") from None
+        self.features = FeatureStore(feats)
+        self.edge_features = dict(arrays.edge_features)
+
+    @classmethod
+    def open(cls, path, *, in_memory: bool = False, validate=True) -> "Dataset":
+        """Open a prepared dataset folder.
+
+        ``in_memory=False`` memory-maps every array read-only: opening reads only headers (plus
+        the content checks below), and rows are paged in when used. ``in_memory=True`` reads them
+        into process memory. ``validate``: ``True`` / ``"full"`` runs every check including the
+        O(N + E) scans (indptr monotone, ids in range, splits disjoint, labels in range);
+        ``"quick"`` checks the metadata, headers, shapes, dtypes and indptr ends only; ``False``
+        is the same as ``"quick"`` (headers are always checked: a corrupt file never loads).
+        """
+        from .validate import load_folder
+
+        if validate not in (True, False, "full", "quick"):
+            raise GraphfeedError(f"validate must be True, False, 'full' or 'quick', got {validate!r}")
+        full = validate is True or validate == "full"
+        arrays = load_folder(path, mmap=not in_memory, full=full)
+        return cls(Path(path), arrays, in_memory)
+
+    # ------------------------------------------------------------------ task
+    @property
+    def num_nodes(self) -> int:
+        return self.metadata.num_nodes
+
+    @property
+    def num_edges(self) -> int:
+        return self.metadata.graph.num_edges
+
+    @property
+    def num_classes(self) -> int:
+        return self.metadata.task.num_classes
+
+    @property
+    def target(self) -> str:
+        return self.metadata.task.target
+
+    @property
+    def labels(self) -> np.ndarray:
+        return self._arrays.node_features[self.target]
+
+    @property
+    def split_names(self) -> list[str]:
+        return list(self.metadata.splits)
+
+    def split(self, name: str) -> np.ndarray:
+        """Node ids of split ``name`` as int64 numpy (a read-only memory map when int64 on disk)."""
+        try:
+            ids = self._arrays.splits[name]
+        except KeyError:
+            raise GraphfeedError(f"dataset {self.name!r} has no split {name!r}; it has {self.split_names}") from None
+        return ids.astype(np.int64, copy=False)
+
+    def _split_or_empty(self, name: str) -> np.ndarray:
+        if name in self._arrays.splits:
+            return self.split(name)
+        return np.zeros(0, dtype=np.int64)
+
+    @property
+    def train_ids(self) -> np.ndarray:
+        return self._split_or_empty("train")
+
+    @property
+    def valid_ids(self) -> np.ndarray:
+        return self._split_or_empty("valid")
+
+    @property
+    def test_ids(self) -> np.ndarray:
+        return self._split_or_empty("test")
+
+    # ------------------------------------------------------------------ features
+    def feature_path(self, name: str) -> Path:
+        role = f"node_features.{name}"
+        if role not in self._arrays.paths:
+            raise GraphfeedError(
+                f"dataset {self.name!r} has no node feature {name!r}; it has {sorted(self.metadata.node_features)}"
+            )
+        return self._arrays.paths[role]
+
+    def node_feature(self, name: str, backend: str = "ram", *, cache_size=0, cache_policy: str = "sieve"):
+        """Node feature ``name`` as a :class:`~graphfeed.features.Feature` on ``backend``.
+
+        ``"ram"``: an ``InMemoryFeature`` over the array (the shared memory map, or the loaded
+        array with ``in_memory=True``). ``"disk"`` / ``"lmdb"`` / others: delegated to
+        ``graphfeed.features.registry.open_feature(npy_path, backend, cache_size=...,
+        cache_policy=...)``.
+        """
+        path = self.feature_path(name)
+        if backend == "ram":
+            return self.features[name]
+        from ..features.registry import open_feature
+
+        return open_feature(path, backend, cache_size=cache_size, cache_policy=cache_policy)
+
+    def memory_estimate(self, *, nproc: int = 1, cache_bytes: int = 0):
+        from .estimate import estimate_memory
+
+        return estimate_memory(self, nproc=nproc, cache_bytes=cache_bytes)
+
+    def __repr__(self) -> str:
+        return (
+            f"Dataset({self.name!r}, num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
+            f"features={list(self.metadata.node_features)}, num_classes={self.num_classes}, "
+            f"splits={ {k: v.size for k, v in self.metadata.splits.items()} })"
+        )

@@ -1,0 +1,381 @@
+"""The typed schema of ``graphfeed.json``, the metadata file of a prepared dataset folder.
+
+Version 1 layout (every path is relative to the dataset folder, POSIX separators)::
+
+    {
+      "format_version": 1,
+      "name": "cora",
+      "num_nodes": 2708,
+      "graph": {"layout": "csc", "num_edges": 10556,
+                "indptr": "graph/indptr.npy", "indices": "graph/indices.npy",
+                "weights": null, "undirected": true},
+      "node_features": {"feat":  {"path": "node_features/feat.npy",  "dtype": "float32", "shape": [2708, 1433]},
+                        "label": {"path": "node_features/label.npy", "dtype": "int64",   "shape": [2708]}},
+      "edge_features": {},
+      "splits": {"train": {"path": "splits/train.npy", "kind": "node_ids", "size": 140}, ...},
+      "task": {"type": "node_classification", "target": "label", "num_classes": 7},
+      "extra": {}
+    }
+
+Parsing is strict: unknown keys and wrong types are errors naming the file and the key, so a typo
+never silently drops data. Room to grow without breaking version 1 readers' files: per-edge-type
+graphs and node types (heterogeneous graphs) become new optional top-level keys, ``edge_features``
+already exists (one row per stored edge, in ``indices`` order), a link-prediction task is a new
+``task.type`` and split ``kind`` (``"edge_ids"``/``"node_pairs"``). A reader meeting a newer
+``format_version`` refuses with a clear message instead of guessing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from ..errors import DatasetError
+
+FORMAT_VERSION = 1
+METADATA_FILE = "graphfeed.json"
+TASK_TYPES = ("node_classification",)
+SPLIT_KINDS = ("node_ids",)
+#: feature dtypes a dataset may hold (torch has an equivalent for each)
+FEATURE_DTYPES = (
+    "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
+)
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """One ``.npy`` array: where it is, and what it must hold."""
+
+    path: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "dtype": self.dtype, "shape": list(self.shape)}
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    num_edges: int
+    indptr: str
+    indices: str
+    weights: Optional[str] = None
+    undirected: bool = False
+    layout: str = "csc"
+
+    def to_json(self) -> dict:
+        return {
+            "layout": self.layout,
+            "num_edges": self.num_edges,
+            "indptr": self.indptr,
+            "indices": self.indices,
+            "weights": self.weights,
+            "undirected": self.undirected,
+        }
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    path: str
+    size: int
+    kind: str = "node_ids"
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "kind": self.kind, "size": self.size}
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    type: str
+    target: str
+    num_classes: int
+
+    def to_json(self) -> dict:
+        return {"type": self.type, "target": self.target, "num_classes": self.num_classes}
+
+
+@dataclass(frozen=True)
+class Metadata:
+    name: str
+    num_nodes: int
+    graph: GraphSpec
+    node_features: dict[str, ArraySpec]
+    splits: dict[str, SplitSpec]
+    task: TaskSpec
+    edge_features: dict[str, ArraySpec] = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+    format_version: int = FORMAT_VERSION
+
+    def to_json(self) -> dict:
+        return {
+            "format_version": self.format_version,
+            "name": self.name,
+            "num_nodes": self.num_nodes,
+            "graph": self.graph.to_json(),
+            "node_features": {k: v.to_json() for k, v in self.node_features.items()},
+            "edge_features": {k: v.to_json() for k, v in self.edge_features.items()},
+            "splits": {k: v.to_json() for k, v in self.splits.items()},
+            "task": self.task.to_json(),
+            "extra": self.extra,
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2, sort_keys=False) + "\n"
+
+    def paths(self) -> dict[str, str]:
+        """Every array path the metadata names, keyed by a readable role."""
+        out = {"graph.indptr": self.graph.indptr, "graph.indices": self.graph.indices}
+        if self.graph.weights is not None:
+            out["graph.weights"] = self.graph.weights
+        for k, v in self.node_features.items():
+            out[f"node_features.{k}"] = v.path
+        for k, v in self.edge_features.items():
+            out[f"edge_features.{k}"] = v.path
+        for k, v in self.splits.items():
+            out[f"splits.{k}"] = v.path
+        return out
+
+
+# --------------------------------------------------------------------------- parsing helpers
+class _Ctx:
+    """Where we are in the file, for messages: ``graphfeed.json: graph.num_edges``."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def err(self, where: str, msg: str) -> DatasetError:
+        return DatasetError(f"{self.source}: {where}: {msg}")
+
+    def obj(self, value, where: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
+        if not isinstance(value, dict):
+            raise self.err(where, f"expected a JSON object, got {_short(value)}")
+        unknown = sorted(set(value) - set(required) - set(optional))
+        if unknown:
+            raise self.err(
+                where, f"unknown key(s) {unknown}; allowed: {sorted(required + optional)}"
+            )
+        missing = [k for k in required if k not in value]
+        if missing:
+            raise self.err(where, f"missing key(s) {missing}")
+        return value
+
+    def int_(self, value, where: str, *, lo: int = 0) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.err(where, f"expected an integer, got {_short(value)}")
+        if value < lo:
+            raise self.err(where, f"must be >= {lo}, got {value}")
+        return value
+
+    def str_(self, value, where: str) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.err(where, f"expected a non-empty string, got {_short(value)}")
+        return value
+
+    def bool_(self, value, where: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.err(where, f"expected true or false, got {_short(value)}")
+        return value
+
+    def name(self, value, where: str) -> str:
+        value = self.str_(value, where)
+        if not all(c.isalnum() or c in "_-." for c in value) or value.startswith("."):
+            raise self.err(where, f"names may hold letters, digits, '_', '-', '.', got {value!r}")
+        return value
+
+    def path(self, value, where: str) -> str:
+        value = self.str_(value, where)
+        check_relative_path(value, f"{self.source}: {where}")
+        return value
+
+    def array(self, value, where: str) -> ArraySpec:
+        d = self.obj(value, where, ("path", "dtype", "shape"))
+        dtype = self.str_(d["dtype"], f"{where}.dtype")
+        if dtype not in FEATURE_DTYPES:
+            raise self.err(f"{where}.dtype", f"unsupported dtype {dtype!r}; allowed: {list(FEATURE_DTYPES)}")
+        shape = d["shape"]
+        if not isinstance(shape, list) or not shape:
+            raise self.err(f"{where}.shape", f"expected a non-empty list of sizes, got {_short(shape)}")
+        shape = tuple(self.int_(s, f"{where}.shape[{i}]") for i, s in enumerate(shape))
+        return ArraySpec(self.path(d["path"], f"{where}.path"), dtype, shape)
+
+
+def _short(value) -> str:
+    s = json.dumps(value) if _jsonable(value) else repr(value)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _jsonable(value) -> bool:
+    try:
+        json.dumps(value)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def check_relative_path(p: str, where: str) -> None:
+    """Reject paths that could leave the dataset folder: absolute, ``..``, backslashes, drive
+    letters, NUL bytes. (Symlinks are checked against the real folder when files are opened.)"""
+    if "\x00" in p or "\\" in p:
+        raise DatasetError(f"{where}: path {p!r} holds a NUL byte or a backslash")
+    pp = PurePosixPath(p)
+    if pp.is_absolute() or (len(p) > 1 and p[1] == ":"):
+        raise DatasetError(f"{where}: path {p!r} is absolute; paths must be relative to the dataset folder")
+    if any(part == ".." for part in pp.parts):
+        raise DatasetError(f"{where}: path {p!r} contains '..'; paths must stay inside the dataset folder")
+    if not pp.parts or pp.parts == (".",):
+        raise DatasetError(f"{where}: empty path {p!r}")
+
+
+def resolve_inside(root: Path, rel: str, where: str) -> Path:
+    """``root / rel`` after following symlinks, refusing anything that ends up outside ``root``."""
+    check_relative_path(rel, where)
+    real_root = Path(os.path.realpath(root))
+    target = Path(os.path.realpath(real_root / rel))
+    try:
+        target.relative_to(real_root)
+    except ValueError:
+        raise DatasetError(
+            f"{where}: {rel!r} resolves to {target}, outside the dataset folder {real_root} "
+            f"(a symbolic link leaving the folder?)"
+        ) from None
+    return target
+
+
+def parse_metadata(raw: Any, source: str = METADATA_FILE) -> Metadata:
+    """Validate a decoded ``graphfeed.json`` and return the typed :class:`Metadata`."""
+    c = _Ctx(source)
+    if not isinstance(raw, dict):
+        raise c.err("top level", f"expected a JSON object, got {_short(raw)}")
+    if "format_version" not in raw:
+        raise c.err("format_version", "missing; this is not a graphfeed dataset metadata file")
+    ver = raw["format_version"]
+    if isinstance(ver, bool) or not isinstance(ver, int):
+        raise c.err("format_version", f"expected an integer, got {_short(ver)}")
+    if ver > FORMAT_VERSION:
+        raise c.err(
+            "format_version",
+            f"{ver} was written by a newer graphfeed; this version reads format_version "
+            f"{FORMAT_VERSION}. Upgrade graphfeed.",
+        )
+    if ver < 1:
+        raise c.err("format_version", f"invalid version {ver}")
+    d = c.obj(
+        raw,
+        "top level",
+        ("format_version", "num_nodes", "graph", "node_features", "splits", "task"),
+        ("name", "edge_features", "extra"),
+    )
+    num_nodes = c.int_(d["num_nodes"], "num_nodes")
+    name = c.str_(d.get("name", "dataset"), "name")
+
+    g = c.obj(d["graph"], "graph", ("num_edges", "indptr", "indices"), ("layout", "weights", "undirected"))
+    layout = g.get("layout", "csc")
+    if layout != "csc":
+        raise c.err("graph.layout", f"unsupported layout {_short(layout)}; format_version 1 has 'csc'")
+    weights = g.get("weights")
+    graph = GraphSpec(
+        num_edges=c.int_(g["num_edges"], "graph.num_edges"),
+        indptr=c.path(g["indptr"], "graph.indptr"),
+        indices=c.path(g["indices"], "graph.indices"),
+        weights=None if weights is None else c.path(weights, "graph.weights"),
+        undirected=c.bool_(g.get("undirected", False), "graph.undirected"),
+    )
+
+    def features(value, where):
+        if not isinstance(value, dict):
+            raise c.err(where, f"expected a JSON object of name -> array, got {_short(value)}")
+        return {c.name(k, f"{where} key"): c.array(v, f"{where}.{k}") for k, v in value.items()}
+
+    node_features = features(d["node_features"], "node_features")
+    edge_features = features(d.get("edge_features", {}), "edge_features")
+
+    if not isinstance(d["splits"], dict):
+        raise c.err("splits", f"expected a JSON object of name -> split, got {_short(d['splits'])}")
+    splits = {}
+    for k, v in d["splits"].items():
+        where = f"splits.{k}"
+        c.name(k, "splits key")
+        s = c.obj(v, where, ("path", "size"), ("kind",))
+        kind = s.get("kind", "node_ids")
+        if kind not in SPLIT_KINDS:
+            raise c.err(f"{where}.kind", f"unsupported split kind {_short(kind)}; allowed: {list(SPLIT_KINDS)}")
+        splits[k] = SplitSpec(c.path(s["path"], f"{where}.path"), c.int_(s["size"], f"{where}.size"), kind)
+
+    t = c.obj(d["task"], "task", ("type",), ("target", "num_classes"))
+    ttype = t["type"]
+    if ttype not in TASK_TYPES:
+        raise c.err("task.type", f"unsupported task type {_short(ttype)}; format_version 1 knows {list(TASK_TYPES)}")
+    c.obj(t, "task", ("type", "target", "num_classes"))
+    task = TaskSpec(ttype, c.name(t["target"], "task.target"), c.int_(t["num_classes"], "task.num_classes", lo=1))
+    if task.target not in node_features:
+        raise c.err("task.target", f"{task.target!r} is not one of node_features {sorted(node_features)}")
+
+    extra = d.get("extra", {})
+    if not isinstance(extra, dict):
+        raise c.err("extra", f"expected a JSON object, got {_short(extra)}")
+    return Metadata(
+        name=name,
+        num_nodes=num_nodes,
+        graph=graph,
+        node_features=node_features,
+        splits=splits,
+        task=task,
+        edge_features=edge_features,
+        extra=extra,
+        format_version=ver,
+    )
+
+
+def _no_constants(token: str):
+    raise ValueError(f"non-standard JSON number {token}")
+
+
+def read_metadata(folder: Path) -> Metadata:
+    """Read and validate ``folder/graphfeed.json`` (plain JSON, never YAML tags or pickles)."""
+    folder = Path(folder)
+    path = folder / METADATA_FILE
+    if not folder.is_dir():
+        raise DatasetError(f"{folder}: not a dataset folder (not a directory)")
+    if not path.is_file():
+        raise DatasetError(f"{path}: metadata file not found; is {folder} a prepared graphfeed dataset?")
+    resolve_inside(folder, METADATA_FILE, str(path))
+    try:
+        with open(path, "rb") as f:
+            data = f.read(16 * 1024 * 1024 + 1)
+        if len(data) > 16 * 1024 * 1024:
+            raise DatasetError(f"{path}: metadata file is larger than 16 MiB")
+        raw = json.loads(data.decode("utf-8"), parse_constant=_no_constants)
+    except (UnicodeDecodeError, ValueError) as e:
+        if isinstance(e, DatasetError):
+            raise
+        raise DatasetError(f"{path}: malformed JSON ({e})") from None
+    return parse_metadata(raw, str(path))
+
+
+def dtype_name(dtype) -> str:
+    """Canonical dtype string for the metadata; raises for dtypes a dataset cannot hold."""
+    dt = np.dtype(dtype)
+    name = "bool" if dt == np.bool_ else dt.name
+    if name not in FEATURE_DTYPES or dt.byteorder == ">":
+        raise DatasetError(f"dtype {dt} is not supported in a dataset; allowed: {list(FEATURE_DTYPES)}")
+    return name
+
+
+def check_json_value(value, where: str) -> None:
+    """``extra`` must round-trip through JSON exactly (no NaN, no objects)."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise DatasetError(f"{where}: not plain JSON ({e})") from None
+    if isinstance(value, float) and not math.isfinite(value):  # pragma: no cover - caught above
+        raise DatasetError(f"{where}: non-finite number")
+
+
+def as_mapping(x: Optional[Mapping]) -> dict:
+    return dict(x or {})

@@ -1,0 +1,176 @@
+"""Validation of a dataset folder: metadata, every array's header, and (``full``) its contents.
+
+Used by ``Dataset.open`` and after every write. Pure numpy + numba (no torch), so ``prepare``
+validates without paying torch's import. Every problem is a ``DatasetError`` naming the file and
+the offending value; nothing is unpickled (``allow_pickle=False`` throughout).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .._io import load_npy
+from ..errors import DatasetError
+from .schema import ArraySpec, Metadata, read_metadata, resolve_inside
+
+INT32_MAX = int(np.iinfo(np.int32).max)
+
+
+@dataclass
+class LoadedArrays:
+    """The arrays of a dataset folder, opened (memory-mapped unless ``mmap=False``)."""
+
+    metadata: Metadata
+    indptr: np.ndarray
+    indices: np.ndarray
+    weights: Optional[np.ndarray]
+    node_features: dict
+    edge_features: dict
+    splits: dict
+    paths: dict  # role -> absolute Path
+
+
+def _open(root: Path, rel: str, role: str, mmap: bool, paths: dict) -> np.ndarray:
+    where = f"{root / 'graphfeed.json'}: {role}"
+    path = resolve_inside(root, rel, where)
+    paths[role] = path
+    arr = load_npy(path, mmap=mmap)
+    return arr
+
+
+def _check_spec(arr: np.ndarray, spec: ArraySpec, path: Path, rows: int, row_word: str) -> None:
+    if arr.dtype.hasobject:  # pragma: no cover - load_npy refuses these already
+        raise DatasetError(f"{path}: object arrays are not allowed")
+    name = "bool" if arr.dtype == np.bool_ else arr.dtype.name
+    if name != spec.dtype:
+        raise DatasetError(f"{path}: dtype is {arr.dtype}, metadata says {spec.dtype}")
+    if tuple(arr.shape) != tuple(spec.shape):
+        raise DatasetError(f"{path}: shape is {tuple(arr.shape)}, metadata says {tuple(spec.shape)}")
+    if arr.ndim < 1 or arr.shape[0] != rows:
+        raise DatasetError(
+            f"{path}: has {arr.shape[0] if arr.ndim else 0} rows, expected one per {row_word} ({rows})"
+        )
+    if arr.dtype.byteorder == ">":
+        raise DatasetError(f"{path}: big-endian arrays are not supported (dtype {arr.dtype.str})")
+
+
+def load_folder(folder, *, mmap: bool = True, full: bool = True) -> LoadedArrays:
+    """Open and check every array of dataset ``folder``.
+
+    Always: metadata schema and version, paths inside the folder, ``.npy`` headers (dtype,
+    shape, file size: a truncated file is an error), one feature row per node, ``indptr[0] == 0``
+    and ``indptr[-1] == num_edges``. With ``full`` also the O(N + E) content checks: ``indptr``
+    non-decreasing, every neighbour id and split id in range, splits disjoint without repeats,
+    labels of split nodes in ``[0, num_classes)``. ``full`` reads every array once.
+    """
+    root = Path(folder)
+    meta = read_metadata(root)
+    paths: dict = {}
+    n = meta.num_nodes
+    g = meta.graph
+    indptr = _open(root, g.indptr, "graph.indptr", mmap, paths)
+    indices = _open(root, g.indices, "graph.indices", mmap, paths)
+    p_ptr, p_idx = paths["graph.indptr"], paths["graph.indices"]
+    if indptr.dtype != np.int64 or indptr.ndim != 1:
+        raise DatasetError(f"{p_ptr}: indptr must be a 1-D int64 array, got {indptr.dtype} {indptr.shape}")
+    if indptr.shape[0] != n + 1:
+        raise DatasetError(f"{p_ptr}: indptr has {indptr.shape[0]} entries, expected num_nodes + 1 = {n + 1}")
+    if indices.ndim != 1 or indices.dtype not in (np.int32, np.int64):
+        raise DatasetError(f"{p_idx}: indices must be 1-D int32 or int64, got {indices.dtype} {indices.shape}")
+    if indices.dtype == np.int32 and n > INT32_MAX + 1:
+        raise DatasetError(f"{p_idx}: int32 indices cannot address {n} nodes")
+    if indices.shape[0] != g.num_edges:
+        raise DatasetError(f"{p_idx}: holds {indices.shape[0]} edges, metadata says num_edges = {g.num_edges}")
+    if int(indptr[0]) != 0:
+        raise DatasetError(f"{p_ptr}: indptr[0] = {int(indptr[0])}, expected 0")
+    if int(indptr[-1]) != g.num_edges:
+        raise DatasetError(f"{p_ptr}: indptr[-1] = {int(indptr[-1])}, expected the edge count {g.num_edges}")
+    weights = None
+    if g.weights is not None:
+        weights = _open(root, g.weights, "graph.weights", mmap, paths)
+        if weights.shape != indices.shape or weights.dtype.kind not in "fiu":
+            raise DatasetError(
+                f"{paths['graph.weights']}: weights must be numeric with one entry per edge "
+                f"({g.num_edges}), got {weights.dtype} {weights.shape}"
+            )
+
+    node_features = {}
+    for name, spec in meta.node_features.items():
+        role = f"node_features.{name}"
+        arr = _open(root, spec.path, role, mmap, paths)
+        _check_spec(arr, spec, paths[role], n, "node")
+        node_features[name] = arr
+    edge_features = {}
+    for name, spec in meta.edge_features.items():
+        role = f"edge_features.{name}"
+        arr = _open(root, spec.path, role, mmap, paths)
+        _check_spec(arr, spec, paths[role], g.num_edges, "edge")
+        edge_features[name] = arr
+
+    target = node_features[meta.task.target]
+    p_tgt = paths[f"node_features.{meta.task.target}"]
+    if target.ndim != 1 or target.dtype.kind not in "iu":
+        raise DatasetError(
+            f"{p_tgt}: the node classification target must be a 1-D integer array, "
+            f"got {target.dtype} {target.shape}"
+        )
+
+    splits = {}
+    for name, spec in meta.splits.items():
+        role = f"splits.{name}"
+        arr = _open(root, spec.path, role, mmap, paths)
+        if arr.ndim != 1 or arr.dtype.kind not in "iu":
+            raise DatasetError(f"{paths[role]}: split ids must be a 1-D integer array, got {arr.dtype} {arr.shape}")
+        if arr.shape[0] != spec.size:
+            raise DatasetError(f"{paths[role]}: holds {arr.shape[0]} ids, metadata says size = {spec.size}")
+        splits[name] = arr
+
+    if full:
+        _check_contents(meta, indptr, indices, target, splits, paths)
+    return LoadedArrays(meta, indptr, indices, weights, node_features, edge_features, splits, paths)
+
+
+def _check_contents(meta, indptr, indices, target, splits, paths) -> None:
+    from ..graph._kernels import check_csc
+    from ._kernels import check_labels, mark_split
+
+    n = meta.num_nodes
+    code, pos = check_csc(indptr, indices, n)
+    if code == 1:
+        raise DatasetError(
+            f"{paths['graph.indptr']}: indptr decreases at position {pos} "
+            f"({int(indptr[pos])} -> {int(indptr[pos + 1])})"
+        )
+    if code == 2:
+        raise DatasetError(
+            f"{paths['graph.indices']}: indices[{pos}] = {int(indices[pos])} is out of range [0, {n})"
+        )
+    if len(splits) > 250:
+        raise DatasetError(f"{paths.get('graph.indptr')}: too many splits ({len(splits)})")
+    marks = np.zeros(n, dtype=np.uint8)
+    names = list(splits)
+    tgt = np.asarray(target)
+    for t, name in enumerate(names, start=1):
+        ids = np.asarray(splits[name]).astype(np.int64, copy=False)
+        p = paths[f"splits.{name}"]
+        code, pos, other = mark_split(ids, marks, t, n)
+        if code == 1:
+            raise DatasetError(f"{p}: split {name!r} id {int(ids[pos])} (position {pos}) is out of range [0, {n})")
+        if code == 2:
+            raise DatasetError(f"{p}: split {name!r} repeats node id {int(ids[pos])} (position {pos})")
+        if code == 3:
+            raise DatasetError(
+                f"{p}: node id {int(ids[pos])} is in both split {names[other - 1]!r} and split {name!r}; "
+                f"splits must be disjoint"
+            )
+        bad = check_labels(tgt, ids, meta.task.num_classes)
+        if bad >= 0:
+            v = int(ids[bad])
+            raise DatasetError(
+                f"{paths[f'node_features.{meta.task.target}']}: label of node {v} (in split {name!r}) is "
+                f"{int(tgt[v])}, outside [0, num_classes = {meta.task.num_classes})"
+            )
