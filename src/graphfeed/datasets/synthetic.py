@@ -36,7 +36,7 @@ class SyntheticSpec:
     num_classes: int
     homophily: float = 0.8
     power_law_alpha: float = 1.9  # Pareto tail of node popularity (degrees)
-    signal: float = 1.0  # centroid scale relative to unit noise
+    signal: float = 0.4  # centroid scale relative to unit noise (tuned: MLP ~55%, GNN ~85%)
     train_fraction: float = 0.2
     valid_fraction: float = 0.1
     test_fraction: float = 0.2
