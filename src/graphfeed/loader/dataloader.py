@@ -1,0 +1,304 @@
+"""``DataLoader``: seed batches -> sampled, feature-joined mini-batches, overlapped with training.
+
+The pipeline, one stage per module::
+
+    IterStage(item_sampler epoch)                      item_sampler.py, base.py
+      -> ParallelMapper(SampleNeighbors + FetchFeatures [+ stage_for_device])   prefetch.py, fetch.py
+      -> DeviceStage (CUDA only)                                                device.py
+
+``num_threads`` background threads each sample AND fetch one whole batch at a time (numba kernels
+and torch gathers release the GIL), results come back in batch order, and a batch's randomness
+derives only from ``(epoch, batch_index)``: the batches are identical to a serial loop whatever
+``num_threads`` is. ``num_threads=0`` runs every stage in the caller's thread.
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from typing import Any, Mapping, Optional, Union
+
+import torch
+
+from ..errors import GraphfeedError
+from ..features.base import Feature
+from ..sampling.base import MiniBatch, Sampler
+from .base import GraphfeedWarning, IterStage, LoaderStats, MapStage, Stage
+from .device import DeviceStage, resolve_device, stage_for_device
+from .fetch import FetchFeatures, SampleNeighbors
+from .item_sampler import ItemSampler
+from .prefetch import ParallelMapper
+
+__all__ = ["DataLoader"]
+
+_NUM_WORKERS_MESSAGE = (
+    "DataLoader(num_workers={n}): graphfeed does not use worker processes; it ignores "
+    "num_workers and runs its pipeline in threads instead (num_threads={t}). Threads share the "
+    "one copy of the graph and features and never fork a process that holds a CUDA context, so "
+    "errors like 'Cannot re-initialize CUDA in forked subprocess' and per-worker copies of the "
+    "graph cannot happen; sampling (numba, GIL released) and feature gathers still run in "
+    "parallel. To choose the parallelism, pass num_threads=N instead of num_workers."
+)
+
+
+def _check_count(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise GraphfeedError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _named_features(node_features) -> dict[str, Feature]:
+    if node_features is None:
+        return {}
+    if isinstance(node_features, Feature):
+        return {"feat": node_features}
+    if isinstance(node_features, Mapping):
+        out = {}
+        for name, f in node_features.items():
+            if not isinstance(f, Feature):
+                raise GraphfeedError(
+                    f"node_features[{name!r}] must be a graphfeed Feature, got {type(f).__name__}"
+                )
+            out[str(name)] = f
+        return out
+    raise GraphfeedError(
+        "node_features must be a Feature or a mapping of names to Features, "
+        f"got {type(node_features).__name__}"
+    )
+
+
+class _Progress:
+    """Where one iteration is: shared by the iterator and its loader (not the loader itself, so
+    a dropped loader does not keep an iterator alive or the other way round)."""
+
+    __slots__ = ("epoch", "delivered", "finished", "__weakref__")
+
+    def __init__(self, epoch: int, start: int):
+        self.epoch = epoch
+        self.delivered = start
+        self.finished = False
+
+
+class _LoaderIterator(Stage):
+    """One epoch of a ``DataLoader``. Closing it (or dropping it) stops its threads."""
+
+    def __init__(self, pipeline: Stage, progress: _Progress, stats: LoaderStats):
+        self.source = pipeline
+        self._progress = progress
+        self._stats = stats
+        self._closed = False
+
+    def __next__(self) -> MiniBatch:
+        if self._closed:
+            raise StopIteration
+        try:
+            mb = next(self.source)
+        except StopIteration:
+            self._progress.finished = True
+            self.close()
+            raise
+        except BaseException:
+            self.close()
+            raise
+        self._progress.delivered += 1
+        self._stats.add("batches", 1)
+        return mb
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.source.close()
+
+    def __del__(self) -> None:
+        # the mapper has its own finalizer; this closes the device stage's events promptly too
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - never raise from __del__ (interpreter exit)
+            pass
+
+
+class DataLoader:
+    """Iterates ``MiniBatch``es for the seed batches of ``item_sampler``.
+
+    - ``sampler``: a ``Sampler`` (ids only); ``node_features``: a ``Feature`` (named ``"feat"``)
+      or a mapping name -> ``Feature``, read at ``minibatch.input_nodes`` into
+      ``minibatch.node_features[name]``; ``labels``: a ``Feature`` read at ``minibatch.seeds``
+      into ``minibatch.labels``.
+    - ``device``: ``"cpu"``, or a CUDA device: features are gathered into pinned buffers and
+      copied on a side stream, overlapped with the caller's compute (see ``loader/device.py``).
+    - ``num_threads`` background threads (0: everything in the caller's thread), each doing
+      whole batches; batches come back in order and equal a serial loop's.
+      ``prefetch``: finished batches allowed to wait; at most ``num_threads + prefetch``
+      batches are in flight besides the one the caller holds.
+    - ``reuse_buffers``: feature rows go into pooled buffers that are reused once no batch
+      references them (kept batches are never overwritten).
+    - ``num_workers``: accepted for drop-in compatibility; graphfeed never forks workers, a
+      value > 0 warns once (``GraphfeedWarning``) and threads are used.
+
+    Each ``iter(loader)`` runs one epoch of ``item_sampler`` (which then advances its epoch);
+    ``set_epoch`` picks one explicitly; ``state_dict()`` / ``load_state_dict()`` resume
+    mid-epoch with the same batches. ``stats`` accumulates per-stage times.
+    """
+
+    def __init__(
+        self,
+        item_sampler: ItemSampler,
+        sampler: Sampler,
+        *,
+        node_features: Union[Feature, Mapping[str, Feature], None] = None,
+        labels: Optional[Feature] = None,
+        device="cpu",
+        num_threads: int = 2,
+        prefetch: int = 2,
+        reuse_buffers: bool = True,
+        num_workers: Optional[int] = None,
+    ):
+        if not isinstance(item_sampler, ItemSampler):
+            raise GraphfeedError(
+                f"item_sampler must be an ItemSampler, got {type(item_sampler).__name__}"
+            )
+        if not callable(getattr(sampler, "sample", None)):
+            raise GraphfeedError(
+                f"sampler must have a sample(seeds, *, epoch, batch_index) method, "
+                f"got {type(sampler).__name__}"
+            )
+        if labels is not None and not isinstance(labels, Feature):
+            raise GraphfeedError(f"labels must be a graphfeed Feature, got {type(labels).__name__}")
+        self.item_sampler = item_sampler
+        self.sampler = sampler
+        self.node_features = _named_features(node_features)
+        self.labels = labels
+        self.num_threads = _check_count("num_threads", num_threads, 0)
+        self.prefetch = _check_count("prefetch", prefetch, 0)
+        self.device = resolve_device(device)
+        self.reuse_buffers = bool(reuse_buffers)
+        if num_workers is not None:
+            _check_count("num_workers", num_workers, 0)
+            if num_workers > 0:
+                warnings.warn(
+                    _NUM_WORKERS_MESSAGE.format(n=num_workers, t=self.num_threads),
+                    GraphfeedWarning,
+                    stacklevel=2,
+                )
+        self.stats = LoaderStats()
+        cuda = self.device.type == "cuda"
+        self._sample = SampleNeighbors(sampler, self.stats)
+        self._fetch = FetchFeatures(
+            self.node_features,
+            labels,
+            reuse_buffers=self.reuse_buffers,
+            pin_memory=cuda,
+            # in flight: threads + prefetch, the caller's batch, one copying ahead, one margin
+            max_buffers=self.num_threads + self.prefetch + 3,
+            stats=self.stats,
+        )
+        self._resume: Optional[tuple[int, int]] = None
+        self._progress: Optional[_Progress] = None
+        self._iterators: "weakref.WeakSet[_LoaderIterator]" = weakref.WeakSet()
+
+    # -- sizes and epochs --------------------------------------------------------------------
+    def __len__(self) -> int:
+        """Batches per epoch on this rank."""
+        return len(self.item_sampler)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next ``iter(loader)`` runs."""
+        return self._resume[0] if self._resume is not None else self.item_sampler.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Run ``epoch`` on the next ``iter(loader)`` (from its first batch)."""
+        self.item_sampler.set_epoch(epoch)
+        self._resume = None
+
+    # -- iteration ---------------------------------------------------------------------------
+    def __iter__(self) -> _LoaderIterator:
+        if self._resume is not None:
+            epoch, start = self._resume
+            self._resume = None
+        else:
+            epoch, start = self.item_sampler.epoch, 0
+        self.item_sampler.set_epoch(epoch + 1)
+        progress = _Progress(epoch, start)
+        pipeline: Stage = IterStage(self.item_sampler.iter_epoch(epoch, start))
+        work = _Work(self._sample, self._fetch, self.device)
+        if self.num_threads == 0:
+            pipeline = MapStage(pipeline, work)
+        else:
+            pipeline = ParallelMapper(
+                pipeline, work, num_threads=self.num_threads, prefetch=self.prefetch,
+                stats=self.stats,
+            )
+        if self.device.type == "cuda":
+            pipeline = DeviceStage(pipeline, self.device, ahead=1, stats=self.stats)
+        it = _LoaderIterator(pipeline, progress, self.stats)
+        self._progress = progress
+        self._iterators.add(it)
+        return it
+
+    def close(self) -> None:
+        """Stop every running iteration of this loader (threads end; batches already returned
+        stay valid)."""
+        for it in list(self._iterators):
+            it.close()
+
+    def __enter__(self) -> "DataLoader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- resuming ----------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """``{"epoch", "next_batch"}``: where the latest iteration stopped (a finished epoch
+        points at the start of the next one). ``load_state_dict`` of it in a fresh process,
+        with the same item sampler settings, continues with the same batches."""
+        if self._resume is not None:
+            epoch, nxt = self._resume
+        elif self._progress is None:
+            epoch, nxt = self.item_sampler.epoch, 0
+        elif self._progress.finished or self._progress.delivered >= len(self):
+            epoch, nxt = self._progress.epoch + 1, 0
+        else:
+            epoch, nxt = self._progress.epoch, self._progress.delivered
+        return {"epoch": int(epoch), "next_batch": int(nxt)}
+
+    def load_state_dict(self, state: Mapping[str, int]) -> None:
+        try:
+            epoch, nxt = state["epoch"], state["next_batch"]
+        except (KeyError, TypeError):
+            raise GraphfeedError(
+                f"a DataLoader state needs 'epoch' and 'next_batch', got {state!r}"
+            ) from None
+        epoch = _check_count("state['epoch']", epoch, 0)
+        nxt = _check_count("state['next_batch']", nxt, 0)
+        if nxt > len(self):
+            raise GraphfeedError(
+                f"state['next_batch']={nxt} is past this loader's {len(self)} batches per epoch"
+            )
+        self._resume = (epoch, nxt)
+
+    def __repr__(self) -> str:
+        return (
+            f"DataLoader(batches={len(self)}, features={sorted(self.node_features)}, "
+            f"labels={self.labels is not None}, device={self.device}, "
+            f"num_threads={self.num_threads}, prefetch={self.prefetch}, "
+            f"reuse_buffers={self.reuse_buffers})"
+        )
+
+
+class _Work:
+    """What one worker does for one batch: sample, fetch, and stage for the device. Holds the
+    loader's steps, not the loader (worker threads must never keep the loader alive)."""
+
+    __slots__ = ("sample", "fetch", "device")
+
+    def __init__(self, sample: SampleNeighbors, fetch: FetchFeatures, device: torch.device):
+        self.sample, self.fetch, self.device = sample, fetch, device
+
+    def __call__(self, item) -> Any:
+        mb = self.fetch(self.sample(item))
+        if self.device.type == "cuda":
+            with self.fetch.stats.timer("copy_s"):
+                return stage_for_device(mb, self.device)
+        return mb

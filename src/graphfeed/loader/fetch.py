@@ -1,0 +1,113 @@
+"""The per-batch steps: neighbour sampling and the feature join.
+
+Each step is a callable over one batch (what a worker thread runs) and, wrapped in ``MapStage``,
+a serial stage. The sampler returns ids only; ``FetchFeatures`` reads the rows of
+``minibatch.input_nodes`` for every node feature and the labels of ``minibatch.seeds``.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+import torch
+
+from ..features.base import Feature
+from ..sampling.base import MiniBatch, Sampler
+from .base import LoaderStats, MapStage, Stage
+from .buffers import BufferPool
+from .item_sampler import SeedBatch
+
+__all__ = ["SampleNeighbors", "FetchFeatures", "SampleStage", "FetchStage"]
+
+
+class SampleNeighbors:
+    """``SeedBatch -> MiniBatch`` (ids only) with ``sampler.sample(seeds, epoch=, batch_index=)``."""
+
+    def __init__(self, sampler: Sampler, stats: Optional[LoaderStats] = None):
+        self.sampler = sampler
+        self.stats = stats if stats is not None else LoaderStats()
+
+    def __call__(self, batch: SeedBatch) -> MiniBatch:
+        with self.stats.timer("sample_s"):
+            mb = self.sampler.sample(batch.seeds, epoch=batch.epoch, batch_index=batch.index)
+        if not isinstance(mb, MiniBatch):
+            raise TypeError(
+                f"{type(self.sampler).__name__}.sample must return a MiniBatch, "
+                f"got {type(mb).__name__}"
+            )
+        mb.epoch = batch.epoch
+        mb.batch_index = batch.index
+        return mb
+
+
+class FetchFeatures:
+    """Fills ``minibatch.node_features[name]`` (rows of ``input_nodes``) and ``labels`` (rows of
+    ``seeds``) in place.
+
+    With ``reuse_buffers``, CPU features are read into buffers from a per-feature
+    ``BufferPool`` (``feature.read(ids, out=buffer, check=False)``), which are reused only once
+    no earlier batch references them; ``pin_memory`` makes those buffers pinned (the staging
+    buffers of a CUDA copy). Features living on a GPU are read as they are (the CUDA caching
+    allocator already recycles their memory).
+    """
+
+    def __init__(
+        self,
+        node_features: Mapping[str, Feature],
+        labels: Optional[Feature] = None,
+        *,
+        reuse_buffers: bool = True,
+        pin_memory: bool = False,
+        max_buffers: int = 8,
+        stats: Optional[LoaderStats] = None,
+    ):
+        self.node_features = dict(node_features)
+        self.labels = labels
+        self.stats = stats if stats is not None else LoaderStats()
+        self.pools: dict[str, BufferPool] = {}
+        if reuse_buffers:
+            named = [(f"node:{k}", f) for k, f in self.node_features.items()]
+            if labels is not None:
+                named.append(("label", labels))
+            for key, f in named:
+                if f.device.type == "cpu":
+                    self.pools[key] = BufferPool(
+                        f.row_shape, f.dtype, pin_memory=pin_memory,
+                        max_buffers=max_buffers, on_take=self._count,
+                    )
+
+    def _count(self, reused: bool) -> None:
+        self.stats.add("buffers_reused" if reused else "buffers_allocated", 1)
+
+    def _read(self, key: str, feature: Feature, ids: torch.Tensor) -> torch.Tensor:
+        if ids.device != feature.device and feature.device.type == "cpu":
+            ids = ids.cpu()  # a GPU sampler's ids for a CPU feature
+        pool = self.pools.get(key)
+        out = None if pool is None else pool.take(int(ids.shape[0]))
+        return feature.read(ids, out=out, check=False)
+
+    def __call__(self, mb: MiniBatch) -> MiniBatch:
+        if not self.node_features and self.labels is None:
+            return mb
+        with self.stats.timer("fetch_s"):
+            if self.node_features:
+                ids = mb.input_nodes
+                for name, f in self.node_features.items():
+                    mb.node_features[name] = self._read(f"node:{name}", f, ids)
+            if self.labels is not None:
+                mb.labels = self._read("label", self.labels, mb.seeds)
+        return mb
+
+
+class SampleStage(MapStage):
+    """Serial stage: ``SeedBatch`` items in, ``MiniBatch`` (ids only) out."""
+
+    def __init__(self, source: Stage, sampler: Sampler, stats: Optional[LoaderStats] = None):
+        super().__init__(source, SampleNeighbors(sampler, stats))
+
+
+class FetchStage(MapStage):
+    """Serial stage: joins features and labels into each ``MiniBatch`` of ``source``."""
+
+    def __init__(self, source: Stage, fetch: FetchFeatures):
+        super().__init__(source, fetch)

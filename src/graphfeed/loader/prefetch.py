@@ -1,0 +1,195 @@
+"""``ParallelMapper``: maps a function over a source with background threads, in order.
+
+Threads, never processes: numba kernels (``nogil``) and torch gathers release the GIL, so
+threads sample and fetch in parallel without forking a CUDA context or copying the graph per
+worker. Each thread takes one whole item at a time (``next(source)`` under a lock, then
+``fn(item)``); results are handed back in source order, so the output equals a serial
+``map(fn, source)`` whatever the thread count.
+
+Bounds: at most ``num_threads + prefetch`` items are taken from the source and not yet handed
+back (being worked on, or finished and waiting). An exception in ``fn`` or in the source is
+re-raised in the caller at that item's position, with the worker's traceback attached, and the
+threads then stop.
+
+Shutdown is prompt on every path: exhaustion, an error, ``close()``, garbage collection of the
+mapper (a ``weakref.finalize``; the threads hold only a shared ``_State``, never the mapper) and
+interpreter exit (daemon threads, and the finalizer runs at exit). Threads poll a stop event
+every ``_POLL_S`` seconds while idle; a thread inside ``fn`` finishes that item first.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from itertools import count
+from time import perf_counter
+from typing import Any, Callable, Optional
+
+from .base import LoaderStats, Stage
+
+__all__ = ["ParallelMapper"]
+
+_POLL_S = 0.05
+_JOIN_TIMEOUT_S = 5.0
+_thread_ids = count()
+
+
+class _Failure:
+    """An exception raised at one position of the stream."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException):
+        self.exc = exc
+
+
+class _State:
+    """Everything the worker threads share. Holds no reference to the mapper itself."""
+
+    def __init__(self, source: Stage, fn: Callable, in_flight: int):
+        self.source = source
+        self.fn = fn
+        self.stop = threading.Event()
+        self.slots = threading.Semaphore(in_flight)
+        self.source_lock = threading.Lock()
+        self.cond = threading.Condition()
+        self.results: dict[int, Any] = {}
+        self.next_seq = 0  # next position to take from the source (under source_lock)
+        self.end: Optional[int] = None  # number of items, once the source is exhausted
+        self.source_done = False
+
+    def post(self, seq: int, result: Any) -> None:
+        with self.cond:
+            if not self.stop.is_set():
+                self.results[seq] = result
+            self.cond.notify_all()
+
+    def post_end(self, seq: int) -> None:
+        with self.cond:
+            self.end = seq
+            self.cond.notify_all()
+
+
+def _worker(state: _State) -> None:
+    while not state.stop.is_set():
+        if not state.slots.acquire(timeout=_POLL_S):
+            continue
+        with state.source_lock:
+            if state.stop.is_set() or state.source_done:
+                state.slots.release()
+                return
+            seq = state.next_seq
+            state.next_seq += 1
+            try:
+                item = next(state.source)
+            except StopIteration:
+                state.source_done = True
+                state.slots.release()
+                state.post_end(seq)
+                return
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                state.source_done = True  # nothing after a failure will be delivered
+                state.post(seq, _Failure(e))
+                return
+        try:
+            result = state.fn(item)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            result = _Failure(e)
+        del item
+        state.post(seq, result)
+        del result
+
+
+def _shutdown(state: _State, threads: list[threading.Thread]) -> None:
+    """Stop and join the threads; safe to call twice, from a finalizer, or from a worker."""
+    state.stop.set()
+    with state.cond:
+        state.results.clear()  # drop finished batches now (their buffers return to the pool)
+        state.cond.notify_all()
+    me = threading.current_thread()
+    if me in threads:
+        # garbage collection ran the finalizer inside a worker (maybe under source_lock): the
+        # stop event is set, the threads end by themselves; leave the source to the collector
+        return
+    for t in threads:
+        if t.is_alive():
+            t.join(_JOIN_TIMEOUT_S)
+    with state.source_lock:
+        state.source.close()
+
+
+class ParallelMapper(Stage):
+    """``fn`` over ``source`` in ``num_threads`` threads (>= 1), results in source order, with at
+    most ``num_threads + prefetch`` items in flight. Threads start at construction."""
+
+    def __init__(
+        self,
+        source: Stage,
+        fn: Callable[[Any], Any],
+        *,
+        num_threads: int,
+        prefetch: int,
+        stats: Optional[LoaderStats] = None,
+        name: str = "graphfeed-loader",
+    ):
+        assert num_threads >= 1 and prefetch >= 0
+        self.source = source
+        self.num_threads = num_threads
+        self.prefetch = prefetch
+        self._stats = stats
+        self._state = _State(source, fn, num_threads + prefetch)
+        self._next = 0
+        self._closed = False
+        self._threads = [
+            threading.Thread(
+                target=_worker, args=(self._state,), name=f"{name}-{next(_thread_ids)}", daemon=True
+            )
+            for _ in range(num_threads)
+        ]
+        self._finalizer = weakref.finalize(self, _shutdown, self._state, self._threads)
+        for t in self._threads:
+            t.start()
+
+    def __next__(self) -> Any:
+        if self._closed:
+            raise StopIteration
+        state, seq = self._state, self._next
+        t0 = perf_counter()
+        with state.cond:
+            while seq not in state.results:
+                if state.end is not None and seq >= state.end:
+                    break
+                if state.stop.is_set():
+                    break
+                if not any(t.is_alive() for t in self._threads):
+                    # cannot happen unless a thread was killed from outside; never hang on it
+                    if seq not in state.results:
+                        self.close()
+                        raise RuntimeError("graphfeed loader threads ended without a result")
+                state.cond.wait(_POLL_S)
+            result = state.results.pop(seq, None) if seq in state.results else _END
+        if self._stats is not None:
+            self._stats.add("wait_s", perf_counter() - t0)
+        if result is _END:
+            self.close()
+            raise StopIteration
+        state.slots.release()
+        self._next = seq + 1
+        if isinstance(result, _Failure):
+            exc = result.exc
+            self.close()
+            raise exc  # keeps exc.__traceback__: the worker's frames stay visible
+        return result
+
+    def close(self) -> None:
+        """Stop the threads (each finishes the item it is on) and close the source."""
+        if not self._closed:
+            self._closed = True
+            self._finalizer()
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        return list(self._threads)
+
+
+_END = object()
