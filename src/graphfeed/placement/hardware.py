@@ -1,0 +1,201 @@
+"""What the machine offers: host memory, GPU memory, ranks per machine (a plain value).
+
+:func:`detect_hardware` reads ``/proc/meminfo`` (and the cgroup limit, in containers) and asks
+PyTorch about the GPU. It never initialises CUDA on a CPU-only build of torch or when no
+device is visible; with a GPU it configures the allocator (:mod:`graphfeed.cuda_alloc`) first,
+because measuring free GPU memory starts CUDA.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from .._units import format_bytes
+from ..errors import GraphfeedError
+
+__all__ = ["Hardware", "detect_hardware", "host_memory"]
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """Memory and devices available to one rank (all sizes in bytes).
+
+    - ``host_total_bytes`` / ``host_free_bytes``: the machine's RAM and what can still be used
+      without swapping (``MemAvailable``, capped by the container's cgroup limit).
+    - ``gpu_*``: the rank's GPU (``None`` without CUDA); ``gpu_free_bytes`` is what
+      ``torch.cuda.mem_get_info`` reports, i.e. free for every process on that GPU.
+    - ``gpu_count``: visible GPUs on this machine (0 without CUDA).
+    - ``ranks_per_machine``: processes of the job on this machine; they share the host copy
+      of the data and, when there are more ranks than GPUs, the GPUs.
+    - ``supports_uva``: the GPU can read pinned host memory directly (pinned-cuda mode).
+    """
+
+    host_total_bytes: int
+    host_free_bytes: int
+    gpu_name: Optional[str] = None
+    gpu_total_bytes: Optional[int] = None
+    gpu_free_bytes: Optional[int] = None
+    gpu_count: int = 0
+    ranks_per_machine: int = 1
+    cuda_available: bool = False
+    supports_uva: bool = False
+    device: str = "cpu"
+
+    def __post_init__(self):
+        if self.ranks_per_machine < 1:
+            raise GraphfeedError(f"ranks_per_machine must be >= 1, got {self.ranks_per_machine}")
+        if self.cuda_available and (self.gpu_free_bytes is None or self.gpu_total_bytes is None):
+            raise GraphfeedError("a Hardware with cuda_available=True needs the GPU's memory sizes")
+        if self.cuda_available and self.gpu_count < 1:
+            object.__setattr__(self, "gpu_count", 1)
+        if self.cuda_available and self.device == "cpu":
+            object.__setattr__(self, "device", "cuda:0")
+
+    @property
+    def ranks_per_gpu(self) -> int:
+        """Ranks sharing one GPU (1 in the usual one-rank-per-GPU setup)."""
+        if not self.cuda_available:
+            return 0
+        return max(1, -(-self.ranks_per_machine // max(1, self.gpu_count)))
+
+    def describe(self) -> str:
+        host = f"host {format_bytes(self.host_free_bytes)} free of {format_bytes(self.host_total_bytes)}"
+        if not self.cuda_available:
+            return f"{host}, no CUDA device, {self.ranks_per_machine} rank(s) per machine"
+        return (
+            f"{host}, {self.device} {self.gpu_name or 'GPU'} {format_bytes(self.gpu_free_bytes)} "
+            f"free of {format_bytes(self.gpu_total_bytes)}, {self.gpu_count} GPU(s), "
+            f"{self.ranks_per_machine} rank(s) per machine"
+        )
+
+
+# ---------------------------------------------------------------------- host memory
+def _meminfo(path: str = "/proc/meminfo") -> dict[str, int]:
+    out = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                parts = rest.split()
+                if parts and parts[0].isdigit():
+                    scale = 1024 if len(parts) > 1 and parts[1].lower() == "kb" else 1
+                    out[key.strip()] = int(parts[0]) * scale
+    except OSError:
+        pass
+    return out
+
+
+def _cgroup_limit() -> Optional[tuple[int, int]]:
+    """``(limit, usage)`` of this process's memory cgroup, or ``None`` when unlimited/unknown."""
+    candidates = (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),  # cgroup v2
+        (
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes",  # cgroup v1
+            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+        ),
+    )
+    for lim_path, use_path in candidates:
+        try:
+            lim = Path(lim_path).read_text().strip()
+            use = Path(use_path).read_text().strip()
+        except OSError:
+            continue
+        if not lim.isdigit() or not use.isdigit():
+            return None  # "max": unlimited
+        limit = int(lim)
+        if limit >= 1 << 60:  # v1 reports "unlimited" as a huge number
+            return None
+        return limit, int(use)
+    return None
+
+
+def host_memory() -> tuple[int, int]:
+    """``(total, available)`` bytes of host RAM for this process (cgroup-aware)."""
+    info = _meminfo()
+    total = info.get("MemTotal")
+    free = info.get("MemAvailable", info.get("MemFree"))
+    if total is None or free is None:  # not Linux: ask the C library
+        try:
+            page = os.sysconf("SC_PAGE_SIZE")
+            total = os.sysconf("SC_PHYS_PAGES") * page
+            free = os.sysconf("SC_AVPHYS_PAGES") * page
+        except (ValueError, OSError, AttributeError):  # pragma: no cover - exotic platforms
+            total, free = 0, 0
+    cg = _cgroup_limit()
+    if cg is not None:
+        limit, usage = cg
+        total = min(total, limit)
+        free = min(free, max(0, limit - usage))
+    return int(total), int(free)
+
+
+# ---------------------------------------------------------------------- GPU
+def _resolve_cuda_index(torch, device) -> int:
+    if device is not None:
+        d = torch.device(device)
+        if d.index is not None:
+            return int(d.index)
+    local = os.environ.get("LOCAL_RANK", "").strip()
+    count = torch.cuda.device_count()
+    if local.isdigit() and count:
+        return int(local) % count
+    return 0
+
+
+def detect_hardware(ranks_per_machine: Optional[int] = None, device=None) -> Hardware:
+    """Measure this machine for placement.
+
+    ``ranks_per_machine``: ``None`` reads ``LOCAL_WORLD_SIZE`` (set by torchrun), else 1.
+    ``device``: ``"cpu"`` forces a CPU-only answer; ``"cuda:1"`` measures that GPU; ``None``
+    uses CUDA when available, on GPU ``LOCAL_RANK`` (else 0).
+    Costs: reads two small files; with a GPU, starts CUDA on that device (after
+    :func:`graphfeed.cuda_alloc.configure_cuda_allocator`).
+    """
+    if ranks_per_machine is None:
+        env = os.environ.get("LOCAL_WORLD_SIZE", "").strip()
+        ranks_per_machine = int(env) if env.isdigit() and int(env) > 0 else 1
+    host_total, host_free = host_memory()
+    base = dict(
+        host_total_bytes=host_total,
+        host_free_bytes=host_free,
+        ranks_per_machine=int(ranks_per_machine),
+    )
+
+    import torch
+
+    if device is not None and torch.device(device).type == "cpu":
+        return Hardware(**base)
+    if device is not None and torch.device(device).type != "cuda":
+        raise GraphfeedError(f"placement supports 'cpu' and 'cuda' devices, got {device!r}")
+    # torch.version.cuda / hip is None on CPU-only builds: answer without touching CUDA.
+    if torch.version.cuda is None and getattr(torch.version, "hip", None) is None:
+        return Hardware(**base)
+    if not torch.cuda.is_available():  # NVML/driver query; creates no context
+        return Hardware(**base)
+
+    from ..cuda_alloc import configure_cuda_allocator
+
+    configure_cuda_allocator()  # must precede the first CUDA call below
+    index = _resolve_cuda_index(torch, device)
+    count = torch.cuda.device_count()
+    if index >= count:
+        raise GraphfeedError(f"device cuda:{index} does not exist: {count} CUDA device(s) visible")
+    free, total = torch.cuda.mem_get_info(index)
+    name = torch.cuda.get_device_name(index)
+    # UVA (a device pointer for pinned host memory) holds on 64-bit Linux/Windows-TCC CUDA;
+    # graphfeed's pinned-cuda mode relies on cudaHostRegister, available on NVIDIA CUDA builds.
+    uva = torch.version.cuda is not None and sys.maxsize > 2**32
+    return Hardware(
+        **base,
+        gpu_name=name,
+        gpu_total_bytes=int(total),
+        gpu_free_bytes=int(free),
+        gpu_count=int(count),
+        cuda_available=True,
+        supports_uva=bool(uva),
+        device=f"cuda:{index}",
+    )
