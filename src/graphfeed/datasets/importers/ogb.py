@@ -1,0 +1,82 @@
+"""The OGB node-property raw layout, as users download it (e.g. ``ogbn-arxiv``)::
+
+    SRC/raw/edge.csv.gz            one "src,dst" per line, no header
+    SRC/raw/node-feat.csv.gz       one comma-separated float row per node (optional)
+    SRC/raw/node-label.csv.gz      one label per line (may be "nan")
+    SRC/raw/num-node-list.csv.gz   the node count (optional)
+    SRC/split/<name>/{train,valid,test}.csv.gz   one node id per line
+
+OGB stores ``ogbn-arxiv`` edges in one direction; pass ``--undirected`` to add reverse edges as
+the OGB leaderboard examples do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from ...errors import DatasetError
+from .._readers import EdgeSource, read_int_table
+from . import PrepareReport, SplitRule, prepare
+
+HELP = "OGB node-property raw layout (raw/*.csv.gz, split/<name>/*.csv.gz)"
+
+
+def _find(folder: Path, stem: str) -> Optional[Path]:
+    for suffix in (".csv.gz", ".csv"):
+        p = folder / f"{stem}{suffix}"
+        if p.is_file():
+            return p
+    return None
+
+
+def prepare_ogb(src, out, *, split_name: Optional[str] = None, split=None,
+                block_bytes: int = 32 * 1024 * 1024, **kw) -> PrepareReport:
+    src = Path(src)
+    raw = src / "raw"
+    if not raw.is_dir():
+        raise DatasetError(f"{src}: not an OGB node-property folder (no raw/ inside)")
+    edge_file = _find(raw, "edge")
+    label_file = _find(raw, "node-label")
+    if edge_file is None or label_file is None:
+        raise DatasetError(f"{raw}: needs edge.csv.gz and node-label.csv.gz")
+    feat_file = _find(raw, "node-feat")
+    num_nodes = kw.pop("num_nodes", None)
+    nn_file = _find(raw, "num-node-list")
+    if num_nodes is None and nn_file is not None:
+        t = read_int_table(nn_file, 1)
+        if t.shape[0] != 1:
+            raise DatasetError(f"{nn_file}: expected one graph (one line), found {t.shape[0]}; "
+                               f"graph-property datasets are not node-property datasets")
+        num_nodes = int(t[0, 0])
+    if split is not None:
+        splits = split
+    else:
+        split_root = src / "split"
+        names = sorted(p.name for p in split_root.iterdir() if p.is_dir()) if split_root.is_dir() else []
+        if not names:
+            raise DatasetError(f"{src}: no split/<name>/ folder; pass --split 0.8,0.1,0.1 for a random split")
+        chosen = split_name or names[0]
+        if chosen not in names:
+            raise DatasetError(f"{split_root}: no split named {chosen!r}; found {names}")
+        splits = {}
+        for k in ("train", "valid", "test"):
+            f = _find(split_root / chosen, k)
+            if f is None:
+                raise DatasetError(f"{split_root / chosen}: missing {k}.csv.gz")
+            splits[k] = f
+    edges = EdgeSource(edge_file, block_bytes=block_bytes)
+    kw.setdefault("name", src.name)
+    return prepare(out, edges=edges, features={"feat": feat_file} if feat_file else {}, labels=label_file,
+                   splits=splits, num_nodes=num_nodes, **kw)
+
+
+def add_arguments(p) -> None:
+    p.add_argument("src", metavar="SRC", help="OGB dataset folder (holding raw/ and split/)")
+    p.add_argument("out", metavar="OUT", help="dataset folder to create")
+    p.add_argument("--split-name", help="which split/<name>/ to use (default: the first)")
+
+
+def run(args, common: dict) -> PrepareReport:
+    split = SplitRule.parse(args.split, args.seed) if args.split else None
+    return prepare_ogb(args.src, args.out, split_name=args.split_name, split=split, **common)

@@ -1,0 +1,169 @@
+"""Importers for the small real datasets in ``shared/datasets`` (and files laid out the same way).
+
+- ``cora-text``: a folder with ``*_edges.csv`` (``id_1,id_2``), ``*_features.json``
+  (``{"<node id>": [indices of features equal to 1]}``) and ``*_target.csv`` (``id,target``).
+  For Cora (2,708 nodes) the default split is the standard Planetoid one (train 0..139,
+  valid 140..639, test 1708..2707).
+- ``planetoid-npz``: an ``.npz`` with ``x``, ``y``, optional ``has_label``, ``edge_index``
+  ``(2, E)`` and ``train_idx`` / ``val_idx`` / ``test_idx`` (e.g. CiteSeer's ``derived/`` file,
+  Planetoid order and split).
+- ``csr-npz``: the gnn-benchmark ``.npz`` of CSR parts (``adj_data/indices/indptr/shape``,
+  ``attr_*``, ``labels``); edges follow the adjacency rows (row -> column). No standard split:
+  default ``per-class:20,500,1000`` (seeded).
+
+These inputs are small; they are decoded in memory (features become dense float32) and then
+written through the same :func:`~graphfeed.datasets.importers.prepare` driver as the others.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import DatasetError
+from .._readers import EdgeSource, load_npz, read_int_table
+from . import PrepareReport, SplitRule, prepare
+
+HELP = {
+    "cora-text": "Cora text layout: *_edges.csv, *_features.json, *_target.csv",
+    "planetoid-npz": ".npz with x, y, edge_index, train_idx/val_idx/test_idx (Planetoid order)",
+    "csr-npz": "gnn-benchmark .npz of CSR parts (adj_*, attr_*, labels)",
+}
+
+CORA_PLANETOID = {"train": (0, 140), "valid": (140, 640), "test": (1708, 2708)}
+
+
+def _one(folder: Path, suffix: str) -> Path:
+    found = sorted(folder.glob(f"*{suffix}"))
+    if len(found) != 1:
+        raise DatasetError(f"{folder}: expected exactly one *{suffix} file, found {[p.name for p in found]}")
+    return found[0]
+
+
+def _kw_split(split, default):
+    return split if split is not None else default
+
+
+def prepare_cora_text(src, out, *, split=None, num_features=None, **kw) -> PrepareReport:
+    src = Path(src)
+    if not src.is_dir():
+        raise DatasetError(f"{src}: expected a folder with *_edges.csv, *_features.json, *_target.csv")
+    edges_f, feats_f, target_f = _one(src, "_edges.csv"), _one(src, "_features.json"), _one(src, "_target.csv")
+    target = read_int_table(target_f, 2)
+    n = int(target[:, 0].max()) + 1 if target.size else 0
+    y = np.full(n, -1, dtype=np.int64)
+    y[target[:, 0]] = target[:, 1]
+    try:
+        with open(feats_f, "rb") as f:
+            raw = json.load(f)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise DatasetError(f"{feats_f}: malformed JSON ({e})") from None
+    if not isinstance(raw, dict):
+        raise DatasetError(f"{feats_f}: expected an object of node id -> feature indices")
+    rows, cols = [], []
+    for k, v in raw.items():
+        try:
+            node = int(k)
+            idx = [int(i) for i in v]
+        except (TypeError, ValueError):
+            raise DatasetError(f"{feats_f}: entry {k!r} is not node id -> list of integers") from None
+        if not 0 <= node < n:
+            raise DatasetError(f"{feats_f}: node id {node} is out of range [0, {n}) (from {target_f.name})")
+        rows.extend([node] * len(idx))
+        cols.extend(idx)
+    rows_a = np.asarray(rows, dtype=np.int64)
+    cols_a = np.asarray(cols, dtype=np.int64)
+    if cols_a.size and cols_a.min() < 0:
+        raise DatasetError(f"{feats_f}: negative feature index {int(cols_a.min())}")
+    f_dim = int(num_features) if num_features else (int(cols_a.max()) + 1 if cols_a.size else 1)
+    if cols_a.size and cols_a.max() >= f_dim:
+        raise DatasetError(f"{feats_f}: feature index {int(cols_a.max())} >= num_features {f_dim}")
+    x = np.zeros((n, f_dim), dtype=np.float32)
+    x[rows_a, cols_a] = 1.0
+    if split is None:
+        if n != 2708:
+            raise DatasetError(f"{src}: no standard split known for {n} nodes; pass --split")
+        split = {k: np.arange(a, b, dtype=np.int64) for k, (a, b) in CORA_PLANETOID.items()}
+    kw.setdefault("name", src.parent.name if src.name == "text" else src.name)
+    kw.pop("block_bytes", None)
+    return prepare(out, edges=EdgeSource(edges_f), features={"feat": x}, labels=y, splits=split,
+                   num_nodes=n, **kw)
+
+
+def prepare_planetoid_npz(src, out, *, split=None, **kw) -> PrepareReport:
+    src = Path(src)
+    z = load_npz(src)
+    need = ("x", "y", "edge_index")
+    missing = [k for k in need if k not in z]
+    if missing:
+        raise DatasetError(f"{src}: missing arrays {missing}; found {sorted(z)}")
+    x, y, ei = z["x"], z["y"], z["edge_index"]
+    if ei.ndim != 2 or ei.shape[0] != 2 or ei.dtype.kind not in "iu":
+        raise DatasetError(f"{src}: edge_index must be integer (2, E), got {ei.dtype} {ei.shape}")
+    if x.ndim != 2 or y.ndim != 1 or x.shape[0] != y.shape[0]:
+        raise DatasetError(f"{src}: x {x.shape} and y {y.shape} must have one row per node")
+    y = y.astype(np.int64)
+    if "has_label" in z:
+        y = np.where(z["has_label"].astype(bool), y, -1)
+    if split is None:
+        keys = {"train": "train_idx", "valid": "val_idx", "test": "test_idx"}
+        if not all(v in z for v in keys.values()):
+            raise DatasetError(f"{src}: no train_idx/val_idx/test_idx inside; pass --split")
+        split = {k: z[v] for k, v in keys.items()}
+    kw.setdefault("name", src.stem.split("_")[0])
+    kw.pop("block_bytes", None)
+    feature_dtype = kw.pop("feature_dtype", None) or np.float32
+    return prepare(out, edges=EdgeSource(arrays=(ei[0], ei[1])), features={"feat": x.astype(feature_dtype)},
+                   labels=y, splits=split, num_nodes=x.shape[0], **kw)
+
+
+def _csr_dense(z, prefix: str, src: Path, dtype) -> np.ndarray:
+    try:
+        data, indices, indptr, shape = (z[f"{prefix}_{k}"] for k in ("data", "indices", "indptr", "shape"))
+    except KeyError:
+        raise DatasetError(f"{src}: missing {prefix}_data/indices/indptr/shape") from None
+    n, m = (int(s) for s in shape)
+    if indptr.shape[0] != n + 1 or indices.shape != data.shape or int(indptr[-1]) != indices.shape[0]:
+        raise DatasetError(f"{src}: inconsistent CSR parts for {prefix!r}")
+    if indices.size and (indices.min() < 0 or indices.max() >= m):
+        raise DatasetError(f"{src}: {prefix}_indices hold an id outside [0, {m})")
+    out = np.zeros((n, m), dtype=dtype)
+    rows = np.repeat(np.arange(n), np.diff(indptr))
+    out[rows, indices] = data
+    return out
+
+
+def prepare_csr_npz(src, out, *, split=None, **kw) -> PrepareReport:
+    src = Path(src)
+    z = load_npz(src)
+    for k in ("adj_indices", "adj_indptr", "adj_shape", "labels"):
+        if k not in z:
+            raise DatasetError(f"{src}: missing {k!r}; found {sorted(z)}")
+    n = int(z["adj_shape"][0])
+    indptr, indices = z["adj_indptr"].astype(np.int64), z["adj_indices"].astype(np.int64)
+    if indptr.shape[0] != n + 1 or int(indptr[-1]) != indices.shape[0]:
+        raise DatasetError(f"{src}: inconsistent adjacency CSR parts")
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+    feature_dtype = kw.pop("feature_dtype", None) or np.float32
+    feats = {"feat": _csr_dense(z, "attr", src, feature_dtype)} if "attr_shape" in z else {}
+    if split is None:
+        split = SplitRule("per-class", (20, 500, 1000), 0)
+    kw.setdefault("name", src.stem)
+    kw.pop("block_bytes", None)
+    return prepare(out, edges=EdgeSource(arrays=(rows, indices)), features=feats,
+                   labels=z["labels"], splits=split, num_nodes=n, **kw)
+
+
+def add_arguments(p, fmt: str) -> None:
+    what = "folder with the text files" if fmt == "cora-text" else ".npz file"
+    p.add_argument("src", metavar="SRC", help=what)
+    p.add_argument("out", metavar="OUT", help="dataset folder to create")
+
+
+def run(args, common: dict) -> PrepareReport:
+    split = SplitRule.parse(args.split, args.seed) if args.split else None
+    fn = {"cora-text": prepare_cora_text, "planetoid-npz": prepare_planetoid_npz,
+          "csr-npz": prepare_csr_npz}[args.format]
+    return fn(args.src, args.out, split=split, **common)
