@@ -1,0 +1,130 @@
+"""How much memory a dataset needs under each placement, for 1 or N processes per machine.
+
+Only the data is counted (graph arrays, node features, labels); mini-batches, the model and the
+sampler's workspace come on top (the placement planner adds its own workspace term). Sizes come
+from the ``.npy`` headers, so estimating never reads the arrays.
+
+Placements (the CUDA ones are the placement planner's modes):
+
+==================  ============================================  ==============================
+row                 host RAM per machine                          per GPU (one process per GPU)
+==================  ============================================  ==============================
+ram-shared          graph + features, once (memory maps /          0
+(cpu-cpu)           page cache shared by every local process)
+ram-private         nproc x (graph + features)                     0
+disk-cache          graph once + nproc x cache (features on disk)  0
+cpu-cuda            graph + features, once                         0 (only mini-batches)
+pinned-cuda         graph + features pinned, once                  0 (read over PCIe via UVA)
+cuda-cuda           0 after loading                                graph + features
+==================  ============================================  ==============================
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Union
+
+from ..errors import GraphfeedError
+from .build import format_bytes
+
+
+@dataclass(frozen=True)
+class PlacementMemory:
+    """One placement's data footprint for ``nproc`` processes on one machine."""
+
+    placement: str
+    description: str
+    host_bytes: int  # RAM on the machine (shared copies counted once)
+    gpu_bytes: int  # on each GPU, with one process per GPU
+    disk_bytes: int  # data read from disk at run time (not held in RAM)
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Data sizes of a dataset and its footprint per placement.
+
+    ``graph_bytes``: indptr + indices (+ weights); ``feature_bytes``: every node feature,
+    labels included. ``placements`` holds the rows for ``nproc`` processes per machine and
+    ``cache_bytes`` of feature cache per process.
+    """
+
+    name: str
+    num_nodes: int
+    num_edges: int
+    graph_bytes: int
+    feature_bytes: int
+    feature_sizes: dict  # name -> {"dtype", "shape", "bytes"}
+    nproc: int
+    cache_bytes: int
+    placements: tuple = field(default_factory=tuple)
+
+    @property
+    def data_bytes(self) -> int:
+        return self.graph_bytes + self.feature_bytes
+
+    def placement(self, name: str) -> PlacementMemory:
+        for p in self.placements:
+            if p.placement == name:
+                return p
+        raise GraphfeedError(f"no placement {name!r}; have {[p.placement for p in self.placements]}")
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["placements"] = [asdict(p) for p in self.placements]
+        return d
+
+    def table(self) -> str:
+        rows = [("placement", "host RAM / machine", "per GPU", "read from disk", "")]
+        for p in self.placements:
+            rows.append((p.placement, format_bytes(p.host_bytes), format_bytes(p.gpu_bytes),
+                         format_bytes(p.disk_bytes) if p.disk_bytes else "-", p.description))
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        return "\n".join(
+            "  ".join(r[i].ljust(widths[i]) if i == 0 else r[i].rjust(widths[i]) for i in range(4)) + "  " + r[4]
+            for r in rows
+        )
+
+
+def _placements(g: int, f: int, nproc: int, cache: int) -> tuple:
+    d = g + f
+    return (
+        PlacementMemory("ram-shared", "cpu-cpu: memory maps, one copy per machine", d, 0, 0),
+        PlacementMemory("ram-private", "each process loads its own copy (in_memory=True)", nproc * d, 0, 0),
+        PlacementMemory("disk-cache", f"features on disk, {format_bytes(cache)} cache per process",
+                        g + nproc * min(cache, f), 0, f),
+        PlacementMemory("cpu-cuda", "data in RAM once; only mini-batches go to the GPU", d, 0, 0),
+        PlacementMemory("pinned-cuda", "graph + features pinned once; GPU reads them via UVA", d, 0, 0),
+        PlacementMemory("cuda-cuda", "graph + features copied to every GPU", 0, d, 0),
+    )
+
+
+def estimate_memory(dataset_or_path: Union["object", str, os.PathLike], *, nproc: int = 1,
+                    cache_bytes: int = 0) -> MemoryEstimate:
+    """Estimate the data footprint of a :class:`~graphfeed.datasets.format.Dataset` (or a dataset
+    folder, whose ``.npy`` headers alone are read) for ``nproc`` processes per machine."""
+    from .format import Dataset
+
+    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
+        raise GraphfeedError(f"nproc must be a positive integer, got {nproc!r}")
+    if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
+        raise GraphfeedError(f"cache_bytes must be a non-negative integer, got {cache_bytes!r}")
+    if isinstance(dataset_or_path, Dataset):
+        arrays = dataset_or_path._arrays
+    else:
+        from .validate import load_folder
+
+        arrays = load_folder(Path(dataset_or_path), mmap=True, full=False)
+    meta = arrays.metadata
+    g = int(arrays.indptr.nbytes + arrays.indices.nbytes + (arrays.weights.nbytes if arrays.weights is not None else 0))
+    sizes = {
+        k: {"dtype": str(a.dtype), "shape": list(a.shape), "bytes": int(a.nbytes)}
+        for k, a in arrays.node_features.items()
+    }
+    f = sum(v["bytes"] for v in sizes.values())
+    return MemoryEstimate(
+        name=meta.name, num_nodes=meta.num_nodes, num_edges=meta.graph.num_edges, graph_bytes=g,
+        feature_bytes=f, feature_sizes=sizes, nproc=nproc, cache_bytes=cache_bytes,
+        placements=_placements(g, f, nproc, cache_bytes),
+    )
