@@ -1,0 +1,346 @@
+"""numba kernels for uniform neighbour sampling over CSC arrays.
+
+Every kernel is ``njit(nogil=True, cache=True)`` (``graphfeed._numba.kernel``), so several Python
+threads can sample different batches at the same time. There is no RNG state: the random numbers
+of destination ``i`` of a layer are ``splitmix64(base_i + c * GOLDEN)`` for ``c = 1, 2, ...`` where
+``base_i = mix(layer_key ^ mix(i))`` and ``layer_key`` derives from ``(seed, epoch, batch_index,
+layer)``. A destination's sample therefore does not depend on which thread or chunk computed it.
+
+Layer pipeline (exact sizes, no sorting): count per destination -> prefix sum -> fill (global
+source ids) -> relabel (global -> local with a per-batch ``node_map``). ``sample_layer`` fuses all
+four for one thread; ``count_layer`` / ``fill_layer`` / ``relabel_layer`` are the pieces that the
+chunked multi-thread path runs (the fill on several threads, the relabel on one), with identical
+output.
+
+Conventions: ``indptr`` int64, ``indices`` int32 or int64 (both passed read-only, so one compiled
+variant per index dtype), ``node_map`` int32 of size ``num_nodes`` holding ``-1`` for nodes not in
+the batch. ``fanout == -1`` takes every neighbour.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.cpython.unsafe.numbers import trailing_zeros
+from numba.extending import intrinsic
+
+from .._numba import kernel
+
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_C1 = np.uint64(0xBF58476D1CE4E5B9)
+_C2 = np.uint64(0x94D049BB133111EB)
+_MASK32 = np.uint64(0xFFFFFFFF)
+_TWO32 = np.uint64(1 << 32)
+_S30 = np.uint64(30)
+_S27 = np.uint64(27)
+_S31 = np.uint64(31)
+_S32 = np.uint64(32)
+# Largest fanout sampled with Floyd's algorithm and a linear membership scan (O(k^2), fastest for
+# small k); larger fanouts use a sparse Fisher-Yates shuffle with a small hash table (O(k)).
+FLOYD_MAX_K = 32
+
+
+# How many destinations ahead the fill loops prefetch a neighbour list: the per-destination work
+# (RNG draws, membership scans) is too long for the CPU's out-of-order window to overlap the
+# cache misses of the next destinations on its own.
+PREFETCH_AHEAD = 4
+
+
+@intrinsic
+def prefetch(typingctx, arr, idx):
+    """Hint the CPU to load ``arr[idx]`` into cache (``llvm.prefetch``; never faults)."""
+    sig = types.void(arr, idx)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32])
+        name = "llvm.prefetch.p0" if getattr(ptr.type, "is_opaque", True) else "llvm.prefetch.p0i8"
+        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@kernel
+def mix64(z):
+    """splitmix64's finaliser (a bijection on uint64)."""
+    z = (z ^ (z >> _S30)) * _C1
+    z = (z ^ (z >> _S27)) * _C2
+    return z ^ (z >> _S31)
+
+
+@kernel
+def dst_base(layer_key, i):
+    return mix64(layer_key ^ mix64(np.uint64(i)))
+
+
+@kernel
+def bounded(ctr, bound):
+    """A uniform integer in ``[0, bound)`` (``bound >= 1``) and the advanced counter.
+
+    Lemire's multiply-shift with rejection: exactly uniform for ``bound < 2**32``; larger bounds
+    (never a real degree) fall back to a 64-bit modulo with bias below ``2**-31``.
+    """
+    if bound <= 0xFFFFFFFF:
+        b = np.uint64(bound)
+        while True:
+            ctr = ctr + GOLDEN
+            x = mix64(ctr) >> _S32
+            m = x * b
+            low = m & _MASK32
+            if low >= b:  # threshold (2**32 - b) % b < b: accept at once
+                return np.int64(m >> _S32), ctr
+            if low >= (_TWO32 - b) % b:
+                return np.int64(m >> _S32), ctr
+    ctr = ctr + GOLDEN
+    return np.int64(mix64(ctr) % np.uint64(bound)), ctr
+
+
+@kernel
+def count_for(deg, fanout, replace):
+    if fanout < 0 or (deg <= fanout and not replace):
+        return deg
+    if replace:
+        return fanout if deg > 0 else 0
+    return fanout
+
+
+@kernel
+def _floyd(deg, k, ctr, out, off):
+    """Floyd's algorithm: ``k`` distinct positions of ``[0, deg)`` into ``out[off:off+k]``,
+    every k-subset equally likely."""
+    n = 0
+    for j in range(deg - k, deg):
+        t, ctr = bounded(ctr, j + 1)
+        for q in range(off, off + n):
+            if out[q] == t:
+                t = j
+                break
+        out[off + n] = t
+        n += 1
+
+
+@kernel
+def _floyd_small(deg, k, ctr, out, off):
+    """For ``deg <= 64``: Floyd's algorithm over a bit mask, drawing whichever of the subset or
+    its complement is smaller (``deg - k`` draws when ``k`` is close to ``deg``), then writing the
+    chosen positions in increasing order (neighbour lists are read front to back)."""
+    m = k if 2 * k <= deg else deg - k
+    chosen = np.uint64(0)
+    one = np.uint64(1)
+    for j in range(deg - m, deg):
+        t, ctr = bounded(ctr, j + 1)
+        bit = one << np.uint64(t)
+        if chosen & bit:
+            bit = one << np.uint64(j)
+        chosen |= bit
+    if m != k:
+        chosen = ~chosen
+        if deg < 64:
+            chosen &= (one << np.uint64(deg)) - one
+    n = off
+    while chosen:
+        out[n] = trailing_zeros(chosen)
+        chosen &= chosen - one
+        n += 1
+
+
+@kernel
+def _hget(hkeys, hvals, mask, key):
+    slot = (key * 0x9E3779B1) & mask
+    while True:
+        k = hkeys[slot]
+        if k == key:
+            return hvals[slot]
+        if k == -1:
+            return key
+        slot = (slot + 1) & mask
+
+
+@kernel
+def _hset(hkeys, hvals, mask, key, val):
+    slot = (key * 0x9E3779B1) & mask
+    while True:
+        k = hkeys[slot]
+        if k == key or k == -1:
+            hkeys[slot] = key
+            hvals[slot] = val
+            return
+        slot = (slot + 1) & mask
+
+
+@kernel
+def _sparse_fisher_yates(deg, k, ctr, out, off, hkeys, hvals):
+    """The first ``k`` entries of a Fisher-Yates shuffle of ``[0, deg)``, with the swapped
+    entries kept in a hash table (O(k) time and memory, whatever ``deg``)."""
+    hkeys[:] = -1
+    mask = hkeys.shape[0] - 1
+    for j in range(k):
+        r, ctr = bounded(ctr, deg - j)
+        r += j
+        vr = _hget(hkeys, hvals, mask, r)
+        vj = _hget(hkeys, hvals, mask, j)
+        out[off + j] = vr
+        _hset(hkeys, hvals, mask, r, vj)
+
+
+@kernel
+def _fill_one(indptr, indices, v, i, fanout, replace, layer_key, off, rows, cols, eids, want_eids,
+              hkeys, hvals):
+    """Sample destination ``v`` (local id ``i``): global source ids into ``rows[off:off+c]``, ``i``
+    into ``cols``, edge positions into ``eids`` when wanted. Returns the count ``c``."""
+    start = indptr[v]
+    deg = indptr[v + 1] - start
+    c = count_for(deg, fanout, replace)
+    if c == 0:
+        return 0
+    if c == deg and (fanout < 0 or not replace):
+        for q in range(c):
+            p = start + q
+            rows[off + q] = indices[p]
+            cols[off + q] = i
+            if want_eids:
+                eids[off + q] = p
+        return c
+    ctr = dst_base(layer_key, i)
+    if replace:
+        for q in range(c):
+            t, ctr = bounded(ctr, deg)
+            rows[off + q] = t
+    elif deg <= 64:
+        _floyd_small(deg, c, ctr, rows, off)
+    elif c <= FLOYD_MAX_K:
+        _floyd(deg, c, ctr, rows, off)
+    else:
+        _sparse_fisher_yates(deg, c, ctr, rows, off, hkeys, hvals)
+    for q in range(off, off + c):
+        p = start + rows[q]
+        rows[q] = indices[p]
+        cols[q] = i
+        if want_eids:
+            eids[q] = p
+    return c
+
+
+@kernel
+def _hash_tables(fanout, replace):
+    cap = 1
+    if fanout > FLOYD_MAX_K and not replace:
+        while cap < 2 * fanout:
+            cap *= 2
+    return np.empty(cap, np.int64), np.empty(cap, np.int64)
+
+
+@kernel
+def count_layer(indptr, dst, start, stop, fanout, replace, counts):
+    """``counts[i + 1] = `` number of edges sampled for ``dst[i]``, for ``i`` in ``[start, stop)``."""
+    for i in range(start, stop):
+        v = dst[i]
+        counts[i + 1] = count_for(indptr[v + 1] - indptr[v], fanout, replace)
+
+
+@kernel
+def fill_layer(indptr, indices, dst, start, stop, fanout, replace, layer_key, offsets, edge_index,
+               eids, want_eids):
+    """Sample destinations ``[start, stop)`` into their slots ``offsets[i]:offsets[i+1]``: row 0 of
+    ``edge_index`` gets *global* source ids (``relabel_layer`` makes them local), row 1 ``i``."""
+    hkeys, hvals = _hash_tables(fanout, replace)
+    rows = edge_index[0]
+    cols = edge_index[1]
+    for i in range(start, stop):
+        if i + PREFETCH_AHEAD < stop:
+            prefetch(indices, indptr[dst[i + PREFETCH_AHEAD]])
+        _fill_one(indptr, indices, dst[i], i, fanout, replace, layer_key, offsets[i], rows, cols,
+                  eids, want_eids, hkeys, hvals)
+
+
+@kernel
+def relabel_layer(edge_index, node_map, src, n_src):
+    """Global -> local ids of row 0 in place; new nodes get the next local ids in order of first
+    appearance and are appended to ``src``. Returns the new ``n_src``."""
+    rows = edge_index[0]
+    for e in range(rows.shape[0]):
+        u = rows[e]
+        m = node_map[u]
+        if m < 0:
+            m = n_src
+            node_map[u] = m
+            src[n_src] = u
+            n_src += 1
+        rows[e] = m
+    return n_src
+
+
+@kernel
+def sample_layer(indptr, indices, dst, fanout, replace, layer_key, node_map, want_eids):
+    """One layer on one thread, fused. ``dst`` (global ids) must already be in ``node_map`` as
+    local ids ``0..len(dst)-1``. Returns ``(edge_index (2, E) int64, eids (E,) or (0,) int64,
+    src (num_src,) int64)`` with ``src[:len(dst)] == dst``; ``node_map`` then maps every node of
+    ``src`` to its position."""
+    n_dst = dst.shape[0]
+    offsets = np.empty(n_dst + 1, np.int64)
+    offsets[0] = 0
+    for i in range(n_dst):
+        v = dst[i]
+        offsets[i + 1] = offsets[i] + count_for(indptr[v + 1] - indptr[v], fanout, replace)
+    num_edges = offsets[n_dst]
+    edge_index = np.empty((2, num_edges), np.int64)
+    eids = np.empty(num_edges if want_eids else 0, np.int64)
+    src = np.empty(n_dst + num_edges, np.int64)
+    src[:n_dst] = dst
+    n_src = n_dst
+    hkeys, hvals = _hash_tables(fanout, replace)
+    rows = edge_index[0]
+    cols = edge_index[1]
+    for i in range(n_dst):
+        if i + PREFETCH_AHEAD < n_dst:
+            prefetch(indices, indptr[dst[i + PREFETCH_AHEAD]])
+        off = offsets[i]
+        c = _fill_one(indptr, indices, dst[i], i, fanout, replace, layer_key, off, rows, cols,
+                      eids, want_eids, hkeys, hvals)
+        for e in range(off, off + c):  # relabel while the slots are hot in cache
+            u = rows[e]
+            m = node_map[u]
+            if m < 0:
+                m = n_src
+                node_map[u] = m
+                src[n_src] = u
+                n_src += 1
+            rows[e] = m
+    return edge_index, eids, src[:n_src]
+
+
+@kernel
+def insert_seeds(seeds, node_map, num_nodes):
+    """Map ``seeds[i] -> i``. Returns ``(0, 0)``, or ``(1, i)`` if ``seeds[i]`` is out of range,
+    ``(2, i)`` if it repeats an earlier seed; on an error ``node_map`` is left clean."""
+    code = 0
+    bad = 0
+    for i in range(seeds.shape[0]):
+        u = seeds[i]
+        if u < 0 or u >= num_nodes:
+            code = 1
+            bad = i
+            break
+        if node_map[u] >= 0:
+            code = 2
+            bad = i
+            break
+        node_map[u] = i
+    if code != 0:
+        for j in range(bad):
+            u = seeds[j]
+            if node_map[u] == j:
+                node_map[u] = -1
+    return code, bad
+
+
+@kernel
+def reset_map(node_map, nodes):
+    for i in range(nodes.shape[0]):
+        node_map[nodes[i]] = -1

@@ -1,0 +1,239 @@
+"""Uniform neighbour sampling with vectorised torch ops, on whatever device the graph lives on.
+
+``TorchNeighborSampler`` is the GPU sampler (CSC tensors in GPU memory, or GPU-visible views of
+pinned host memory) and the plain pure-torch baseline that benchmarks compare the numba sampler
+against. It has the semantics and invariants of ``NeighborSampler`` (same layer convention, same
+block layout, destinations first and new sources in order of first appearance), but its own RNG
+(a ``torch.Generator`` on the graph's device), so its samples differ from the numba sampler's.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from ..errors import GraphfeedError
+from ._common import batch_key, check_fanouts
+from .base import Block, MiniBatch, Sampler
+
+# Largest fanout drawn with a vectorised Floyd's algorithm (k rounds of O(k) comparisons per
+# destination); larger fanouts sort one random key per candidate edge instead.
+FLOYD_MAX_K = 32
+_RAND_HIGH = 1 << 62
+
+
+class TorchNeighborSampler(Sampler):
+    """Uniform neighbour sampling of CSC tensors with torch ops only (no loop over nodes).
+
+    - ``indptr``: int64 ``(num_nodes + 1,)``; ``indices``: int32 or int64 ``(num_edges,)``, on
+      one device; all work happens on that device. The graph tensors are only read through
+      indexing/gathers (``indptr[ids]``, ``indices[positions]``), so they may be zero-copy GPU
+      views of pinned host memory.
+    - ``fanouts``: as ``NeighborSampler`` (``fanouts[i]`` is the fanout of ``blocks[i]``; the
+      seeds are ``blocks[-1]``'s destinations; ``-1`` takes every neighbour).
+    - ``replace=False``: ``min(fanout, in_degree)`` distinct in-edges per destination, every
+      subset equally likely (vectorised Floyd's algorithm for ``fanout <= 32``, else one random
+      key per candidate edge and a segmented sort). ``replace=True``: ``fanout`` i.i.d. uniform
+      in-edges per destination with ``in_degree > 0``.
+    - Randomness: a ``torch.Generator`` on the device, seeded from ``(seed, epoch,
+      batch_index)``; reproducible on one device type, not equal to ``NeighborSampler``'s.
+    - Host syncs: the seed checks and one per layer for each output size (edge count, number of
+      destinations to subsample, unique node count).
+    - Seeds must be distinct ids in ``[0, num_nodes)``; a duplicate or out-of-range id raises
+      ``GraphfeedError``.
+    """
+
+    def __init__(
+        self,
+        indptr: torch.Tensor,
+        indices: torch.Tensor,
+        fanouts: Sequence[int],
+        *,
+        replace: bool = False,
+        seed: int = 0,
+        return_edge_ids: bool = False,
+    ):
+        if not isinstance(indptr, torch.Tensor) or not isinstance(indices, torch.Tensor):
+            raise GraphfeedError("indptr and indices must be torch tensors")
+        if indptr.dim() != 1 or indices.dim() != 1 or indptr.numel() < 1:
+            raise GraphfeedError(
+                f"indptr and indices must be 1-D (indptr non-empty), got shapes "
+                f"{tuple(indptr.shape)} and {tuple(indices.shape)}"
+            )
+        if indptr.dtype != torch.int64 or indices.dtype not in (torch.int32, torch.int64):
+            raise GraphfeedError(
+                f"indptr must be int64 and indices int32/int64, got {indptr.dtype}, {indices.dtype}"
+            )
+        if indptr.device != indices.device:
+            raise GraphfeedError(
+                f"indptr and indices are on different devices: {indptr.device} != {indices.device}"
+            )
+        self.indptr = indptr
+        self.indices = indices
+        self.device = indptr.device
+        self.num_nodes = int(indptr.numel() - 1)
+        self.fanouts = check_fanouts(fanouts)
+        self.replace = bool(replace)
+        self.seed = int(seed)
+        self.return_edge_ids = bool(return_edge_ids)
+
+    @classmethod
+    def from_graph(
+        cls,
+        graph,
+        fanouts: Sequence[int],
+        *,
+        device="cpu",
+        replace: bool = False,
+        seed: int = 0,
+        return_edge_ids: bool = False,
+    ) -> "TorchNeighborSampler":
+        """A sampler over ``graph.tensors(device)`` (CPU: shares memory with the graph's arrays;
+        other devices: a copy cached by the graph)."""
+        indptr, indices = graph.tensors(device)
+        return cls(
+            indptr, indices, fanouts, replace=replace, seed=seed, return_edge_ids=return_edge_ids
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"TorchNeighborSampler(fanouts={self.fanouts}, replace={self.replace}, "
+            f"seed={self.seed}, device={self.device})"
+        )
+
+    # ------------------------------------------------------------------ public
+    def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0) -> MiniBatch:
+        """Sample the blocks of one batch of seed ids; every output tensor is on ``self.device``."""
+        seeds = self._check_seeds(seeds)
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(batch_key(self.seed, epoch, batch_index) >> 1)
+        blocks = []
+        dst = seeds
+        for layer in range(len(self.fanouts) - 1, -1, -1):
+            block = self._sample_layer(dst, self.fanouts[layer], gen)
+            blocks.append(block)
+            dst = block.src_nodes
+        blocks.reverse()
+        return MiniBatch(seeds=seeds, blocks=blocks, epoch=int(epoch), batch_index=int(batch_index))
+
+    # ------------------------------------------------------------------ internals
+    def _check_seeds(self, seeds) -> torch.Tensor:
+        if not isinstance(seeds, torch.Tensor):
+            a = np.asarray(seeds)
+            if a.size == 0 and a.dtype.kind not in "iu":
+                a = a.astype(np.int64)
+            seeds = torch.as_tensor(a)
+        if seeds.dim() != 1:
+            raise GraphfeedError(f"seeds must be a 1-D tensor of node ids, got shape {tuple(seeds.shape)}")
+        if seeds.dtype.is_floating_point or seeds.dtype.is_complex or seeds.dtype == torch.bool:
+            raise GraphfeedError(f"seeds must be integer node ids, got dtype {seeds.dtype}")
+        seeds = seeds.to(device=self.device, dtype=torch.int64)
+        if seeds.numel() == 0:
+            return seeds
+        bad = (seeds < 0) | (seeds >= self.num_nodes)
+        if bool(bad.any()):
+            pos = int(torch.nonzero(bad)[0, 0])
+            raise GraphfeedError(
+                f"seed id {int(seeds[pos])} (position {pos}) is out of range [0, {self.num_nodes})"
+            )
+        uniq = torch.unique(seeds)
+        if uniq.numel() != seeds.numel():
+            s, _ = torch.sort(seeds)
+            dup = int(s[1:][s[1:] == s[:-1]][0])
+            where = torch.nonzero(seeds == dup)[:, 0].tolist()
+            raise GraphfeedError(
+                f"seed id {dup} appears twice (positions {where[0]} and {where[1]}); "
+                "seeds must be distinct"
+            )
+        return seeds
+
+    def _randint(self, high: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """Uniform ints in ``[0, high)`` per element (``high >= 1``, int64); modulo bias below
+        ``high / 2**62``."""
+        r = torch.randint(0, _RAND_HIGH, high.shape, generator=gen, device=self.device)
+        return torch.remainder(r, high)
+
+    def _sample_layer(self, dst: torch.Tensor, fanout: int, gen: torch.Generator) -> Block:
+        dev = self.device
+        n_dst = dst.numel()
+        start = self.indptr[dst]
+        deg = self.indptr[dst + 1] - start
+        if fanout < 0:
+            cnt = deg
+        elif self.replace:
+            cnt = torch.where(deg > 0, torch.full_like(deg, fanout), torch.zeros_like(deg))
+        else:
+            cnt = torch.clamp(deg, max=fanout)
+        csum = torch.cumsum(cnt, 0)
+        num_edges = int(csum[-1]) if n_dst else 0
+        offsets = csum - cnt  # exclusive prefix sum: each destination's first slot
+        local_dst = torch.repeat_interleave(
+            torch.arange(n_dst, device=dev), cnt, output_size=num_edges
+        )
+        rank = torch.arange(num_edges, device=dev) - offsets[local_dst]
+        if fanout < 0:
+            pos = rank
+        elif self.replace:
+            pos = self._randint(deg[local_dst], gen)
+        else:
+            pos = rank.clone()  # destinations with deg <= fanout keep every neighbour
+            self._subsample(pos, deg, offsets, fanout, gen)
+        eids = start[local_dst] + pos
+        src_global = self.indices[eids].to(torch.int64)
+        src_nodes, local_src = _relabel(dst, src_global)
+        return Block(
+            edge_index=torch.stack([local_src, local_dst]),
+            src_nodes=src_nodes,
+            num_dst=n_dst,
+            edge_ids=eids if self.return_edge_ids else None,
+        )
+
+    def _subsample(self, pos, deg, offsets, k: int, gen: torch.Generator) -> None:
+        """Write into ``pos`` a uniform k-subset of ``[0, deg)`` for every destination with
+        ``deg > k`` (their slots are ``offsets[i] + [0, k)``)."""
+        dev = self.device
+        sel = torch.nonzero(deg > k)[:, 0]
+        m = sel.numel()
+        if m == 0:
+            return
+        d = deg[sel]
+        slots = offsets[sel].unsqueeze(1) + torch.arange(k, device=dev)
+        if k <= FLOYD_MAX_K:
+            # Floyd's algorithm, one round per output column, all destinations at once.
+            chosen = torch.empty((m, k), dtype=torch.int64, device=dev)
+            for it in range(k):
+                j = d - k + it
+                t = self._randint(j + 1, gen)
+                if it:
+                    seen = (chosen[:, :it] == t.unsqueeze(1)).any(1)
+                    t = torch.where(seen, j, t)
+                chosen[:, it] = t
+        else:
+            # One random key per candidate edge; the k smallest keys of each destination win.
+            total = int(d.sum())
+            seg = torch.repeat_interleave(torch.arange(m, device=dev), d, output_size=total)
+            seg_start = torch.cumsum(d, 0) - d
+            keys = torch.randint(0, _RAND_HIGH, (total,), generator=gen, device=dev)
+            order = torch.argsort(keys, stable=True)
+            order = order[torch.argsort(seg[order], stable=True)]  # by (segment, key)
+            within = torch.arange(total, device=dev) - seg_start[seg]  # rank in sorted order
+            keep = within < k
+            cand = (torch.arange(total, device=dev) - seg_start[seg])[order]
+            chosen = cand[keep].view(m, k)
+        pos[slots.reshape(-1)] = chosen.reshape(-1)
+
+
+def _relabel(dst: torch.Tensor, src_global: torch.Tensor):
+    """Local ids: ``dst`` (distinct) keep ``0..len(dst)-1``; other nodes follow in order of first
+    appearance in ``src_global``. Returns ``(src_nodes, local ids of src_global)``."""
+    n_dst = dst.numel()
+    allv = torch.cat([dst, src_global])
+    uniq, inv = torch.unique(allv, return_inverse=True)
+    first = torch.full((uniq.numel(),), allv.numel(), dtype=torch.int64, device=allv.device)
+    first.scatter_reduce_(0, inv, torch.arange(allv.numel(), device=allv.device), reduce="amin")
+    order = torch.argsort(first)
+    new_id = torch.empty_like(order)
+    new_id[order] = torch.arange(order.numel(), device=allv.device)
+    return uniq[order], new_id[inv[n_dst:]]
