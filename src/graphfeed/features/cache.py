@@ -1,0 +1,218 @@
+"""A CPU cache in front of any feature: a fixed byte budget, a named eviction policy.
+
+``CachedFeature(feature, capacity_bytes, policy="sieve")`` keeps up to
+``capacity_bytes // row_nbytes`` rows in one preallocated tensor. Bookkeeping (which row is in
+which slot, the policy's queues and bits) lives in numpy arrays updated by numba kernels
+(``_cache_kernels``); rows are copied by a nogil kernel.
+
+A batched read:
+
+1. under the lock: look every id up, record the hits with the policy, copy the hit rows out;
+2. without the lock: read the distinct missed ids from the backing feature (so other threads
+   keep reading the cache meanwhile) and scatter them to their positions;
+3. under the lock: admit the missed ids (ascending id order), evicting as the policy says, and
+   copy their rows into the freed slots.
+
+A batch may miss more distinct rows than the cache holds: then only the first ``capacity`` are
+admitted and the rest are served straight from the backing store. The read always completes and
+returns correct rows (GraphBolt's cache can hang in that case, dmlc/dgl#7646).
+
+Statistics count positions of ``ids``: ``hits`` were served from the cache, ``misses`` from the
+backing feature (a row missed twice in one batch counts twice).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable, Optional, Union
+
+import numpy as np
+import torch
+
+from ..errors import GraphfeedError
+from .base import Feature
+
+#: name -> policy code used by the kernels (see ``_cache_kernels``).
+POLICIES: dict[str, int] = {"lru": 0, "clock": 1, "sieve": 2, "s3fifo": 3}
+_ALIASES = {"s3-fifo": "s3fifo", "s3_fifo": "s3fifo"}
+
+
+def policy_code(policy: Union[str, int]) -> int:
+    """The kernel code of a policy name (case-insensitive); unknown names list the valid ones."""
+    if isinstance(policy, int) and policy in POLICIES.values():
+        return policy
+    name = _ALIASES.get(str(policy).lower(), str(policy).lower())
+    if name not in POLICIES:
+        raise GraphfeedError(
+            f"unknown cache policy {policy!r}; valid policies: {', '.join(sorted(POLICIES))}"
+        )
+    return POLICIES[name]
+
+
+def _words(t: torch.Tensor, word: np.dtype) -> np.ndarray:
+    """A 2-D word view ``(rows, words_per_row)`` of a contiguous CPU tensor."""
+    n = t.shape[0]
+    return t.view(torch.uint8).numpy().reshape(n, -1).view(word)
+
+
+class CacheState:
+    """Bookkeeping arrays for ``capacity`` slots over ``num_rows`` ids (see ``_cache_kernels``).
+
+    Memory: 4 bytes per id (``slot_of``, plus 4 more for S3-FIFO's ghost index) and ~18 bytes
+    per slot.
+    """
+
+    def __init__(self, num_rows: int, capacity: int, policy: int):
+        from . import _cache_kernels as K
+
+        self.policy = policy
+        self.capacity = capacity
+        self.slot_of = np.full(num_rows, -1, dtype=np.int32)
+        self.node_of = np.full(capacity, -1, dtype=np.int64)
+        self.nxt = np.full(capacity, -1, dtype=np.int32)
+        self.prv = np.full(capacity, -1, dtype=np.int32)
+        self.bits = np.zeros(capacity, dtype=np.uint8)
+        self.qid = np.zeros(capacity, dtype=np.uint8)
+        self.st = K.new_state()
+        if policy == K.POLICY_S3FIFO:
+            small = max(1, capacity // 10)
+            self.st[K.ST_SMALL] = small
+            self.gring = np.full(max(1, capacity - small), -1, dtype=np.int64)
+            self.gpos = np.zeros(num_rows, dtype=np.int32)
+        else:
+            self.gring = np.full(1, -1, dtype=np.int64)
+            self.gpos = np.zeros(1, dtype=np.int32)
+
+    def cached_ids(self) -> np.ndarray:
+        """Sorted ids currently cached."""
+        n = int(self.st[0])
+        return np.sort(self.node_of[:n][self.node_of[:n] >= 0])
+
+
+class CachedFeature(Feature):
+    """Wraps ``feature`` with a CPU cache of ``capacity_bytes`` (an int or "512MB"-style string).
+
+    ``policy``: ``"sieve"`` (default), ``"s3fifo"``, ``"lru"`` or ``"clock"``. Thread-safe: many
+    loader threads may read at once; backing reads run outside the lock.
+    """
+
+    kind = "cached"
+
+    def __init__(self, feature: Feature, capacity_bytes, policy: str = "sieve"):
+        if not isinstance(feature, Feature):
+            raise GraphfeedError(f"CachedFeature wraps a graphfeed Feature, got {type(feature).__name__}")
+        if feature.device.type != "cpu":
+            raise GraphfeedError(f"CachedFeature caches CPU features; this one is on {feature.device}")
+        from .._units import parse_size
+
+        self.feature = feature
+        self.capacity_bytes = parse_size(capacity_bytes)
+        self.policy_name = _ALIASES.get(str(policy).lower(), str(policy).lower())
+        self._policy = policy_code(policy)
+        row = max(1, feature.row_nbytes)
+        self.capacity = int(min(self.capacity_bytes // row, feature.num_rows))
+        if self.capacity >= np.iinfo(np.int32).max:
+            raise GraphfeedError(f"cache of {self.capacity} rows is too large (max 2**31 - 2 rows)")
+        self._init_storage()
+
+    def _init_storage(self) -> None:
+        from .disk import word_dtype
+
+        f = self.feature
+        self._word = word_dtype(f.row_nbytes) if f.row_nbytes else np.dtype(np.uint8)
+        self._slots = torch.empty((self.capacity, *f.row_shape), dtype=f.dtype)
+        self._slot_words = _words(self._slots, self._word) if self.capacity and f.row_nbytes else None
+        self._state = CacheState(f.num_rows, self.capacity, self._policy)
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def __getstate__(self):  # spawned workers get an empty cache of the same configuration
+        return {
+            "feature": self.feature,
+            "capacity_bytes": self.capacity_bytes,
+            "policy_name": self.policy_name,
+            "_policy": self._policy,
+            "capacity": self.capacity,
+        }
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._init_storage()
+
+    # -------------------------------------------------------------- Feature
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.feature.shape
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.feature.dtype
+
+    @property
+    def hit_rate(self) -> float:
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+    def reset_stats(self) -> None:
+        with self._lock:
+            self.hits = 0
+            self.misses = 0
+
+    def cached_ids(self) -> np.ndarray:
+        """Sorted ids held right now (for tests and inspection)."""
+        with self._lock:
+            return self._state.cached_ids()
+
+    @property
+    def num_cached(self) -> int:
+        return int(self._state.st[0])
+
+    def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
+        from . import _cache_kernels as K
+
+        n = int(ids.shape[0])
+        f = self.feature
+        if out is None:
+            out = torch.empty((n, *f.row_shape), dtype=f.dtype)
+        if n == 0:
+            return out
+        if self.capacity == 0 or f.row_nbytes == 0:
+            with self._lock:
+                self.misses += n
+            return f.read(ids, out=out, check=False)
+        ids_np = ids.numpy()
+        st = self._state
+        hit_pos = np.empty(n, dtype=np.int64)
+        hit_slot = np.empty(n, dtype=np.int64)
+        miss_pos = np.empty(n, dtype=np.int64)
+        out_w = _words(out, self._word)
+        with self._lock:
+            nh, nm = K.lookup(ids_np, st.slot_of, hit_pos, hit_slot, miss_pos)
+            K.on_hits(st.policy, hit_slot, nh, st.st, st.nxt, st.prv, st.bits)
+            K.copy_rows(self._slot_words, hit_slot, out_w, hit_pos, nh)
+            self.hits += nh
+            self.misses += nm
+        if nm == 0:
+            return out
+        miss_pos = miss_pos[:nm]
+        uniq, inv = np.unique(ids_np[miss_pos], return_inverse=True)
+        rows = f.read(torch.from_numpy(uniq), check=False)
+        rows_w = _words(rows, self._word)
+        K.copy_rows(rows_w, inv.reshape(-1).astype(np.int64, copy=False), out_w, miss_pos, nm)
+        m = uniq.shape[0]
+        out_rows = np.empty(min(m, self.capacity), dtype=np.int64)
+        out_slots = np.empty(min(m, self.capacity), dtype=np.int64)
+        with self._lock:
+            na = K.admit(
+                st.policy, uniq, self.capacity, st.st, st.node_of, st.slot_of, st.nxt, st.prv,
+                st.bits, st.qid, st.gring, st.gpos, out_rows, out_slots,
+            )
+            K.copy_rows(rows_w, out_rows, self._slot_words, out_slots, na)
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"CachedFeature({self.feature!r}, capacity={self.capacity} rows, "
+            f"policy={self.policy_name!r}, hit_rate={self.hit_rate:.3f})"
+        )
