@@ -218,6 +218,13 @@ class CSCGraph:
             raise DatasetError(f"{path}: {e}") from None
 
     # ------------------------------------------------------------------ torch views
+    def pin_memory(self) -> "CSCGraph":
+        """Page-lock the arrays for GPU access (in place with ``cudaHostRegister`` where
+        possible, else pinned copies); a no-op with one warning without CUDA. Returns ``self``."""
+        from ..features.pinned import pin_graph
+
+        return pin_graph(self)
+
     def tensors(self, device="cpu"):
         """``(indptr, indices)`` as torch tensors on ``device``. On CPU they share memory with
         the numpy arrays (no copy); other devices get a cached copy."""

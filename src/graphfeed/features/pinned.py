@@ -1,0 +1,276 @@
+"""Page-locked (pinned) host memory for features and graphs, and zero-copy GPU views of it.
+
+- ``pin_tensor(t)`` page-locks a CPU tensor in place with ``cudaHostRegister`` when it can
+  (contiguous, writable memory it does not share with a read-only file map), else returns a
+  pinned copy. In-place registrations are undone by ``unpin(t)``, or at interpreter exit; the
+  exit hook tolerates a CUDA runtime that is already torn down (the known crash is
+  ``'PyCapsule' object has no attribute 'cudaHostUnregister'``).
+- ``uva_tensor(t, device)`` returns a CUDA tensor that aliases pinned host memory (unified
+  virtual addressing): GPU kernels index it directly over PCIe/NVLink, nothing is copied.
+- ``PinnedFeature(feature)`` pins an in-memory feature's rows and writes reads into pinned
+  buffers (fast ``non_blocking`` host-to-device copies); ``pin_graph(graph)`` backs
+  ``CSCGraph.pin_memory()``.
+
+On a build or machine without CUDA every function is a no-op that returns its input, with one
+``RuntimeWarning`` saying that pinning needs CUDA.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import warnings
+from typing import Optional
+
+import numpy as np
+import torch
+
+from ..errors import GraphfeedError
+from .base import Feature
+
+__all__ = ["cuda_available", "pin_tensor", "unpin", "uva_tensor", "PinnedFeature", "pin_memory", "pin_graph"]
+
+_lock = threading.Lock()
+_registered: dict[int, tuple[int, torch.Tensor]] = {}  # host ptr -> (nbytes, the tensor kept alive)
+_warned = False
+_atexit_installed = False
+
+_CUDA_HOST_REGISTER_DEFAULT = 0
+
+
+def cuda_available() -> bool:
+    return bool(torch.cuda.is_available())
+
+
+def _warn_no_cuda() -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        warnings.warn(
+            "pin_memory: pinning needs CUDA (this torch build or machine has no CUDA device); "
+            "features and graphs stay in ordinary pageable memory",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def _cudart():
+    return torch.cuda.cudart()
+
+
+def _success(err) -> bool:
+    try:
+        return err == _cudart().cudaError.success
+    except AttributeError:  # older bindings return plain ints
+        return int(err) == 0
+
+
+def _install_atexit() -> None:
+    global _atexit_installed
+    if not _atexit_installed:
+        atexit.register(_unregister_all)
+        _atexit_installed = True
+
+
+def _unregister(ptr: int) -> None:
+    try:
+        rt = _cudart()
+        rt.cudaHostUnregister(ptr)
+    except (AttributeError, RuntimeError, TypeError, ImportError):
+        # The CUDA runtime (or torch's binding capsule) is already gone at interpreter exit;
+        # the process is ending and the driver releases the registration with it.
+        pass
+
+
+def _unregister_all() -> None:
+    with _lock:
+        items = list(_registered)
+        _registered.clear()
+    for ptr in items:
+        _unregister(ptr)
+
+
+def is_registered(t: torch.Tensor) -> bool:
+    """Whether ``t``'s memory was page-locked in place by :func:`pin_tensor`."""
+    return t.data_ptr() in _registered
+
+
+def pin_tensor(t: torch.Tensor) -> torch.Tensor:
+    """``t`` page-locked: the same tensor when registered in place, else a pinned copy.
+
+    CPU-only: returns ``t`` unchanged (and warns once). Already pinned tensors are returned as
+    they are. A tensor registered in place stays alive until :func:`unpin` or exit.
+    """
+    if not isinstance(t, torch.Tensor):
+        raise GraphfeedError(f"pin_tensor expects a torch.Tensor, got {type(t).__name__}")
+    if t.device.type != "cpu":
+        raise GraphfeedError(f"pin_tensor expects a CPU tensor, got one on {t.device}")
+    if not cuda_available():
+        _warn_no_cuda()
+        return t
+    if t.is_pinned():
+        return t
+    nbytes = t.numel() * t.element_size()
+    if nbytes == 0:
+        return t.pin_memory()
+    if t.is_contiguous() and t.storage_offset() == 0 and t.untyped_storage().nbytes() == nbytes:
+        ptr = t.data_ptr()
+        with _lock:
+            err = _cudart().cudaHostRegister(ptr, nbytes, _CUDA_HOST_REGISTER_DEFAULT)
+            if _success(err):
+                _registered[ptr] = (nbytes, t)
+                _install_atexit()
+                return t
+        # Refused (read-only file map, locked-memory limit, overlapping registration): clear
+        # the error so later CUDA calls do not report it, then copy.
+        try:
+            _cudart().cudaGetLastError()
+        except AttributeError:
+            pass
+    return t.pin_memory()
+
+
+def unpin(t: torch.Tensor) -> None:
+    """Undo an in-place registration by :func:`pin_tensor` (no-op for copies and on CPU)."""
+    ptr = t.data_ptr()
+    with _lock:
+        entry = _registered.pop(ptr, None)
+    if entry is not None:
+        _unregister(ptr)
+
+
+class _HostArrayInterface:
+    """Exposes pinned host memory as a CUDA array (UVA: the device address is the host address)."""
+
+    def __init__(self, t: torch.Tensor):
+        self._keep = t
+        typestr = np.dtype(torch.empty((), dtype=t.dtype).numpy().dtype).str
+        self.__cuda_array_interface__ = {
+            "shape": tuple(t.shape),
+            "typestr": typestr,
+            "data": (t.data_ptr(), False),
+            "version": 3,
+            "strides": None,
+        }
+
+
+def uva_tensor(t: torch.Tensor, device="cuda") -> torch.Tensor:
+    """A CUDA tensor on ``device`` aliasing the pinned host tensor ``t`` (zero copy).
+
+    ``t`` must be contiguous and pinned (``pin_tensor``); reads from GPU kernels go over the
+    bus, so gathers of a few rows are cheap and whole-tensor scans are slow. The result keeps
+    ``t`` alive.
+    """
+    if not cuda_available():
+        raise GraphfeedError("uva_tensor needs a CUDA device; this build or machine has none")
+    if t.device.type != "cpu" or not t.is_pinned():
+        raise GraphfeedError("uva_tensor needs a pinned CPU tensor (use pin_tensor first)")
+    if not t.is_contiguous():
+        raise GraphfeedError("uva_tensor needs a contiguous tensor")
+    device = torch.device(device)
+    with torch.cuda.device(device):
+        return torch.as_tensor(_HostArrayInterface(t), device=device)
+
+
+class PinnedFeature(Feature):
+    """A feature whose rows (when in memory) are page-locked and whose reads land in pinned
+    buffers, ready for ``.to("cuda", non_blocking=True)``.
+
+    Wraps any feature; an ``InMemoryFeature``'s tensor is pinned in place (or copied once).
+    ``uva(device)`` gives a CUDA view of the pinned rows for GPU-side gathers. Without CUDA it
+    behaves exactly like the wrapped feature.
+    """
+
+    kind = "pinned"
+
+    def __init__(self, feature: Feature, *, pin_outputs: bool = True):
+        if not isinstance(feature, Feature):
+            raise GraphfeedError(f"PinnedFeature wraps a graphfeed Feature, got {type(feature).__name__}")
+        self.feature = feature
+        self._cuda = cuda_available()
+        self.pin_outputs = bool(pin_outputs) and self._cuda
+        self._data: Optional[torch.Tensor] = None
+        from .memory import InMemoryFeature
+
+        if isinstance(feature, InMemoryFeature) and feature.device.type == "cpu":
+            self._data = pin_tensor(feature.data.contiguous())
+        elif not self._cuda:
+            _warn_no_cuda()
+
+    @property
+    def data(self) -> Optional[torch.Tensor]:
+        """The pinned rows (``None`` when the wrapped feature is not in memory)."""
+        return self._data
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.feature.shape
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.feature.dtype
+
+    @property
+    def is_pinned(self) -> bool:
+        return self._data is not None and self._data.is_pinned()
+
+    def uva(self, device="cuda") -> torch.Tensor:
+        if self._data is None:
+            raise GraphfeedError(f"{self.feature!r} is not in memory; only in-memory features have a UVA view")
+        return uva_tensor(self._data, device)
+
+    def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
+        if out is None and self.pin_outputs:
+            out = torch.empty((ids.shape[0], *self.row_shape), dtype=self.dtype, pin_memory=True)
+        if self._data is not None:
+            if out is None:
+                return torch.index_select(self._data, 0, ids)
+            return torch.index_select(self._data, 0, ids, out=out)
+        return self.feature.read(ids, out=out, check=False)
+
+    def close(self) -> None:
+        """Unregister in-place pinned rows now (otherwise at exit)."""
+        if self._data is not None:
+            unpin(self._data)
+
+    def __getstate__(self):
+        return {"feature": self.feature, "pin_outputs": self.pin_outputs}
+
+    def __setstate__(self, state):
+        self.__init__(state["feature"], pin_outputs=state["pin_outputs"])
+
+    def __repr__(self) -> str:
+        return f"PinnedFeature({self.feature!r}, pinned={self.is_pinned})"
+
+
+def pin_graph(graph):
+    """Page-lock a ``CSCGraph``'s ``indptr``/``indices`` (and weights): in place where possible,
+    else the graph switches to pinned copies. Returns the graph. CPU-only: a no-op (one warning)."""
+    if not cuda_available():
+        _warn_no_cuda()
+        return graph
+    from ..graph.csc import _shared_tensor
+
+    pinned = {}
+    for name in ("indptr", "indices", "weights"):
+        a = getattr(graph, name)
+        if a is None:
+            continue
+        t = pin_tensor(_shared_tensor(np.ascontiguousarray(a)))
+        pinned[name] = t
+        if t.data_ptr() != _shared_tensor(a).data_ptr():  # a copy: the graph uses it from now on
+            setattr(graph, name, t.numpy())
+    graph._pinned = pinned
+    graph._tensors["cpu"] = (pinned["indptr"], pinned["indices"])
+    return graph
+
+
+def pin_memory(obj):
+    """Pin a tensor, an ``InMemoryFeature`` (-> ``PinnedFeature``) or a ``CSCGraph`` (in place)."""
+    if isinstance(obj, torch.Tensor):
+        return pin_tensor(obj)
+    if isinstance(obj, Feature):
+        return obj if isinstance(obj, PinnedFeature) else PinnedFeature(obj)
+    if hasattr(obj, "indptr") and hasattr(obj, "indices"):
+        return pin_graph(obj)
+    raise GraphfeedError(f"cannot pin a {type(obj).__name__}")
