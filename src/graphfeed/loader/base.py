@@ -1,8 +1,8 @@
 """Pipeline stages: small iterators that wrap their source, with an explicit lifecycle.
 
 In the spirit of ``torchdata.nodes``: a stage is created around its source, yields with
-``__next__``, and ``close()`` releases what it holds (threads, CUDA events) and closes its source.
-``reset()`` is ``close()`` followed by a fresh start, which stages without state get for free.
+``__next__``, ``close()`` releases what it holds (threads, CUDA events) and closes its source, and
+``reset()`` starts over from the beginning of the source (after releasing what it held).
 """
 
 from __future__ import annotations
@@ -30,6 +30,12 @@ class Stage:
     def __next__(self) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def reset(self) -> None:
+        """Start over from the beginning of the source. Stages without state just reset the
+        source; stages with threads or buffered items release them first."""
+        if self.source is not None:
+            self.source.reset()
+
     def close(self) -> None:
         """Release resources and close the source. Idempotent."""
         if self.source is not None:
@@ -43,10 +49,16 @@ class Stage:
 
 
 class IterStage(Stage):
-    """Wraps a plain iterator (the item sampler's epoch); the root of a pipeline."""
+    """The root of a pipeline: iterates ``make()`` (e.g. one epoch of the item sampler);
+    ``reset()`` calls ``make()`` again."""
 
-    def __init__(self, iterator: Iterable):
-        self._it: Optional[Iterator] = iter(iterator)
+    def __init__(self, make: Callable[[], Iterable]):
+        self._make = make
+        self._it: Optional[Iterator] = iter(make())
+
+    def reset(self) -> None:
+        self.close()
+        self._it = iter(self._make())
 
     def __next__(self) -> Any:
         if self._it is None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import warnings
 import weakref
+from functools import partial
 from typing import Any, Mapping, Optional, Union
 
 import torch
@@ -220,7 +221,7 @@ class DataLoader:
             epoch, start = self.item_sampler.epoch, 0
         self.item_sampler.set_epoch(epoch + 1)
         progress = _Progress(epoch, start)
-        pipeline: Stage = IterStage(self.item_sampler.iter_epoch(epoch, start))
+        pipeline: Stage = IterStage(partial(self.item_sampler.iter_epoch, epoch, start))
         work = _Work(self._sample, self._fetch, self.device)
         if self.num_threads == 0:
             pipeline = MapStage(pipeline, work)

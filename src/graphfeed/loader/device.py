@@ -191,7 +191,8 @@ class DeviceStage(Stage):
             self._inflight.append((p.event, p.host))
         return p.mb
 
-    def close(self) -> None:
+    def _drain(self) -> None:
+        """Wait for issued copies (their pinned sources must outlive them) and drop them."""
         for p in self._pending:
             if p.event is not None:
                 p.event.synchronize()
@@ -199,4 +200,13 @@ class DeviceStage(Stage):
             event.synchronize()
         self._pending.clear()
         self._inflight.clear()
+        self._error = None
+        self._exhausted = False
+
+    def reset(self) -> None:
+        self._drain()
+        self.source.reset()
+
+    def close(self) -> None:
+        self._drain()
         super().close()

@@ -100,7 +100,7 @@ def _worker(state: _State) -> None:
         del result
 
 
-def _shutdown(state: _State, threads: list[threading.Thread]) -> None:
+def _shutdown(state: _State, threads: list[threading.Thread], close_source: bool = True) -> None:
     """Stop and join the threads; safe to call twice, from a finalizer, or from a worker."""
     state.stop.set()
     with state.cond:
@@ -114,8 +114,9 @@ def _shutdown(state: _State, threads: list[threading.Thread]) -> None:
     for t in threads:
         if t.is_alive():
             t.join(_JOIN_TIMEOUT_S)
-    with state.source_lock:
-        state.source.close()
+    if close_source:
+        with state.source_lock:
+            state.source.close()
 
 
 class ParallelMapper(Stage):
@@ -137,14 +138,20 @@ class ParallelMapper(Stage):
         self.num_threads = num_threads
         self.prefetch = prefetch
         self._stats = stats
-        self._state = _State(source, fn, num_threads + prefetch)
+        self._fn = fn
+        self._name = name
+        self._start()
+
+    def _start(self) -> None:
+        self._state = _State(self.source, self._fn, self.num_threads + self.prefetch)
         self._next = 0
         self._closed = False
         self._threads = [
             threading.Thread(
-                target=_worker, args=(self._state,), name=f"{name}-{next(_thread_ids)}", daemon=True
+                target=_worker, args=(self._state,), name=f"{self._name}-{next(_thread_ids)}",
+                daemon=True,
             )
-            for _ in range(num_threads)
+            for _ in range(self.num_threads)
         ]
         self._finalizer = weakref.finalize(self, _shutdown, self._state, self._threads)
         for t in self._threads:
@@ -180,6 +187,15 @@ class ParallelMapper(Stage):
             self.close()
             raise exc  # keeps exc.__traceback__: the worker's frames stay visible
         return result
+
+    def reset(self) -> None:
+        """Stop the threads, drop finished items, reset the source and start again."""
+        self._closed = True
+        self._state.stop.set()
+        _shutdown(self._state, self._threads, close_source=False)
+        self._finalizer.detach()
+        self.source.reset()
+        self._start()
 
     def close(self) -> None:
         """Stop the threads (each finishes the item it is on) and close the source."""
