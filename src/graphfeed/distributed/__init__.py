@@ -1,0 +1,63 @@
+"""Multi-process training on torch.distributed with one copy of the data per machine.
+
+- :class:`World` (``World.from_env()``): who this process is, from torchrun's variables.
+- :func:`init` / :func:`shutdown` / :func:`barrier`: the process group, with a timeout on every
+  collective (gloo on CPU, NCCL on CUDA).
+- :func:`launch`: run a function in N spawned processes as torchrun would; fail fast, clean up.
+- :func:`share_dataset` / :func:`share_arrays`: graph and features mapped from files or placed
+  once per machine in shared memory (:mod:`.shm`), or a private copy per rank for comparison.
+- :func:`pss_bytes`: proportional set size of a process (``/proc/<pid>/smaps_rollup``).
+- :func:`register_pinned`: page-lock a shared segment for CUDA copies (:mod:`.pinned`).
+
+Nothing here imports torch.distributed until a function that needs it is called.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+_EXPORTS = {
+    "World": ".world",
+    "init": ".world",
+    "shutdown": ".world",
+    "barrier": ".world",
+    "is_initialized": ".world",
+    "default_backend": ".world",
+    "launch": ".launcher",
+    "RankFailedError": ".launcher",
+    "RankFailure": ".launcher",
+    "share_arrays": ".sharing",
+    "share_dataset": ".sharing",
+    "SharedDataset": ".sharing",
+    "run_id": ".sharing",
+    "SharedArrays": ".shm",
+    "list_segments": ".shm",
+    "remove_segments": ".shm",
+    "pss_bytes": ".pss",
+    "register_pinned": ".pinned",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'graphfeed.distributed' has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .launcher import RankFailedError, RankFailure, launch
+    from .pinned import register_pinned
+    from .pss import pss_bytes
+    from .sharing import SharedDataset, run_id, share_arrays, share_dataset
+    from .shm import SharedArrays, list_segments, remove_segments
+    from .world import World, barrier, default_backend, init, is_initialized, shutdown

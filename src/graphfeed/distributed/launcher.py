@@ -1,0 +1,292 @@
+"""Run a function in N local processes, as torchrun would, with fail-fast error handling.
+
+``launch(fn, nproc, *args)`` starts ``nproc`` processes with ``torch.multiprocessing``'s *spawn*
+start method (never fork: forking a process that has torch threads or CUDA state is unsafe), sets
+the variables torchrun sets (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``,
+``GROUP_RANK``, ``MASTER_ADDR=127.0.0.1``, a free ``MASTER_PORT``) plus graphfeed's run id and
+collective timeout, and calls ``fn(*args)`` in each. The parent returns the ranks' results in
+rank order, or, as soon as one rank fails, stops the others and raises :class:`RankFailedError`
+naming the failed rank and its error. Every shared-memory segment of the run is removed at the
+end, whatever happened (see :mod:`graphfeed.distributed.shm`).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+from ..errors import GraphfeedError
+from .shm import RUN_ID_ENV, remove_segments
+from .world import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
+
+__all__ = ["launch", "RankFailedError", "RankFailure", "free_port"]
+
+#: Seconds a rank gets between SIGTERM and SIGKILL when the parent stops it.
+TERMINATE_GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class RankFailure:
+    """How one rank ended badly: its exit code (negative: killed by that signal) and, if it
+    raised, the exception line (``"ValueError: boom"``) and the full traceback text."""
+
+    rank: int
+    exitcode: Optional[int]
+    error: Optional[str] = None
+    traceback: Optional[str] = None
+
+    def describe(self) -> str:
+        if self.error:
+            return self.error
+        if self.exitcode is not None and self.exitcode < 0:
+            try:
+                name = signal.Signals(-self.exitcode).name
+            except ValueError:
+                name = f"signal {-self.exitcode}"
+            return f"killed by {name}"
+        return f"exited with code {self.exitcode} without reporting an error"
+
+
+class RankFailedError(GraphfeedError):
+    """A rank of a :func:`launch` run failed; ``failure`` is the first failure, ``failures`` all
+    of them (ranks that failed because a peer had failed come after the first)."""
+
+    def __init__(self, failures: Sequence[RankFailure], nproc: int):
+        self.failures = list(failures)
+        self.failure = self.failures[0]
+        self.rank = self.failure.rank
+        msg = f"rank {self.rank} of {nproc} failed: {self.failure.describe()}"
+        others = [f for f in self.failures[1:]]
+        if others:
+            msg += "; then " + ", ".join(f"rank {f.rank}: {f.describe()}" for f in others)
+        super().__init__(msg)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (the usual small race applies)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _exception_line(exc: BaseException) -> str:
+    lines = traceback.format_exception_only(type(exc), exc)
+    text = "".join(lines).strip().splitlines()
+    return text[-1] if text else type(exc).__name__
+
+
+def _rank_main(rank: int, nproc: int, env: dict, conn, fn, args) -> None:
+    """Entry point of each spawned rank: set torchrun's variables, run ``fn``, report."""
+    os.environ.update(env)
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(nproc),
+        LOCAL_WORLD_SIZE=str(nproc),
+        GROUP_RANK="0",
+        ROLE_RANK=str(rank),
+        ROLE_WORLD_SIZE=str(nproc),
+    )
+    code = 0
+    try:
+        result = fn(*args)
+        conn.send(("ok", result))
+    except BaseException as e:  # noqa: BLE001 - everything is reported to the parent
+        code = 1
+        tb = traceback.format_exc()
+        sys.stderr.write(f"[graphfeed rank {rank}] {tb}")
+        sys.stderr.flush()
+        try:
+            conn.send(("error", _exception_line(e), tb))
+        except Exception:  # pragma: no cover - parent gone or unpicklable
+            pass
+    finally:
+        try:
+            from .world import shutdown
+
+            shutdown()
+        except Exception:  # pragma: no cover
+            pass
+        conn.close()
+    if code:
+        sys.exit(code)
+
+
+def launch(
+    fn: Callable[..., Any],
+    nproc: int,
+    *args,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    grace_s: float = 0.0,
+    env: Optional[dict] = None,
+    monitor: Optional[Callable[[list], None]] = None,
+    monitor_interval_s: float = 0.2,
+) -> list:
+    """Run ``fn(*args)`` in ``nproc`` spawned processes; return their results in rank order.
+
+    - ``fn`` and ``args`` must be picklable (a module-level function). Each rank sees torchrun's
+      variables, so ``World.from_env()`` and ``graphfeed.distributed.init()`` work unchanged.
+    - ``timeout_s`` is passed to the ranks as their collective timeout (``GRAPHFEED_DIST_TIMEOUT``).
+    - When a rank fails (raises, or dies), the parent waits ``grace_s`` seconds for the others to
+      end on their own (they fail on their next collective, at the latest after ``timeout_s``),
+      then sends SIGTERM, and SIGKILL after 5 s more. It then raises :class:`RankFailedError`.
+    - ``env``: extra environment variables for the ranks.
+    - ``monitor(pids)``: called in the parent every ``monitor_interval_s`` while ranks run (for
+      example to sample memory); an exception from it stops the run.
+    - Every ``/dev/shm`` segment of this run (``graphfeed-<run id>-*``) is removed before
+      returning or raising, including after SIGKILL of a rank. ``KeyboardInterrupt`` in the parent
+      stops every rank.
+    """
+    import multiprocessing.connection as mpc
+
+    import torch.multiprocessing as tmp
+
+    if int(nproc) != nproc or nproc < 1:
+        raise GraphfeedError(f"nproc must be a positive integer, got {nproc!r}")
+    nproc = int(nproc)
+    if timeout_s <= 0:
+        raise GraphfeedError(f"timeout_s must be > 0, got {timeout_s}")
+    run_id = f"{os.getpid()}x{secrets.token_hex(4)}"
+    child_env = {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        RUN_ID_ENV: run_id,
+        TIMEOUT_ENV: repr(float(timeout_s)),
+        # the ranks share 127.0.0.1: make gloo use the loopback device, not the hostname's address
+        "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", _loopback_ifname()),
+        # one rank per core is the norm; torch's default would oversubscribe N-fold
+        "OMP_NUM_THREADS": os.environ.get(
+            "OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc))
+        ),
+    }
+    child_env.update(env or {})
+    ctx = tmp.get_context("spawn")
+    procs, conns = [], []
+    results: dict = {}
+    failures: list[RankFailure] = []
+    reported: set = set()
+    try:
+        for rank in range(nproc):
+            parent_conn, child_conn = ctx.Pipe(duplex=False)
+            p = ctx.Process(
+                target=_rank_main,
+                args=(rank, nproc, child_env, child_conn, fn, args),
+                name=f"graphfeed-rank{rank}",
+                daemon=False,
+            )
+            p.start()
+            child_conn.close()
+            procs.append(p)
+            conns.append(parent_conn)
+        by_conn = {c: r for r, c in enumerate(conns)}
+        by_sentinel = {p.sentinel: r for r, p in enumerate(procs)}
+        open_conns = set(conns)
+        alive = set(range(nproc))
+        first_failure_at = None
+        stopped: set = set()
+        last_monitor = 0.0
+        while alive:
+            now = time.monotonic()
+            if monitor is not None and now - last_monitor >= monitor_interval_s:
+                last_monitor = now
+                monitor([procs[r].pid for r in sorted(alive)])
+            if first_failure_at is not None and now - first_failure_at >= grace_s:
+                stopped.update(alive)
+                _stop([procs[r] for r in alive])
+            wait_for = list(open_conns) + [procs[r].sentinel for r in alive]
+            timeout = monitor_interval_s if monitor is not None else 0.5
+            if first_failure_at is not None:
+                timeout = min(timeout, max(0.01, first_failure_at + grace_s - now))
+            for obj in mpc.wait(wait_for, timeout=timeout):
+                if obj in by_conn:
+                    r = by_conn[obj]
+                    try:
+                        msg = obj.recv()
+                    except (EOFError, OSError):
+                        open_conns.discard(obj)
+                        continue
+                    open_conns.discard(obj)
+                    reported.add(r)
+                    if msg[0] == "ok":
+                        results[r] = msg[1]
+                    else:
+                        failures.append(RankFailure(r, None, msg[1], msg[2]))
+                else:
+                    r = by_sentinel[obj]
+                    procs[r].join()
+                    alive.discard(r)
+                    # drain a report that raced with the exit
+                    c = conns[r]
+                    if c in open_conns:
+                        try:
+                            if c.poll(0):
+                                msg = c.recv()
+                                reported.add(r)
+                                if msg[0] == "ok":
+                                    results[r] = msg[1]
+                                else:
+                                    failures.append(RankFailure(r, None, msg[1], msg[2]))
+                        except (EOFError, OSError):
+                            pass
+                        open_conns.discard(c)
+                    code = procs[r].exitcode
+                    if code != 0 and r not in reported:
+                        if r in stopped:
+                            failures.append(RankFailure(r, code, "stopped by the launcher"))
+                        else:
+                            # died without a word (signal, os._exit): the cause, so listed first
+                            failures.insert(0, RankFailure(r, code))
+                    elif code != 0:
+                        failures[:] = [
+                            RankFailure(f.rank, code, f.error, f.traceback) if f.rank == r else f
+                            for f in failures
+                        ]
+                    elif r not in results:
+                        failures.append(RankFailure(r, 0, "exited without returning a result"))
+            if failures and first_failure_at is None:
+                first_failure_at = time.monotonic()
+    except BaseException:
+        _stop(procs)
+        raise
+    finally:
+        _stop(procs)
+        for c in conns:
+            c.close()
+        remove_segments(run_id)
+    if failures:
+        raise RankFailedError(failures, nproc)
+    return [results[r] for r in range(nproc)]
+
+
+def _stop(procs) -> None:
+    """SIGTERM every live process, SIGKILL those still alive after ``TERMINATE_GRACE_S``."""
+    live = [p for p in procs if p.exitcode is None and p.pid is not None]
+    if not live:
+        return
+    for p in live:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + TERMINATE_GRACE_S
+    for p in live:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in live:
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
+def _loopback_ifname() -> str:
+    try:
+        for _, name in socket.if_nameindex():
+            if name == "lo" or name.startswith("lo"):
+                return name
+    except OSError:  # pragma: no cover
+        pass
+    return "lo"

@@ -1,0 +1,105 @@
+"""Functions run inside ranks spawned by graphfeed.distributed.launch (importable by name)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+
+
+def report_world():
+    from graphfeed.distributed import World, init
+
+    w = init(World.from_env(), timeout_s=30)
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([w.rank + 1])
+    dist.all_reduce(t)
+    return {"world": w, "sum": int(t.item()), "pid": os.getpid()}
+
+
+def share_and_measure(nbytes: int, private_copy: bool):
+    """Share one array; touch all of it; report the bytes seen and how much PSS it added."""
+    from graphfeed.distributed import World, init, list_segments, share_arrays
+    from graphfeed.distributed.pss import memory_breakdown
+
+    w = init(World.from_env(), timeout_s=30)
+    n = nbytes // 8
+    before = memory_breakdown()["Pss"]
+    arrays = share_arrays("x", lambda: {"a": np.arange(n, dtype=np.int64)}, w, private_copy=private_copy)
+    a = arrays["a"]
+    checksum = int(a[:: 4096 // 8].sum())  # touch every page
+    from graphfeed.distributed import barrier
+
+    barrier()  # every rank has touched every page before anyone measures
+    after = memory_breakdown()["Pss"]
+    barrier()  # nobody unmaps before everyone measured
+    return {
+        "rank": w.rank,
+        "checksum": checksum,
+        "first_last": (int(a[0]), int(a[-1])),
+        "writeable": bool(a.flags.writeable),
+        "pss_added": after - before,
+        "segments_during": [p.name for p in list_segments()],
+    }
+
+
+def fail_on_rank(bad_rank: int):
+    """Every rank creates a shared segment, then ``bad_rank`` raises while others wait in a
+    collective."""
+    from graphfeed.distributed import World, init, share_arrays
+
+    w = init(World.from_env(), timeout_s=60)
+    share_arrays("x", lambda: {"a": np.ones(1 << 16)}, w)
+    if w.rank == bad_rank:
+        raise ValueError(f"boom on rank {w.rank}")
+    import torch
+    import torch.distributed as dist
+
+    dist.all_reduce(torch.ones(1))  # the peer never joins: must fail, not hang
+    return "unreachable"
+
+
+def kill_in_window(victim: int):
+    """The first rank creates a segment, and ``victim`` is SIGKILLed before it is unlinked:
+    only the launcher can remove it."""
+    from graphfeed.distributed import World, init
+    from graphfeed.distributed.shm import SharedArrays, segment_path
+    from graphfeed.distributed.sharing import run_id
+
+    w = init(World.from_env(), timeout_s=60)
+    if w.rank == 0:
+        SharedArrays.create(segment_path(run_id(w), "orphan"), {"a": np.ones(1 << 16)})
+    from graphfeed.distributed import barrier
+
+    barrier()
+    if w.rank == victim:
+        os.kill(os.getpid(), signal.SIGKILL)
+    import torch
+    import torch.distributed as dist
+
+    dist.all_reduce(torch.ones(1))
+    return "unreachable"
+
+
+def hang_on_rank(bad_rank: int, timeout_s: float):
+    """``bad_rank`` stays alive but never joins the collective: the others must raise on the
+    collective timeout by themselves."""
+    from graphfeed.distributed import World, init
+
+    w = init(World.from_env(), timeout_s=timeout_s)
+    import torch
+    import torch.distributed as dist
+
+    if w.rank == bad_rank:
+        time.sleep(600)
+        return "slept"
+    t0 = time.monotonic()
+    try:
+        dist.all_reduce(torch.ones(1))
+    except Exception as e:
+        raise RuntimeError(f"collective failed after {time.monotonic() - t0:.1f}s: {e}") from e
+    return "unreachable"

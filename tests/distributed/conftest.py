@@ -1,0 +1,18 @@
+import os
+import sys
+
+import pytest
+
+from graphfeed.distributed.shm import list_segments
+
+# the rank functions live next to the tests; spawned ranks find them through sys.path
+sys.path.insert(0, os.path.dirname(__file__))
+
+
+@pytest.fixture
+def no_leftover_segments():
+    """Fails the test if it leaves a graphfeed segment in /dev/shm."""
+    before = set(list_segments())
+    yield
+    left = set(list_segments()) - before
+    assert not left, f"segments left behind: {sorted(map(str, left))}"
