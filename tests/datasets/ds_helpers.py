@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import mmap
+
+import numpy as np
+
+from graphfeed.graph.csc import CSCGraph
+
+
+def small_arrays(n: int = 12, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, n, 40)
+    dst = rng.integers(0, n, 40)
+    g = CSCGraph.from_edges(src, dst, n, add_reverse=True, drop_self_loops=True, drop_duplicates=True)
+    feats = {"feat": rng.standard_normal((n, 5)).astype(np.float32), "label": rng.integers(0, 3, n)}
+    perm = rng.permutation(n)
+    splits = {"train": perm[:6], "valid": perm[6:8], "test": perm[8:11]}
+    return g, feats, splits
+
+
+def is_memory_mapped(a) -> bool:
+    """True when the array's memory comes from a file mapping (walks the ``.base`` chain)."""
+    if isinstance(a, np.memmap):
+        return True
+    b = a
+    while b is not None:
+        if isinstance(b, (mmap.mmap, np.memmap)):
+            return True
+        b = getattr(b, "base", None)
+    return False
