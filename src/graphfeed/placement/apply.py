@@ -118,11 +118,21 @@ def _rows_per_chunk(feat: Feature) -> int:
     return max(1, _CHUNK_BYTES // max(1, feat.row_nbytes))
 
 
+def _data_tensor(feat: Feature) -> Optional[torch.Tensor]:
+    """The tensor holding all rows of an in-memory feature (``InMemoryFeature``,
+    ``PinnedFeature``), else ``None``."""
+    data = getattr(feat, "data", None)
+    if isinstance(data, torch.Tensor) and tuple(data.shape) == tuple(feat.shape):
+        return data
+    return None
+
+
 def _host_tensor(feat: Feature) -> torch.Tensor:
-    """All rows of ``feat`` as one CPU tensor: the tensor itself for in-memory features, else
-    read in chunks (disk, LMDB)."""
-    if isinstance(feat, InMemoryFeature) and feat.data.device.type == "cpu":
-        return feat.data
+    """All rows of ``feat`` as one contiguous CPU tensor: the feature's own tensor when it is
+    in memory, else read in chunks (disk, LMDB)."""
+    data = _data_tensor(feat)
+    if data is not None and data.device.type == "cpu":
+        return data.contiguous()
     out = torch.empty(feat.shape, dtype=feat.dtype)
     step = _rows_per_chunk(feat)
     for lo in range(0, feat.num_rows, step):
@@ -134,8 +144,9 @@ def _host_tensor(feat: Feature) -> torch.Tensor:
 def _to_device(feat: Feature, device: torch.device) -> torch.Tensor:
     """All rows of ``feat`` in a new tensor on ``device`` (chunked for non-memory features, so
     host memory stays bounded)."""
-    if isinstance(feat, InMemoryFeature):
-        return feat.data.to(device)
+    data = _data_tensor(feat)
+    if data is not None:
+        return data.to(device)
     out = torch.empty(feat.shape, dtype=feat.dtype, device=device)
     step = _rows_per_chunk(feat)
     for lo in range(0, feat.num_rows, step):
@@ -178,7 +189,9 @@ def _pinned_cuda(placement, graph, feats, fanouts, device, replace, seed) -> Pla
         keep.append(pinned)
         return uva_tensor(pinned, device)
 
-    indptr, indices = graph.tensors("cpu")  # views of the numpy arrays, no copy
-    sampler = cls(uva(indptr), uva(indices), fanouts, device=device, replace=replace, seed=seed)
+    # Views of the graph's arrays (no copy); pinned in place where CUDA allows it, else pinned
+    # copies kept alive by the result. A graph pinned earlier (CSCGraph.pin_memory) is reused.
+    indptr, indices = graph.tensors("cpu")
+    sampler = cls(uva(indptr.contiguous()), uva(indices.contiguous()), fanouts, replace=replace, seed=seed)
     placed = {name: InMemoryFeature(uva(_host_tensor(f))) for name, f in feats.items()}
     return PlacedData(placement, sampler, placed, device, keep_alive=keep)
