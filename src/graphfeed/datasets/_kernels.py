@@ -57,14 +57,17 @@ def parse_int_rows(buf, ncols, out):
             out[row, col] = -v if neg else v
             col += 1
             # after a number: blanks, then a delimiter, end of line or end of buffer
+            blank_start = i
             while i < n and (buf[i] == 32 or buf[i] == _CR):
                 i += 1
             if i < n and (buf[i] == 44 or buf[i] == 59 or buf[i] == 9):
                 i += 1
-            elif i < n and buf[i] != _NL:
-                return row, line_start
-            elif col < ncols:  # line ended early
-                return row, line_start
+            elif i >= n or buf[i] == _NL:
+                if col < ncols:  # line ended early
+                    return row, line_start
+            elif i == blank_start:
+                return row, line_start  # e.g. "12x": junk glued to the number
+            # else: whitespace-separated columns
         while i < n and buf[i] != _NL:  # ignore extra columns
             i += 1
         row += 1
