@@ -93,8 +93,8 @@ class LoaderStats:
       ``copy_s``: pinning and issuing host-to-device copies; ``wait_s``: the caller blocked in
       ``next()`` waiting for a batch (the pipeline did not keep up when this grows).
     - ``batches``: batches handed to the caller.
-    - ``buffers_reused`` / ``buffers_allocated``: feature reads served from the buffer pool /
-      by a fresh allocation.
+    - ``buffers_reused`` / ``buffers_allocated``: pooled feature reads served by a free pooled
+      buffer / by a new allocation (both stay 0 with ``reuse_buffers=False``).
     """
 
     sample_s: float = 0.0
