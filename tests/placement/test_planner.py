@@ -146,6 +146,11 @@ def test_unknown_mode_lists_valid_ones():
         assert m in msg
 
 
+def test_placement_rejects_unknown_modes():
+    with pytest.raises(GraphfeedError, match="cpu-cpu"):
+        Placement("auto", "not a concrete mode")
+
+
 def test_mode_names_are_normalised():
     assert validate_mode(" CUDA_cuda ") == "cuda-cuda"
     assert validate_mode("auto") == "auto"

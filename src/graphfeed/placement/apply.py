@@ -24,7 +24,7 @@ from ..errors import GraphfeedError
 from ..features.base import Feature
 from ..features.memory import InMemoryFeature
 from ..graph.csc import CSCGraph
-from .planner import MODES, Placement
+from .planner import Placement
 
 __all__ = ["PlacedData", "apply_placement", "estimate_bytes"]
 
@@ -83,20 +83,22 @@ def apply_placement(
     """
     if not isinstance(placement, Placement):
         raise GraphfeedError(f"placement must be a Placement, got {type(placement).__name__}")
-    if placement.mode not in MODES:  # pragma: no cover - Placement comes from the planner
-        raise GraphfeedError(f"unknown placement mode {placement.mode!r}")
     if not isinstance(graph, CSCGraph):
         raise GraphfeedError(f"graph must be a CSCGraph, got {type(graph).__name__}")
     feats = dict(features or {})
     for name, f in feats.items():
         if not isinstance(f, Feature):
-            raise GraphfeedError(f"features[{name!r}] must be a graphfeed Feature, got {type(f).__name__}")
+            raise GraphfeedError(
+                f"features[{name!r}] must be a graphfeed Feature, got {type(f).__name__}"
+            )
     device = torch.device(placement.device)
 
     if placement.mode in ("cpu-cpu", "cpu-cuda"):
         from ..sampling.neighbor import NeighborSampler
 
-        sampler = NeighborSampler(graph, fanouts, replace=replace, seed=seed, num_threads=num_threads)
+        sampler = NeighborSampler(
+            graph, fanouts, replace=replace, seed=seed, num_threads=num_threads
+        )
         return PlacedData(placement, sampler, feats, device)
 
     if device.type != "cuda":
@@ -192,6 +194,8 @@ def _pinned_cuda(placement, graph, feats, fanouts, device, replace, seed) -> Pla
     # Views of the graph's arrays (no copy); pinned in place where CUDA allows it, else pinned
     # copies kept alive by the result. A graph pinned earlier (CSCGraph.pin_memory) is reused.
     indptr, indices = graph.tensors("cpu")
-    sampler = cls(uva(indptr.contiguous()), uva(indices.contiguous()), fanouts, replace=replace, seed=seed)
+    sampler = cls(
+        uva(indptr.contiguous()), uva(indices.contiguous()), fanouts, replace=replace, seed=seed
+    )
     placed = {name: InMemoryFeature(uva(_host_tensor(f))) for name, f in feats.items()}
     return PlacedData(placement, sampler, placed, device, keep_alive=keep)

@@ -63,7 +63,10 @@ class Hardware:
         return max(1, -(-self.ranks_per_machine // max(1, self.gpu_count)))
 
     def describe(self) -> str:
-        host = f"host {format_bytes(self.host_free_bytes)} free of {format_bytes(self.host_total_bytes)}"
+        host = (
+            f"host {format_bytes(self.host_free_bytes)} free of "
+            f"{format_bytes(self.host_total_bytes)}"
+        )
         if not self.cuda_available:
             return f"{host}, no CUDA device, {self.ranks_per_machine} rank(s) per machine"
         return (

@@ -79,6 +79,12 @@ class Placement:
     device: str = "cpu"
     details: Mapping[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise GraphfeedError(
+                f"a Placement's mode must be one of {', '.join(MODES)}, got {self.mode!r}"
+            )
+
     @property
     def uses_cuda(self) -> bool:
         return self.mode != "cpu-cpu"
@@ -190,7 +196,9 @@ class _Numbers:
         data = graph + feat
         host_budget = int(headroom * hw.host_free_bytes)
         pct = f"{headroom * 100:.0f}%"
-        data_text = f"graph {format_bytes(graph)} + features {format_bytes(feat)} = {format_bytes(data)}"
+        data_text = (
+            f"graph {format_bytes(graph)} + features {format_bytes(feat)} = {format_bytes(data)}"
+        )
         host_text = (
             f"{pct} of free host memory {format_bytes(hw.host_free_bytes)} "
             f"({format_bytes(host_budget)})"

@@ -47,7 +47,11 @@ def num_workers_message(
 
 
 def warn_num_workers(
-    mode: str, num_workers: Optional[int], *, threads_option: str = "num_threads", stacklevel: int = 3
+    mode: str,
+    num_workers: Optional[int],
+    *,
+    threads_option: str = "num_threads",
+    stacklevel: int = 3,
 ) -> bool:
     """Warn once with :func:`num_workers_message` when ``num_workers`` asks for worker
     processes (an int > 0). Returns whether it warned. ``num_workers`` of ``None`` or 0 is
