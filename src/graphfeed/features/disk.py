@@ -333,8 +333,10 @@ class DiskFeature(Feature):
             self._pool = None
 
     def drop_page_cache(self) -> bool:
-        """Close the memory map and drop this file from the page cache (cold-read benchmarks)."""
-        self.close()
+        """Unmap the file and drop it from the page cache (cold-read benchmarks); the next read
+        maps it again. Call it while no read is running."""
+        with self._lock:
+            self._words = None  # numpy unmaps when the last view goes
         return drop_page_cache(self.path)
 
     def __del__(self):

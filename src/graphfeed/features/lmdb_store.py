@@ -110,7 +110,11 @@ class LMDBFeature(Feature):
     def env(self):
         """This process's LMDB environment (opened on first use; reopened after ``fork``)."""
         if self._pid != os.getpid():
-            # Never touch the parent's handle in a child (LMDB forbids it); just forget it.
+            # LMDB forbids using the parent's handle in a child, and refuses to open the same
+            # store twice in one process, so the inherited handle is closed first. That is safe
+            # because no read transaction outlives a read (max_spare_txns=0): closing holds no
+            # reader slot of the parent's to release. (Do not fork in the middle of a read.)
+            self._close_inherited()
             self._reset_process_state()
         if self._env is None:
             with self._lock:
@@ -118,7 +122,7 @@ class LMDBFeature(Feature):
                     lmdb = _lmdb()
                     kw = dict(
                         readonly=self.readonly, subdir=True, create=False, readahead=False,
-                        max_readers=1024, max_spare_txns=16,
+                        max_readers=1024, max_spare_txns=0,  # no reader slot survives a txn (fork-safe)
                         map_size=DEFAULT_MAP_SIZE if not self.readonly else 0,
                     )
                     try:
@@ -134,9 +138,21 @@ class LMDBFeature(Feature):
                             raise DatasetError(f"{self.path}: cannot open LMDB store ({e2})") from None
         return self._env
 
+    def _close_inherited(self) -> None:
+        env, self._env = self._env, None
+        if env is not None:
+            try:
+                env.close()
+            except Exception:  # pragma: no cover - best effort in a child
+                pass
+
     def close(self) -> None:
+        if self._pid != os.getpid():
+            self._close_inherited()
+            self._reset_process_state()
+            return
         with self._lock:
-            if self._env is not None and self._pid == os.getpid():
+            if self._env is not None:
                 self._env.close()
             self._env = None
             if self._pool is not None:

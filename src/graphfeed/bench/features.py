@@ -1,0 +1,237 @@
+"""``graphfeed bench features``: feature-read throughput of every backend on the same id batches.
+
+Every figure is also given as a ratio to the RAM ceiling measured in the same run
+(``torch.index_select`` on the feature loaded into process memory), so runs on different
+machines, or on a loaded machine, stay comparable.
+
+Backends:
+
+- ``ram``: ``InMemoryFeature`` over the array loaded into RAM (the ceiling).
+- ``disk-warm``: ``DiskFeature`` (memory map) after one untimed pass put the file in the page cache.
+- ``disk-cold``: the same, with the file dropped from the page cache (``POSIX_FADV_DONTNEED``)
+  before every batch (the drop is not timed).
+- ``disk-direct``: ``DiskFeature(direct_io=True)``: ``O_DIRECT`` reads, no page cache at all.
+- ``lmdb``: ``LMDBFeature`` built from the file (build time reported), warm.
+- ``cache-<policy>``: ``CachedFeature`` holding ``cache_fraction`` of the rows in front of a cold
+  disk store; warmed on the warm-up batches, then timed with the file dropped before every batch.
+  Its hit rate is over the timed batches.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+from ..errors import GraphfeedError
+
+DEFAULT_BACKENDS = ("ram", "disk-warm", "disk-cold", "disk-direct", "lmdb", "cache")
+
+
+def _timed_pass(feature, batches, *, before=None) -> float:
+    total = 0.0
+    for b in batches:
+        if before is not None:
+            before()
+        t0 = time.perf_counter()
+        feature.read(b, check=False)
+        total += time.perf_counter() - t0
+    return total
+
+
+def _figures(rows: int, row_nbytes: int, seconds: float) -> dict:
+    seconds = max(seconds, 1e-9)
+    return {
+        "rows": rows,
+        "seconds": seconds,
+        "rows_per_s": rows / seconds,
+        "gb_per_s": rows * row_nbytes / seconds / 1e9,
+    }
+
+
+def bench_features(
+    feature: Union[str, os.PathLike, np.ndarray],
+    id_batches: Sequence[torch.Tensor],
+    *,
+    backends: Sequence[str] = DEFAULT_BACKENDS,
+    cache_fraction: float = 0.2,
+    cache_policies: Sequence[str] = ("sieve",),
+    warmup_batches: int = 1,
+    repeats: int = 3,
+    cold_batches: Optional[int] = None,
+    num_threads: int = 2,
+    rows_per_chunk: Optional[int] = None,
+    workdir: Optional[str | os.PathLike] = None,
+    log=None,
+) -> dict:
+    """Measure feature reads of ``id_batches`` (1-D int64 tensors) on each backend.
+
+    ``feature``: a ``.npy`` path (used in place) or an array (written to ``workdir``).
+    The first ``warmup_batches`` batches are read untimed (JIT compilation, cache warm-up); the
+    rest are timed. Warm backends take the best of ``repeats`` passes; cold ones run one pass over
+    at most ``cold_batches`` batches. Returns a JSON-ready dict with ``results[backend]`` =
+    ``{rows_per_s, gb_per_s, seconds, rows, ratio_to_ram[, hit_rate]}``.
+    """
+    from ..features.cache import CachedFeature
+    from ..features.disk import DiskFeature, drop_page_cache
+    from ..features.lmdb_store import LMDBFeature
+    from ..features.memory import InMemoryFeature
+
+    say = log or (lambda msg: None)
+    unknown = [b for b in backends if b not in DEFAULT_BACKENDS]
+    if unknown:
+        raise GraphfeedError(f"unknown backends {unknown}; valid: {', '.join(DEFAULT_BACKENDS)}")
+    if len(id_batches) <= warmup_batches:
+        raise GraphfeedError(f"need more than warmup_batches={warmup_batches} batches, got {len(id_batches)}")
+    own_dir = workdir is None
+    work = Path(tempfile.mkdtemp(prefix="graphfeed-bench-features-")) if own_dir else Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        if isinstance(feature, np.ndarray):
+            from .._io import save_npy
+
+            path = work / "feature.npy"
+            save_npy(path, feature, fsync=False)
+        else:
+            path = Path(feature)
+        id_batches = [torch.as_tensor(b, dtype=torch.int64) for b in id_batches]
+        warm, timed = id_batches[:warmup_batches], id_batches[warmup_batches:]
+        cold = timed if cold_batches is None else timed[: max(1, cold_batches)]
+        rows_timed = sum(int(b.shape[0]) for b in timed)
+        rows_cold = sum(int(b.shape[0]) for b in cold)
+        all_ids = torch.cat(id_batches)
+        report: dict = {
+            "batches": {
+                "warmup": len(warm),
+                "timed": len(timed),
+                "cold_timed": len(cold),
+                "mean_ids": float(np.mean([b.shape[0] for b in id_batches])),
+                "distinct_fraction": float(all_ids.unique().numel() / max(1, all_ids.numel())),
+            },
+            "conditions": {
+                "cpu_count": os.cpu_count(),
+                "torch_threads": torch.get_num_threads(),
+                "read_threads": num_threads,
+                "repeats": repeats,
+            },
+            "results": {},
+        }
+        results = report["results"]
+
+        ram = InMemoryFeature(np.load(path, allow_pickle=False))  # really in process memory
+        report["feature"] = {
+            "path": str(path),
+            "shape": list(ram.shape),
+            "dtype": str(ram.dtype).replace("torch.", ""),
+            "nbytes": ram.nbytes,
+        }
+        nb = ram.row_nbytes
+
+        def warm_best(f) -> float:
+            _timed_pass(f, warm)
+            return min(_timed_pass(f, timed) for _ in range(max(1, repeats)))
+
+        say("ram ...")  # the ceiling is always measured: every ratio refers to it
+        results["ram"] = _figures(rows_timed, nb, warm_best(ram))
+        del ram
+
+        if "disk-warm" in backends:
+            say("disk-warm ...")
+            f = DiskFeature(path, num_threads=num_threads)
+            _timed_pass(f, timed)  # page cache warm-up
+            results["disk-warm"] = _figures(rows_timed, nb, warm_best(f))
+            f.close()
+
+        if "disk-cold" in backends:
+            say("disk-cold ...")
+            f = DiskFeature(path, num_threads=num_threads)
+            _timed_pass(f, warm[:1])  # compile
+            results["disk-cold"] = _figures(rows_cold, nb, _timed_pass(f, cold, before=f.drop_page_cache))
+            f.close()
+
+        if "disk-direct" in backends:
+            say("disk-direct ...")
+            f = DiskFeature(path, num_threads=num_threads, direct_io=True)
+            _timed_pass(f, warm[:1])
+            secs = _timed_pass(f, cold, before=lambda: drop_page_cache(path))
+            results["disk-direct"] = _figures(rows_cold, nb, secs)
+            f.close()
+
+        if "lmdb" in backends:
+            say("lmdb (building) ...")
+            store = work / "feature.lmdb"
+            t0 = time.perf_counter()
+            f = LMDBFeature.build(store, path, rows_per_chunk=rows_per_chunk, overwrite=True)
+            build_s = time.perf_counter() - t0
+            f.num_threads = num_threads
+            _timed_pass(f, timed)  # bring the store's pages into the page cache
+            results["lmdb"] = _figures(rows_timed, nb, warm_best(f))
+            results["lmdb"]["build_seconds"] = build_s
+            results["lmdb"]["rows_per_chunk"] = f.rows_per_chunk
+            f.close()
+            shutil.rmtree(store, ignore_errors=True)
+
+        if "cache" in backends:
+            nrows = int(np.load(path, mmap_mode="r").shape[0])
+            cap_bytes = int(cache_fraction * nrows) * nb
+            for policy in cache_policies:
+                say(f"cache-{policy} ...")
+                backing = DiskFeature(path, num_threads=num_threads)
+                f = CachedFeature(backing, cap_bytes, policy=policy)
+                _timed_pass(f, warm)
+                f.reset_stats()
+                secs = _timed_pass(f, cold, before=backing.drop_page_cache)
+                r = _figures(rows_cold, nb, secs)
+                r.update(hit_rate=f.hit_rate, capacity_rows=f.capacity, policy=policy)
+                results[f"cache-{policy}"] = r
+                backing.close()
+
+        base = results["ram"]["rows_per_s"]
+        for r in results.values():
+            r["ratio_to_ram"] = r["rows_per_s"] / base
+        return report
+    finally:
+        if own_dir:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def sampled_id_batches(graph, seed_pool: np.ndarray, *, num_batches: int, batch_size: int = 1024,
+                       fanouts=(15, 10, 5), seed: int = 0) -> list[torch.Tensor]:
+    """Input-node ids of real sampled mini-batches (what the loader's feature stage reads)."""
+    from ..sampling.neighbor import NeighborSampler
+
+    rng = np.random.default_rng(seed)
+    pool = np.asarray(seed_pool, dtype=np.int64)
+    if pool.shape[0] == 0:
+        raise GraphfeedError("no seed ids to sample from")
+    sampler = NeighborSampler(graph, list(fanouts))
+    out = []
+    for i in range(num_batches):
+        seeds = torch.from_numpy(rng.choice(pool, size=min(batch_size, pool.shape[0]), replace=False))
+        mb = sampler.sample(seeds, epoch=0, batch_index=i)
+        out.append(mb.input_nodes.to(torch.int64))
+    return out
+
+
+def format_report(report: dict) -> str:
+    f = report["feature"]
+    b = report["batches"]
+    lines = [
+        f"feature {f['shape']} {f['dtype']} ({f['nbytes'] / 1e9:.2f} GB); "
+        f"{b['timed']} timed batches of ~{b['mean_ids']:.0f} ids "
+        f"({b['distinct_fraction']:.0%} distinct overall), cold runs over {b['cold_timed']}",
+        f"{'backend':<14} {'Mrows/s':>9} {'GB/s':>7} {'x RAM':>7} {'hit rate':>9}",
+    ]
+    for name, r in report["results"].items():
+        hr = f"{r['hit_rate']:.1%}" if "hit_rate" in r else ""
+        lines.append(
+            f"{name:<14} {r['rows_per_s'] / 1e6:>9.2f} {r['gb_per_s']:>7.2f} "
+            f"{r['ratio_to_ram']:>7.2f} {hr:>9}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,88 @@
+"""``graphfeed bench features``: feature-read throughput per backend, ids from sampled batches."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import _args
+
+BACKEND_CHOICES = ("ram", "disk-warm", "disk-cold", "disk-direct", "lmdb", "cache")
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "features",
+        help="feature reads: RAM vs disk (warm, cold, direct) vs LMDB vs cached",
+        description="Rows/s and GB/s of feature reads for the input nodes of real sampled "
+        "mini-batches, on every backend, each also as a ratio to the RAM ceiling "
+        "(torch.index_select in process memory) measured in the same run.",
+    )
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--dataset", default=None, help="built-in dataset (tiny, small, medium) [medium]")
+    src.add_argument("--graph", default=None, metavar="DIR",
+                     help="prepared dataset folder, or a folder with indptr.npy, indices.npy and "
+                     "features.npy (optional train_ids.npy)")
+    p.add_argument("--feature", default="feat", help="node feature name in a prepared dataset [feat]")
+    p.add_argument("--batches", type=_args.positive_int, default=20, help="timed batches [20]")
+    p.add_argument("--warmup", type=int, default=5, help="untimed batches (cache warm-up) [5]")
+    p.add_argument("--cold-batches", type=_args.positive_int, default=5,
+                   help="batches timed for the cold backends [5]")
+    p.add_argument("--batch-size", type=_args.positive_int, default=1024)
+    p.add_argument("--fanouts", type=_args.fanouts, default=[15, 10, 5])
+    p.add_argument("--backends", default=",".join(BACKEND_CHOICES),
+                   help=f"comma-separated subset of {','.join(BACKEND_CHOICES)}")
+    p.add_argument("--cache-fraction", type=_args.positive_float, default=0.2,
+                   help="cache capacity as a fraction of the rows [0.2]")
+    p.add_argument("--cache-policy", default="sieve,s3fifo", help="comma-separated policies [sieve,s3fifo]")
+    p.add_argument("--threads", type=_args.positive_int, default=2, help="read threads per backend [2]")
+    p.add_argument("--repeats", type=_args.positive_int, default=3)
+    p.add_argument("--rows-per-chunk", type=_args.positive_int, default=None, help="LMDB chunking")
+    p.add_argument("--workdir", default=None, help="where the LMDB copy is built [a temp folder]")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data-root", default=None)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    return p
+
+
+def run(args) -> int:
+    from ..bench.features import bench_features, format_report, sampled_id_batches
+    from ..bench.sample import load_bench_data
+    from ..errors import GraphfeedError
+
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    bad = [b for b in backends if b not in BACKEND_CHOICES]
+    if bad:
+        raise GraphfeedError(f"--backends: unknown {bad}; choose from {','.join(BACKEND_CHOICES)}")
+    policies = [s.strip() for s in args.cache_policy.split(",") if s.strip()]
+    from ..features.cache import policy_code
+
+    for pol in policies:
+        policy_code(pol)  # unknown names fail now, listing the valid ones
+
+    log = (lambda m: print(f"graphfeed bench features: {m}", file=sys.stderr, flush=True))
+    data = load_bench_data(args.dataset, args.graph, args.data_root)
+    if data.dataset is not None:
+        path = data.dataset.feature_path(args.feature)
+    elif data.feature_path is not None:
+        path = data.feature_path
+    else:
+        raise GraphfeedError(f"{args.graph}: no features.npy to benchmark")
+    warmup = max(1, args.warmup)  # at least one untimed batch compiles the kernels
+    log(f"sampling {warmup + args.batches} batches of {args.batch_size} seeds, fanouts {args.fanouts}")
+    batches = sampled_id_batches(data.graph, data.seed_pool, num_batches=warmup + args.batches,
+                                 batch_size=args.batch_size, fanouts=args.fanouts, seed=args.seed)
+    report = bench_features(
+        path, batches, backends=backends, cache_fraction=args.cache_fraction,
+        cache_policies=policies, warmup_batches=warmup,
+        repeats=args.repeats, cold_batches=args.cold_batches, num_threads=args.threads,
+        rows_per_chunk=args.rows_per_chunk, workdir=args.workdir, log=log,
+    )
+    report["dataset"] = data.name
+    report["sampling"] = {"batch_size": args.batch_size, "fanouts": list(args.fanouts), "seed": args.seed}
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(format_report(report))
+    return 0

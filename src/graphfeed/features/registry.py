@@ -1,0 +1,100 @@
+"""Open a ``.npy`` feature with a chosen backend: ``open_feature(path, "disk", cache_size="2GB")``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+from .._units import parse_size
+from ..errors import DatasetError, GraphfeedError
+from .base import Feature
+
+BACKENDS = ("ram", "disk", "lmdb")
+
+__all__ = ["BACKENDS", "open_feature", "parse_size", "lmdb_path_for"]
+
+
+def lmdb_path_for(npy_path: str | os.PathLike) -> Path:
+    """Where the LMDB copy of ``<dir>/<name>.npy`` lives: ``<dir>/<name>.lmdb/``."""
+    p = Path(npy_path)
+    return p.with_name(p.stem + ".lmdb")
+
+
+def _lmdb_matches(store, npy_path: Path) -> bool:
+    from .disk import read_npy_header
+
+    dtype, shape, _, _ = read_npy_header(npy_path)
+    return store.shape == shape and store._np_dtype == dtype
+
+
+def open_feature(
+    npy_path: str | os.PathLike,
+    backend: str = "ram",
+    *,
+    cache_size=0,
+    cache_policy: str = "sieve",
+    lmdb_path: Optional[str | os.PathLike] = None,
+    **kw,
+) -> Feature:
+    """A ``Feature`` over the rows of ``npy_path``.
+
+    - ``"ram"``: loaded into memory (``InMemoryFeature``; ``mmap=True`` in ``kw`` shares a read-only
+      map instead).
+    - ``"disk"``: ``DiskFeature`` (``kw``: ``num_threads``, ``direct_io``, ``sort_ids``).
+    - ``"lmdb"``: ``LMDBFeature`` at ``lmdb_path`` (default ``<name>.lmdb`` beside the file), built
+      atomically from the ``.npy`` on first use; a store whose dtype or shape does not match the
+      ``.npy`` is rebuilt (``kw``: ``rows_per_chunk``).
+
+    ``cache_size`` (bytes, or a string such as ``"512MB"``/``"2GiB"``) > 0 wraps the store in a
+    ``CachedFeature`` with ``cache_policy`` (ignored for ``"ram"``, which needs no cache).
+    """
+    path = Path(npy_path)
+    name = str(backend).lower()
+    if name not in BACKENDS:
+        raise GraphfeedError(f"unknown feature backend {backend!r}; valid backends: {', '.join(BACKENDS)}")
+    cache_bytes = parse_size(cache_size)
+    if name == "ram":
+        from .._io import load_npy
+        from .memory import InMemoryFeature
+
+        mmap = bool(kw.pop("mmap", False))
+        _no_extra(kw, name)
+        return InMemoryFeature(load_npy(path, mmap=mmap))
+    if name == "disk":
+        from .disk import DiskFeature
+
+        allowed = {"num_threads", "direct_io", "sort_ids", "max_gap", "max_read"}
+        _no_extra({k: v for k, v in kw.items() if k not in allowed}, name)
+        feature: Feature = DiskFeature(path, **kw)
+    else:
+        from .lmdb_store import LMDBFeature
+
+        rpc = kw.pop("rows_per_chunk", None)
+        num_threads = kw.pop("num_threads", 2)
+        _no_extra(kw, name)
+        store_path = Path(lmdb_path) if lmdb_path is not None else lmdb_path_for(path)
+        feature = None
+        if store_path.exists():
+            try:
+                feature = LMDBFeature(store_path, num_threads=num_threads)
+                if not _lmdb_matches(feature, path):
+                    feature.close()
+                    feature = None
+            except DatasetError:
+                feature = None
+        if feature is None:
+            if not path.is_file():
+                raise DatasetError(f"{path}: file not found (needed to build {store_path})")
+            LMDBFeature.build(store_path, path, rows_per_chunk=rpc, overwrite=True).close()
+            feature = LMDBFeature(store_path, num_threads=num_threads)
+    if cache_bytes > 0:
+        from .cache import CachedFeature
+
+        feature = CachedFeature(feature, cache_bytes, policy=cache_policy)
+    return feature
+
+
+def _no_extra(kw: dict, backend: str) -> None:
+    if kw:
+        raise GraphfeedError(f"unexpected options for the {backend!r} backend: {sorted(kw)}")
