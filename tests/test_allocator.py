@@ -15,6 +15,7 @@ import textwrap
 import types
 
 import pytest
+import torch
 
 from graphfeed import cuda_alloc
 
@@ -29,6 +30,8 @@ SCRIPT = textwrap.dedent(
     FAKE_CUDA = {fake_cuda!r}
     INITIALISED = {initialised!r}
     PRESET = {preset!r}
+    if FAKE_CUDA is False:
+        torch.version.cuda = None  # a CPU-only build (what this machine has anyway)
     if FAKE_CUDA:
         torch.version.cuda = "12.4"
         torch.cuda.is_available = lambda: True
@@ -233,6 +236,30 @@ def test_no_visible_device_is_silent(fake_cuda, monkeypatch):
 
 
 # ---------------------------------------------------------------------- helpers
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_real_gpu_gets_expandable_segments():
+    code = textwrap.dedent(
+        """
+        import json, warnings
+        import torch
+        from graphfeed.cuda_alloc import configure_cuda_allocator
+        warnings.simplefilter("ignore")
+        result = configure_cuda_allocator()
+        x = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+        segs = torch.cuda.memory_snapshot()
+        print(json.dumps([result, [s.get("is_expandable") for s in segs]]))
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ALLOC_VARS}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    result, flags = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result == "expandable_segments:True"
+    assert flags and all(flags), flags
+
+
 def test_variable_name_follows_the_torch_version():
     def fake(version):
         return types.SimpleNamespace(__version__=version, _C=types.SimpleNamespace())
