@@ -47,7 +47,10 @@ def seeds_to_numpy(seeds, num_nodes: int) -> np.ndarray:
     if a.dtype.kind == "u" and a.size and int(a.max()) >= num_nodes:
         bad = int(a.max())
         raise GraphfeedError(f"seed id {bad} is out of range [0, {num_nodes})")
-    return np.ascontiguousarray(a, dtype=np.int64)
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    if not a.flags.writeable:  # e.g. a slice of a memory-mapped id file: keep one kernel variant
+        a = a.copy()
+    return a
 
 
 class _MapPool:
