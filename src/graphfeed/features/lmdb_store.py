@@ -63,6 +63,68 @@ def _buffer_address(buf) -> int:
     return np.frombuffer(buf, dtype=np.uint8).ctypes.data if len(buf) else 0
 
 
+# One environment per store folder and process: LMDB (and py-lmdb) refuse to open the same
+# environment twice in a process. Entries: real path -> [env, users].
+_ENVS: dict[str, list] = {}
+_ENVS_PID = os.getpid()
+_ENVS_LOCK = threading.Lock()
+
+
+def _forget_inherited_envs() -> None:
+    """In a forked child: close the environments inherited from the parent (LMDB forbids using
+    them there, and they would block reopening). Closing is safe because no read transaction
+    outlives a read (``max_spare_txns=0``), so no reader slot of the parent's is released.
+    Do not fork in the middle of a read."""
+    global _ENVS_PID
+    if _ENVS_PID != os.getpid():
+        for env, _ in _ENVS.values():
+            try:
+                env.close()
+            except Exception:  # pragma: no cover - best effort
+                pass
+        _ENVS.clear()
+        _ENVS_PID = os.getpid()
+
+
+def _acquire_env(path: Path):
+    lmdb = _lmdb()
+    key = os.path.realpath(path)
+    with _ENVS_LOCK:
+        _forget_inherited_envs()
+        entry = _ENVS.get(key)
+        if entry is None:
+            # Opened writable where the folder is (update() needs it; readers never take the
+            # write lock); with the lock file readers register themselves, so an update() in
+            # another process never recycles pages they are reading.
+            writable = os.access(path, os.W_OK)
+            kw = dict(subdir=True, create=False, readahead=False, max_readers=1024,
+                      max_spare_txns=0)  # no reader slot survives a read (fork-safe)
+            try:
+                if writable:
+                    env = lmdb.open(str(path), readonly=False, lock=True, map_size=DEFAULT_MAP_SIZE, **kw)
+                else:  # read-only filesystem: no lock file possible, so no concurrent writers
+                    env = lmdb.open(str(path), readonly=True, lock=False, **kw)
+            except lmdb.Error as e:
+                raise DatasetError(f"{path}: cannot open LMDB store ({e})") from None
+            entry = _ENVS[key] = [env, 0]
+        entry[1] += 1
+        return entry[0]
+
+
+def _release_env(path: Path) -> None:
+    key = os.path.realpath(path)
+    with _ENVS_LOCK:
+        if _ENVS_PID != os.getpid():
+            return
+        entry = _ENVS.get(key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0:
+            del _ENVS[key]
+            entry[0].close()
+
+
 class LMDBFeature(Feature):
     """Rows read from an LMDB store written by :meth:`build`.
 
@@ -108,56 +170,35 @@ class LMDBFeature(Feature):
         self._reset_process_state()
 
     def env(self):
-        """This process's LMDB environment (opened on first use; reopened after ``fork``)."""
+        """This process's LMDB environment for the store (opened on first use, shared by every
+        ``LMDBFeature`` of the same folder in the process, reopened after ``fork``)."""
         if self._pid != os.getpid():
-            # LMDB forbids using the parent's handle in a child, and refuses to open the same
-            # store twice in one process, so the inherited handle is closed first. That is safe
-            # because no read transaction outlives a read (max_spare_txns=0): closing holds no
-            # reader slot of the parent's to release. (Do not fork in the middle of a read.)
-            self._close_inherited()
             self._reset_process_state()
         if self._env is None:
             with self._lock:
                 if self._env is None:
-                    lmdb = _lmdb()
-                    kw = dict(
-                        readonly=self.readonly, subdir=True, create=False, readahead=False,
-                        max_readers=1024, max_spare_txns=0,  # no reader slot survives a txn (fork-safe)
-                        map_size=DEFAULT_MAP_SIZE if not self.readonly else 0,
-                    )
-                    try:
-                        # With the lock file, readers register themselves, so a concurrent
-                        # update() in another process never recycles pages they are reading.
-                        self._env = lmdb.open(str(self.path), lock=True, **kw)
-                    except lmdb.Error as e:
-                        if not self.readonly:
-                            raise DatasetError(f"{self.path}: cannot open LMDB store ({e})") from None
-                        try:  # read-only filesystem: no lock file, so no concurrent writers
-                            self._env = lmdb.open(str(self.path), lock=False, **kw)
-                        except lmdb.Error as e2:
-                            raise DatasetError(f"{self.path}: cannot open LMDB store ({e2})") from None
+                    self._env = _acquire_env(self.path)
         return self._env
 
-    def _close_inherited(self) -> None:
-        env, self._env = self._env, None
-        if env is not None:
-            try:
-                env.close()
-            except Exception:  # pragma: no cover - best effort in a child
-                pass
-
     def close(self) -> None:
+        """Release this object's use of the environment (closed when no user is left)."""
         if self._pid != os.getpid():
-            self._close_inherited()
             self._reset_process_state()
             return
         with self._lock:
             if self._env is not None:
-                self._env.close()
+                _release_env(self.path)
             self._env = None
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
                 self._pool = None
+
+    def __del__(self):
+        try:
+            if self._env is not None and self._pid == os.getpid():
+                _release_env(self.path)
+        except Exception:
+            pass
 
     def _read_meta(self) -> dict:
         with self.env().begin(buffers=False) as txn:
@@ -300,6 +341,9 @@ class LMDBFeature(Feature):
         """
         lmdb = _lmdb()
         path = Path(path)
+        with _ENVS_LOCK:
+            if os.path.realpath(path) in _ENVS and _ENVS_PID == os.getpid():
+                raise GraphfeedError(f"{path}: the store is open in this process; close it before rebuilding")
         blocks, first = _as_blocks(source)
         row_shape = tuple(first.shape[1:])
         np_dtype = first.dtype

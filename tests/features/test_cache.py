@@ -1,0 +1,145 @@
+"""CachedFeature: each policy matches a pure-Python reference model hit for hit; batches larger
+than the cache complete with correct rows; statistics and configuration errors."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+from cache_reference import MODELS, run_batch
+
+from graphfeed.errors import GraphfeedError
+from graphfeed.features.cache import POLICIES, CachedFeature
+from graphfeed.features.memory import InMemoryFeature
+
+
+class CountingFeature(InMemoryFeature):
+    """Records which ids reach the backing store."""
+
+    def __init__(self, data):
+        super().__init__(data)
+        self.requests = []
+
+    def _read(self, ids, out):
+        self.requests.append(ids.clone())
+        return super()._read(ids, out)
+
+
+def _batches(rng, n, count, max_len, a=1.3):
+    return [(rng.zipf(a, size=int(rng.integers(0, max_len))) % n).astype(np.int64) for _ in range(count)]
+
+
+@pytest.mark.parametrize("policy", sorted(MODELS))
+@pytest.mark.parametrize("capacity", [1, 2, 5, 16, 64])
+def test_policy_matches_reference_model(policy, capacity):
+    n = 300
+    rng = np.random.default_rng(capacity)
+    data = torch.from_numpy(rng.standard_normal((n, 3)).astype(np.float32))
+    cache = CachedFeature(InMemoryFeature(data), capacity * 12, policy=policy)
+    assert cache.capacity == capacity
+    model = MODELS[policy](capacity)
+    for i, ids in enumerate(_batches(rng, n, 120, 50)):
+        flags = run_batch(model, ids.tolist())
+        h0, m0 = cache.hits, cache.misses
+        got = cache.read(ids)
+        assert torch.equal(got, data[ids])
+        assert cache.hits - h0 == sum(flags), (policy, capacity, i)
+        assert cache.misses - m0 == len(flags) - sum(flags)
+        assert set(cache.cached_ids().tolist()) == model.keys(), (policy, capacity, i)
+
+
+def test_policies_differ_on_a_scan():
+    """A sanity check that the policies are not all the same algorithm: a one-off scan evicts
+    LRU's hot set but not S3-FIFO's."""
+    n, cap = 1000, 50
+    data = torch.zeros(n, 1)
+    hot = np.arange(20)
+    res = {}
+    for policy in ("lru", "s3fifo"):
+        c = CachedFeature(InMemoryFeature(data), cap * 4, policy=policy)
+        for _ in range(5):
+            for x in hot:
+                c.read([x])
+        for x in range(100, 100 + 3 * cap):  # scan, one id at a time
+            c.read([x])
+        c.reset_stats()
+        c.read(hot)
+        res[policy] = c.hit_rate
+    assert res["s3fifo"] > res["lru"]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_batch_larger_than_cache(policy):
+    """dmlc/dgl#7646: a batch with more distinct ids than the cache holds must complete with
+    correct rows; the excess is served from the backing store."""
+    n = 10_000
+    data = torch.arange(n * 2, dtype=torch.int64).reshape(n, 2)
+    backing = CountingFeature(data)
+    cache = CachedFeature(backing, 8 * 2 * 10, policy=policy)  # 10 rows
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        ids = rng.permutation(n)[:5000]
+        ids = np.concatenate([ids, ids[:100]])  # plus duplicates
+        assert torch.equal(cache.read(ids), data[ids])
+        assert cache.num_cached <= 10
+    # every miss read the backing store once per distinct id
+    assert all(torch.equal(r, r.unique()) for r in backing.requests)
+    assert cache.num_cached == 10
+
+
+def test_hits_do_not_touch_backing_store():
+    data = torch.arange(100.0).reshape(50, 2)
+    backing = CountingFeature(data)
+    cache = CachedFeature(backing, data[:10].numel() * 4, policy="sieve")
+    cache.read([1, 2, 3, 3, 1])
+    assert cache.hits == 0 and cache.misses == 5
+    assert backing.requests[-1].tolist() == [1, 2, 3]
+    backing.requests.clear()
+    got = cache.read([3, 2, 1, 1])
+    assert torch.equal(got, data[[3, 2, 1, 1]])
+    assert backing.requests == []
+    assert cache.hits == 4 and cache.hit_rate == pytest.approx(4 / 9)
+    cache.reset_stats()
+    assert cache.hits == cache.misses == 0 and cache.hit_rate == 0.0
+
+
+def test_configuration():
+    f = InMemoryFeature(torch.zeros(100, 4))
+    with pytest.raises(GraphfeedError, match="clock, lru, s3fifo, sieve"):
+        CachedFeature(f, 1000, policy="arc")
+    assert CachedFeature(f, "1kB", policy="S3-FIFO").capacity == 1000 // 16
+    assert CachedFeature(f, 10**9).capacity == 100  # never more slots than rows
+    with pytest.raises(GraphfeedError):
+        CachedFeature(f, "lots")
+    with pytest.raises(GraphfeedError):
+        CachedFeature(torch.zeros(3), 100)
+    c = CachedFeature(f, 10)  # less than a row: no cache, plain pass-through
+    assert c.capacity == 0
+    assert torch.equal(c.read([1, 2]), torch.zeros(2, 4)) and c.misses == 2
+
+
+def test_threads_with_heavy_eviction():
+    """Many threads, a tiny cache, lots of eviction: rows stay correct."""
+    n = 5000
+    data = torch.from_numpy(np.random.default_rng(0).standard_normal((n, 7)).astype(np.float32))
+    cache = CachedFeature(InMemoryFeature(data), 7 * 4 * 64, policy="s3fifo")
+    errors = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(60):
+            ids = (rng.zipf(1.2, size=int(rng.integers(1, 3000))) % n).astype(np.int64)
+            if not torch.equal(cache.read(ids), data[ids]):
+                errors.append(seed)
+
+    ts = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=60)
+    assert not errors
+    assert len(set(cache.cached_ids().tolist())) == cache.num_cached == 64
+    assert cache.hits + cache.misses > 0

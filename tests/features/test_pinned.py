@@ -1,0 +1,120 @@
+"""Pinned memory: a clear no-op without CUDA; in-place registration, UVA views and clean exit
+with CUDA (those tests run on a GPU machine)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import graphfeed.features.pinned as pinned
+from graphfeed.errors import GraphfeedError
+from graphfeed.features.memory import InMemoryFeature
+from graphfeed.graph.csc import CSCGraph
+
+cuda = pytest.mark.cuda
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
+
+
+@pytest.fixture
+def fresh_warning(monkeypatch):
+    monkeypatch.setattr(pinned, "_warned", False)
+
+
+@no_cuda
+def test_cpu_only_is_a_noop_with_one_warning(fresh_warning):
+    t = torch.arange(10.0)
+    g = CSCGraph.from_edges([0, 1, 2], [1, 2, 0])
+    indptr = g.indptr
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        assert pinned.pin_tensor(t) is t
+        assert pinned.pin_memory(t) is t
+        assert g.pin_memory() is g
+        f = pinned.PinnedFeature(InMemoryFeature(t.reshape(5, 2)))
+    msgs = [str(x.message) for x in w if issubclass(x.category, RuntimeWarning)]
+    assert len(msgs) == 1 and "needs CUDA" in msgs[0]
+    assert g.indptr is indptr
+    assert not f.is_pinned
+    assert torch.equal(f.read([4, 0]), t.reshape(5, 2)[[4, 0]])
+    with pytest.raises(GraphfeedError, match="CUDA"):
+        pinned.uva_tensor(t)
+
+
+def test_argument_checks():
+    with pytest.raises(GraphfeedError, match="torch.Tensor"):
+        pinned.pin_tensor(np.zeros(3))
+    with pytest.raises(GraphfeedError, match="cannot pin"):
+        pinned.pin_memory("x")
+    with pytest.raises(GraphfeedError, match="wraps a graphfeed Feature"):
+        pinned.PinnedFeature(torch.zeros(3))
+
+
+@cuda
+@needs_cuda
+def test_pin_in_place_and_uva_gather():
+    t = torch.randn(1000, 16)
+    ptr = t.data_ptr()
+    p = pinned.pin_tensor(t)
+    assert p.is_pinned()
+    assert p.data_ptr() == ptr  # registered in place, no copy
+    assert pinned.is_registered(p)
+    u = pinned.uva_tensor(p, "cuda")
+    assert u.device.type == "cuda" and u.shape == t.shape
+    idx = torch.randint(0, 1000, (300,), device="cuda")
+    assert torch.equal(u[idx].cpu(), t[idx.cpu()])
+    t[0, 0] = 123.0  # the GPU view aliases host memory
+    assert float(u[0, 0]) == 123.0
+    pinned.unpin(p)
+    assert not pinned.is_registered(p)
+
+
+@cuda
+@needs_cuda
+def test_read_only_memmap_gets_a_pinned_copy(tmp_path):
+    a = np.arange(4096, dtype=np.float32).reshape(256, 16)
+    np.save(tmp_path / "a.npy", a)
+    m = np.load(tmp_path / "a.npy", mmap_mode="r")
+    f = pinned.PinnedFeature(InMemoryFeature(m))
+    assert f.is_pinned
+    assert torch.equal(f.read([3, 1]), torch.from_numpy(a[[3, 1]]))
+    assert f.read([3]).is_pinned()
+
+
+@cuda
+@needs_cuda
+def test_graph_pin_memory():
+    g = CSCGraph.from_edges([0, 1, 2, 3], [1, 2, 3, 0])
+    before = g.indices.copy()
+    assert g.pin_memory() is g
+    indptr, indices = g.tensors("cpu")
+    assert indptr.is_pinned() and indices.is_pinned()
+    np.testing.assert_array_equal(g.indices, before)
+
+
+@cuda
+@needs_cuda
+def test_clean_exit_with_registered_memory():
+    """Registrations left at exit are released without the 'PyCapsule ... cudaHostUnregister'
+    crash, also when the tensor dies first."""
+    code = textwrap.dedent(
+        """
+        import torch
+        from graphfeed.features.pinned import pin_tensor, uva_tensor
+        a = pin_tensor(torch.randn(1 << 20))
+        b = pin_tensor(torch.randn(100, 10))
+        u = uva_tensor(b)
+        torch.cuda.synchronize()
+        print("ok")
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "ok" in r.stdout
+    assert "Error" not in r.stderr and "Exception" not in r.stderr
