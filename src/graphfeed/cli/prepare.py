@@ -27,7 +27,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--feature-dtype", help="store features as this dtype (e.g. float16, float32)")
     g.add_argument("--memory-budget", default="2GiB",
                    help="bytes of the indices file mapped at once; bigger graphs build in windows (default 2GiB)")
-    g.add_argument("--block-size", default="32MiB", help="bytes read per chunk (default 32MiB)")
+    g.add_argument("--block-size", default="8MiB", help="bytes read per chunk (default 8MiB)")
     g.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")

@@ -14,7 +14,8 @@ _CR = 13
 
 @kernel
 def parse_int_rows(buf, ncols, out):
-    """Parse delimited integer rows from bytes ``buf`` (uint8) into ``out`` (int64, (R, ncols)).
+    """Parse delimited integer rows from bytes ``buf`` (uint8) into ``out`` (int64, (ncols, R):
+    column-major, so each column is a contiguous array for the caller).
 
     Delimiters: ``,`` ``;`` tab and spaces; ``\\r`` is whitespace; empty lines and lines starting
     with ``#`` are skipped; columns past ``ncols`` are ignored. Returns ``(rows, error_pos)``
@@ -54,7 +55,7 @@ def parse_int_rows(buf, ncols, out):
                 i += 1
             if i == start or i - start > 18:
                 return row, line_start
-            out[row, col] = -v if neg else v
+            out[col, row] = -v if neg else v
             col += 1
             # after a number: blanks, then a delimiter, end of line or end of buffer
             blank_start = i
@@ -72,6 +73,15 @@ def parse_int_rows(buf, ncols, out):
             i += 1
         row += 1
     return row, -1
+
+
+@kernel
+def count_byte(buf, value):
+    n = 0
+    for i in range(buf.shape[0]):
+        if buf[i] == value:
+            n += 1
+    return n
 
 
 # --------------------------------------------------------------------------- CSC build

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import DatasetError
 
-DEFAULT_BLOCK = 32 * 1024 * 1024
+DEFAULT_BLOCK = 8 * 1024 * 1024
 
 
 def looks_like_header(line: str) -> bool:
@@ -51,54 +51,66 @@ class TextBlocks:
         self.bytes_done = 0
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, int]]:
-        """Yields ``(block as uint8 array, line number of its first line)``."""
+        """Yields ``(block as uint8 array, line number of its first line)``.
+
+        The block is a view of one reused buffer: it is valid until the next iteration.
+        """
         raw = open(self.path, "rb")
         try:
             f = gzip.GzipFile(fileobj=raw, mode="rb") if is_gzip(self.path) else raw
-            rest = b""
+            buf = bytearray(self.block_bytes)
+            view = memoryview(buf)
+            have = 0  # bytes of an unfinished line carried over to the front of buf
             line_no = 1
             first = True
             self.bytes_done = 0
             while True:
+                if have == len(buf):  # one line longer than the buffer: grow it
+                    bigger = bytearray(2 * len(buf))
+                    bigger[:have] = buf
+                    view.release()
+                    buf, view = bigger, memoryview(bigger)
                 try:
-                    data = f.read(self.block_bytes)
+                    n = f.readinto(view[have:])
                 except (OSError, EOFError, gzip.BadGzipFile) as e:
                     raise DatasetError(f"{self.path}: cannot read (corrupt or truncated gzip?): {e}") from None
                 self.bytes_done = raw.tell()
-                if not data:
-                    if rest:
-                        yield np.frombuffer(rest, dtype=np.uint8), line_no
+                total = have + n
+                if n == 0:
+                    if have:
+                        yield np.frombuffer(buf, dtype=np.uint8, count=have), line_no
                     return
-                data = rest + data
-                cut = data.rfind(b"\n") + 1
+                cut = buf.rfind(b"\n", 0, total) + 1
                 if cut == 0:
-                    rest = data
+                    have = total
                     continue
-                block, rest = data[:cut], data[cut:]
+                start = 0
                 if first:
                     first = False
-                    nl = block.find(b"\n")
-                    head = block[:nl]
+                    nl = buf.find(b"\n", 0, cut)
                     if self.skip_header is True or (
-                        self.skip_header == "auto" and looks_like_header(head.decode("utf-8", "replace"))
+                        self.skip_header == "auto" and looks_like_header(bytes(buf[:nl]).decode("utf-8", "replace"))
                     ):
-                        block = block[nl + 1 :]
+                        start = nl + 1
                         line_no += 1
-                yield np.frombuffer(block, dtype=np.uint8), line_no
-                line_no += block.count(b"\n")
+                yield np.frombuffer(buf, dtype=np.uint8, count=cut - start, offset=start), line_no
+                line_no += buf.count(b"\n", start, cut)
+                have = total - cut
+                buf[:have] = buf[cut:total]
         finally:
             raw.close()
 
 
 def parse_int_block(block: np.ndarray, ncols: int, path: Path, first_line: int) -> np.ndarray:
-    """Rows of ``ncols`` integers from one block; an error names the file, line and text."""
-    from ._kernels import parse_int_rows
+    """Integers of one block as an ``(ncols, rows)`` int64 array (each column contiguous);
+    an error names the file, the line and its text."""
+    from ._kernels import count_byte, parse_int_rows
 
-    max_rows = int(np.count_nonzero(block == 10)) + 1
-    out = np.empty((max_rows, ncols), dtype=np.int64)
+    max_rows = int(count_byte(block, 10)) + 1
+    out = np.empty((ncols, max_rows), dtype=np.int64)
     rows, err = parse_int_rows(block, ncols, out)
     if err >= 0:
-        line = first_line + int(np.count_nonzero(block[:err] == 10))
+        line = first_line + int(count_byte(block[:err], 10))
         end = err
         while end < block.shape[0] and block[end] != 10 and end - err < 80:
             end += 1
@@ -106,13 +118,13 @@ def parse_int_block(block: np.ndarray, ncols: int, path: Path, first_line: int) 
         raise DatasetError(
             f"{path}: line {line}: expected {ncols} integer column(s), got {text!r}"
         )
-    return out[:rows]
+    return out[:, :rows]
 
 
 def read_int_table(path, ncols: int, *, block_bytes: int = DEFAULT_BLOCK) -> np.ndarray:
     """A whole (small) integer table, e.g. labels or split ids."""
     tb = TextBlocks(path, block_bytes=block_bytes)
-    parts = [parse_int_block(b, ncols, tb.path, ln) for b, ln in tb]
+    parts = [parse_int_block(b, ncols, tb.path, ln).T.copy() for b, ln in tb]
     return np.concatenate(parts) if parts else np.zeros((0, ncols), dtype=np.int64)
 
 
@@ -318,7 +330,7 @@ class EdgeSource:
         ncols = max(self.src_col, self.dst_col) + 1
         for block, line_no in tb:
             t = parse_int_block(block, ncols, self.path, line_no)
-            yield np.ascontiguousarray(t[:, self.src_col]), np.ascontiguousarray(t[:, self.dst_col])
+            yield t[self.src_col], t[self.dst_col]  # contiguous rows of the (ncols, rows) table
             self.bytes_done = tb.bytes_done
 
     @staticmethod

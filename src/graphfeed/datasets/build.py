@@ -271,7 +271,7 @@ def _compact(raw: Path, final: Path, dtype: np.dtype, num_edges: int, kept) -> N
 
 # --------------------------------------------------------------------------- features
 def write_feature(source, out_path: Path, *, dtype=None, progress: Optional[Progress] = None,
-                  block_bytes: int = 32 * 1024 * 1024) -> tuple[tuple[int, ...], np.dtype]:
+                  block_bytes: int = 8 * 1024 * 1024) -> tuple[tuple[int, ...], np.dtype]:
     """Write one node-feature table to ``out_path`` (.npy) and return ``(shape, dtype)``.
 
     ``source``: an array, a ``.npy`` path (copied by the kernel when no conversion is needed,

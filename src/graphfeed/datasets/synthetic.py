@@ -14,6 +14,7 @@ Generation is vectorised numpy plus the O(E) numba CSC build, deterministic for 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,11 +169,11 @@ def load_builtin(name: str = "small", root: Optional[Path] = None, *, verbose: b
     if not (path / "graphfeed.json").exists():
         t0 = time.perf_counter()
         if verbose:
-            print(f"graphfeed: generating built-in dataset '{name}' into {path} ...", flush=True)
+            print(f"graphfeed: generating built-in dataset '{name}' into {path} ...", file=sys.stderr, flush=True)
         try:
             build(name, root)
         except FileExistsError:
             pass  # another process built it concurrently
         if verbose:
-            print(f"graphfeed: generated '{name}' in {time.perf_counter() - t0:.1f} s", flush=True)
+            print(f"graphfeed: generated '{name}' in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     return Dataset.open(path, **open_kw)

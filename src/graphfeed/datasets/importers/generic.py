@@ -27,7 +27,7 @@ def prepare_generic(
     splits=None,
     src_col: int = 0,
     dst_col: int = 1,
-    block_bytes: int = 32 * 1024 * 1024,
+    block_bytes: int = 8 * 1024 * 1024,
     **kw,
 ) -> PrepareReport:
     """Library form of ``graphfeed prepare generic``; ``**kw`` go to :func:`prepare`."""

@@ -31,7 +31,7 @@ def _find(folder: Path, stem: str) -> Optional[Path]:
 
 
 def prepare_ogb(src, out, *, split_name: Optional[str] = None, split=None,
-                block_bytes: int = 32 * 1024 * 1024, **kw) -> PrepareReport:
+                block_bytes: int = 8 * 1024 * 1024, **kw) -> PrepareReport:
     src = Path(src)
     raw = src / "raw"
     if not raw.is_dir():
