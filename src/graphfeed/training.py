@@ -29,7 +29,7 @@ class TrainConfig:
     dataset: str = "small"  # a built-in name (tiny, small, medium) or a prepared dataset folder
     fanouts: Sequence[int] = (10, 10)
     batch_size: int = 1024
-    epochs: int = 8
+    epochs: int = 5
     hidden: int = 128
     lr: float = 3e-3
     dropout: float = 0.5
@@ -139,7 +139,10 @@ def resolve_device(device: str) -> str:
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    d = torch.device(device)
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise GraphfeedError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from None
     if d.type == "cuda" and not torch.cuda.is_available():
         raise GraphfeedError(
             f"device {device!r} needs CUDA, but this torch build ({torch.__version__}) has no "
@@ -184,8 +187,7 @@ def _train_rank(cfg: TrainConfig, dataset=None) -> TrainResult:
     import torch
     import torch.nn.functional as F
 
-    from .loader import DataLoader, ItemSampler
-    from .models import MLP, GraphSAGE
+    from .models import GraphSAGE
 
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     started_group = False
@@ -215,8 +217,14 @@ def _train_rank(cfg: TrainConfig, dataset=None) -> TrainResult:
         if dataset is None:
             dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=rank == 0)
         graph, feat, labels = _data_for_rank(dataset, cfg, world_size)
-        placement = _plan(cfg, dataset, device, world_size, log)
-        sampler, feat, labels = _apply_placement(placement, graph, feat, labels, cfg)
+        from .loader import node_loader, place
+
+        placed = place(graph, {"feat": feat, "label": labels}, list(cfg.fanouts), mode=cfg.mode,
+                       device=device, replace=cfg.replace, seed=cfg.seed,
+                       ranks_per_machine=int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
+        device = str(placed.device)
+        feat, labels = placed.features["feat"], placed.features["label"]
+        log(f"graphfeed: placement {placed.placement.reason}")
 
         num_classes = int(dataset.num_classes)
         in_dim = int(np.prod(feat.row_shape)) if feat.row_shape else 1
@@ -240,12 +248,12 @@ def _train_rank(cfg: TrainConfig, dataset=None) -> TrainResult:
             model = DDP(model, device_ids=[torch.device(device).index] if device.startswith("cuda") else None)
         opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
-        items = ItemSampler(train_ids, cfg.batch_size, shuffle=True, drop_last=False, seed=cfg.seed,
-                            rank=rank, world_size=world_size)
-        loader = DataLoader(items, sampler, node_features={"feat": feat}, labels=labels, device=device,
-                            num_threads=cfg.num_threads, prefetch=cfg.prefetch)
+        loader = node_loader(train_ids, placed, batch_size=cfg.batch_size, shuffle=True, seed=cfg.seed,
+                             rank=rank, world_size=world_size, num_threads=cfg.num_threads,
+                             prefetch=cfg.prefetch)
 
-        result = TrainResult(mode=placement.mode, placement_reason=placement.reason, world_size=world_size)
+        result = TrainResult(mode=placed.mode, placement_reason=placed.placement.reason,
+                             world_size=world_size)
         from ._progress import Progress
 
         for epoch in range(cfg.epochs):
@@ -280,8 +288,8 @@ def _train_rank(cfg: TrainConfig, dataset=None) -> TrainResult:
                 dist.all_reduce(both)
                 stats, train_seen = both[:2], both[2:]
             seen_all = float(train_seen[0])
-            valid_acc = evaluate(model, sampler, feat, labels, valid_ids, cfg, device, rank, world_size)
-            test_acc = evaluate(model, sampler, feat, labels, test_ids, cfg, device, rank, world_size)
+            valid_acc = evaluate(model, placed, valid_ids, cfg, rank, world_size)
+            test_acc = evaluate(model, placed, test_ids, cfg, rank, world_size)
             peak_gpu = torch.cuda.max_memory_allocated() if device.startswith("cuda") else None
             es = EpochStats(
                 epoch=epoch,
@@ -321,11 +329,11 @@ def _train_rank(cfg: TrainConfig, dataset=None) -> TrainResult:
             shutdown()
 
 
-def evaluate(model, sampler, feat, labels, ids, cfg: TrainConfig, device, rank: int, world_size: int) -> float:
+def evaluate(model, placed, ids, cfg: TrainConfig, rank: int, world_size: int) -> float:
     """Sampled mini-batch inference on ``ids``; ranks take strided shares and sum their counts."""
     import torch
 
-    from .loader import DataLoader, ItemSampler
+    from .loader import node_loader
 
     ids = np.asarray(ids)
     if ids.shape[0] == 0:
@@ -336,10 +344,9 @@ def evaluate(model, sampler, feat, labels, ids, cfg: TrainConfig, device, rank: 
     correct = torch.zeros((), dtype=torch.float64)
     total = torch.zeros((), dtype=torch.float64)
     if share.shape[0]:
-        items = ItemSampler(share, cfg.batch_size, shuffle=False, drop_last=False, seed=cfg.seed)
-        loader = DataLoader(items, sampler, node_features={"feat": feat}, labels=labels, device=device,
-                            num_threads=cfg.num_threads, prefetch=cfg.prefetch)
-        items.set_epoch(0)  # the same evaluation sample every epoch
+        loader = node_loader(share, placed, batch_size=cfg.batch_size, shuffle=False, seed=cfg.seed,
+                             num_threads=cfg.num_threads, prefetch=cfg.prefetch)
+        loader.set_epoch(0)  # the same evaluation sample every epoch
         with torch.no_grad():
             for batch in loader:
                 x = batch.x.to(torch.float32).reshape(batch.x.shape[0], -1)
@@ -411,36 +418,3 @@ def _data_for_rank(dataset, cfg: TrainConfig, world_size: int):
                                 cache_policy=cfg.cache_policy)
     labels = dataset.node_feature(target, backend="ram")
     return dataset.graph, feat, labels
-
-
-@dataclass
-class _SimplePlacement:
-    mode: str
-    reason: str
-
-
-def _plan(cfg: TrainConfig, dataset, device: str, world_size: int, log) -> "_SimplePlacement":
-    if not device.startswith("cuda"):
-        if cfg.mode not in ("auto", "cpu-cpu"):
-            raise GraphfeedError(f"mode {cfg.mode!r} needs a CUDA device; this run uses {device}")
-        return _SimplePlacement("cpu-cpu", f"device {device}")
-    from .datasets.estimate import estimate_memory
-    from .placement import detect_hardware, plan_placement
-
-    est = estimate_memory(dataset, nproc=world_size)
-    hw = detect_hardware(ranks_per_machine=int(os.environ.get("LOCAL_WORLD_SIZE", world_size)), device=device)
-    placement = plan_placement(est.graph_bytes, est.feature_bytes, hw, requested=cfg.mode)
-    log(f"graphfeed: placement {placement.mode} ({placement.reason})")
-    return placement
-
-
-def _apply_placement(placement, graph, feat, labels, cfg: TrainConfig):
-    if placement.mode in ("cpu-cpu", "cpu-cuda"):
-        from .sampling.neighbor import NeighborSampler
-
-        return NeighborSampler(graph, list(cfg.fanouts), replace=cfg.replace, seed=cfg.seed), feat, labels
-    from .placement import apply_placement
-
-    placed = apply_placement(placement, graph, {"feat": feat, "label": labels}, list(cfg.fanouts),
-                             replace=cfg.replace, seed=cfg.seed)
-    return placed.sampler, placed.features["feat"], placed.features["label"]

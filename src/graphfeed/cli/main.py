@@ -10,14 +10,23 @@ from typing import Optional, Sequence
 # subcommand -> module with add_parser(subparsers) and run(args) -> int
 SUBCOMMANDS = {
     "train": "graphfeed.cli.train",
+    "prepare": "graphfeed.cli.prepare",
+    "inspect": "graphfeed.cli.inspect",
     "bench": "graphfeed.cli.bench",
 }
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments: one line on stderr and exit status 2 (the usage is in --help)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="graphfeed",
         description="Feed large graphs to GNN training: sampling, features, pipelines.",
     )

@@ -20,7 +20,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--fanouts", type=_args.fanouts, default=[10, 10],
                    help="neighbours per layer, input layer first, -1 = all [10,10]")
     p.add_argument("--batch-size", type=_args.positive_int, default=1024)
-    p.add_argument("--epochs", type=_args.positive_int, default=8)
+    p.add_argument("--epochs", type=_args.positive_int, default=5)
     p.add_argument("--hidden", type=_args.positive_int, default=128)
     p.add_argument("--lr", type=_args.positive_float, default=3e-3)
     p.add_argument("--dropout", type=float, default=0.5)

@@ -59,6 +59,9 @@ def resolve_device(device) -> torch.device:
             f"device={device!r} was requested but {why}; use device='cpu', "
             "or install a CUDA build of torch on a machine with a GPU"
         )
+    from ..cuda_alloc import configure_cuda_allocator
+
+    configure_cuda_allocator()  # must precede the first CUDA call that initialises the allocator
     index = d.index if d.index is not None else torch.cuda.current_device()
     if index >= torch.cuda.device_count():
         raise GraphfeedError(
