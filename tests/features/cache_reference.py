@@ -144,8 +144,12 @@ class S3FIFO:
 MODELS = {"lru": LRU, "clock": Clock, "sieve": Sieve, "s3fifo": S3FIFO}
 
 
-def run_batch(model, ids):
-    """Returns the hit flags of one batch and applies it to ``model``."""
+def run_batch(model, ids, state):
+    """Returns the hit flags of one batch and applies it to ``model``. Which misses are admitted
+    (all, or the most frequent when they exceed the per-batch budget) is the cache's documented
+    ``AdmissionFilter`` rule, shared here: ``state["filter"]`` is an ``AdmissionFilter``."""
+    import numpy as np
+
     flags = []
     for x in ids:
         if model.contains(x):
@@ -154,6 +158,8 @@ def run_batch(model, ids):
         else:
             flags.append(False)
     misses = sorted({x for x, h in zip(ids, flags) if not h})
-    for x in misses[: model.cap]:
-        model.insert(x)
+    if misses:
+        chosen, _ = state["filter"].select(np.array(misses, dtype=np.int64))
+        for x in chosen.tolist():
+            model.insert(x)
     return flags

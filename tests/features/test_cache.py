@@ -11,7 +11,7 @@ import torch
 from cache_reference import MODELS, run_batch
 
 from graphfeed.errors import GraphfeedError
-from graphfeed.features.cache import POLICIES, CachedFeature
+from graphfeed.features.cache import POLICIES, AdmissionFilter, CachedFeature
 from graphfeed.features.memory import InMemoryFeature
 
 
@@ -32,16 +32,19 @@ def _batches(rng, n, count, max_len, a=1.3):
 
 
 @pytest.mark.parametrize("policy", sorted(MODELS))
+@pytest.mark.parametrize("admit_fraction", [1.0, 0.25])
 @pytest.mark.parametrize("capacity", [1, 2, 5, 16, 64])
-def test_policy_matches_reference_model(policy, capacity):
+def test_policy_matches_reference_model(policy, capacity, admit_fraction):
     n = 300
     rng = np.random.default_rng(capacity)
     data = torch.from_numpy(rng.standard_normal((n, 3)).astype(np.float32))
-    cache = CachedFeature(InMemoryFeature(data), capacity * 12, policy=policy)
+    cache = CachedFeature(InMemoryFeature(data), capacity * 12, policy=policy,
+                          admit_fraction=admit_fraction)
     assert cache.capacity == capacity
     model = MODELS[policy](capacity)
+    state = {"filter": AdmissionFilter(n, cache.admit_budget, seed=0)}
     for i, ids in enumerate(_batches(rng, n, 120, 50)):
-        flags = run_batch(model, ids.tolist())
+        flags = run_batch(model, ids.tolist(), state)
         h0, m0 = cache.hits, cache.misses
         got = cache.read(ids)
         assert torch.equal(got, data[ids])
@@ -87,13 +90,35 @@ def test_batch_larger_than_cache(policy):
         assert cache.num_cached <= 10
     # every miss read the backing store once per distinct id
     assert all(torch.equal(r, r.unique()) for r in backing.requests)
-    assert cache.num_cached == 10
+    assert cache.num_cached == min(10, 3 * cache.admit_budget)
+
+
+def test_admission_budget_keeps_hot_rows_under_oversize_batches():
+    """Batches that miss far more rows than the cache holds admit only a sample, so rows that
+    are hit in every batch stay cached instead of being swept out by each batch."""
+    n = 20_000
+    data = torch.zeros(n, 1)
+    hot = np.arange(50)
+    rng = np.random.default_rng(0)
+    rates = {}
+    for frac in (1.0, 0.25):
+        cache = CachedFeature(InMemoryFeature(data), 4 * 200, policy="sieve", admit_fraction=frac)
+        for b in range(30):
+            cold = rng.choice(np.arange(50, n), size=5000, replace=False)
+            cache.read(np.concatenate([hot, cold]))
+        cache.reset_stats()
+        cache.read(hot)
+        rates[frac] = cache.hit_rate
+        assert cache.admit_budget == int(200 * frac)
+    assert rates[0.25] > rates[1.0]
+    with pytest.raises(GraphfeedError, match="admit_fraction"):
+        CachedFeature(InMemoryFeature(data), 100, admit_fraction=0)
 
 
 def test_hits_do_not_touch_backing_store():
     data = torch.arange(100.0).reshape(50, 2)
     backing = CountingFeature(data)
-    cache = CachedFeature(backing, data[:10].numel() * 4, policy="sieve")
+    cache = CachedFeature(backing, data[:10].numel() * 4, policy="sieve", admit_fraction=1.0)
     cache.read([1, 2, 3, 3, 1])
     assert cache.hits == 0 and cache.misses == 5
     assert backing.requests[-1].tolist() == [1, 2, 3]

@@ -13,9 +13,11 @@ A batched read:
 3. under the lock: admit the missed ids (ascending id order), evicting as the policy says, and
    copy their rows into the freed slots.
 
-A batch may miss more distinct rows than the cache holds: then only the first ``capacity`` are
-admitted and the rest are served straight from the backing store. The read always completes and
-returns correct rows (GraphBolt's cache can hang in that case, dmlc/dgl#7646).
+One batch admits at most ``admit_fraction`` of the capacity (default a quarter); when it misses
+more rows than that, the most frequently missed ones are admitted (``AdmissionFilter``). A batch may miss more distinct rows than the cache holds: the
+rows that are not admitted are served straight from the backing store, so the read always
+completes with correct rows (GraphBolt's cache can hang in that case, dmlc/dgl#7646), and the
+cache is not swept clean by every large batch, so hot rows survive.
 
 Statistics count positions of ``ids``: ``hits`` were served from the cache, ``misses`` from the
 backing feature (a row missed twice in one batch counts twice).
@@ -55,11 +57,45 @@ def _words(t: torch.Tensor, word: np.dtype) -> np.ndarray:
     return t.view(torch.uint8).numpy().reshape(n, -1).view(word)
 
 
+class AdmissionFilter:
+    """Which distinct missed ids (sorted) a batch admits, at most ``budget`` of them.
+
+    Every miss bumps a saturating per-row counter (1 byte per row, halved every
+    ``age_every`` batches, so it tracks recent frequency). When a batch misses more rows than the
+    budget, the most frequently missed win; ties are broken by a random draw from
+    ``(seed, batch)``. Admitting every miss of a batch larger than the cache would sweep the
+    whole cache every batch, so nothing hot survives; frequency-ranked admission lets the rows
+    that recur batch after batch accumulate (TinyLFU's idea, with exact counts).
+    """
+
+    def __init__(self, num_rows: int, budget: int, seed: int = 0, age_every: int = 16):
+        self.counts = np.zeros(num_rows, dtype=np.uint8)
+        self.budget = int(budget)
+        self.seed = int(seed)
+        self.age_every = int(age_every)
+        self.batches = 0
+
+    def select(self, uniq: np.ndarray):
+        """``(ids_to_admit, their positions in uniq, or None when all are admitted)``."""
+        self.batches += 1
+        c = self.counts[uniq]
+        self.counts[uniq] = np.minimum(c.astype(np.int64) + 1, 255).astype(np.uint8)
+        if self.batches % self.age_every == 0:
+            self.counts >>= 1
+        m = uniq.shape[0]
+        if m <= self.budget:
+            return uniq, None
+        rng = np.random.default_rng((self.seed, self.batches))
+        score = c.astype(np.float64) + rng.random(m)  # count first, random among equals
+        sel = np.sort(np.argpartition(-score, self.budget - 1)[: self.budget])
+        return uniq[sel], sel
+
+
 class CacheState:
     """Bookkeeping arrays for ``capacity`` slots over ``num_rows`` ids (see ``_cache_kernels``).
 
     Memory: 4 bytes per id (``slot_of``, plus 4 more for S3-FIFO's ghost index) and ~18 bytes
-    per slot.
+    per slot; the admission filter adds 1 byte per id.
     """
 
     def __init__(self, num_rows: int, capacity: int, policy: int):
@@ -98,7 +134,8 @@ class CachedFeature(Feature):
 
     kind = "cached"
 
-    def __init__(self, feature: Feature, capacity_bytes, policy: str = "sieve"):
+    def __init__(self, feature: Feature, capacity_bytes, policy: str = "sieve", *,
+                 admit_fraction: float = 0.25, seed: int = 0):
         if not isinstance(feature, Feature):
             raise GraphfeedError(f"CachedFeature wraps a graphfeed Feature, got {type(feature).__name__}")
         if feature.device.type != "cpu":
@@ -109,6 +146,10 @@ class CachedFeature(Feature):
         self.capacity_bytes = parse_size(capacity_bytes)
         self.policy_name = _ALIASES.get(str(policy).lower(), str(policy).lower())
         self._policy = policy_code(policy)
+        if not 0.0 < float(admit_fraction) <= 1.0:
+            raise GraphfeedError(f"admit_fraction must be in (0, 1], got {admit_fraction}")
+        self.admit_fraction = float(admit_fraction)
+        self.seed = int(seed)
         row = max(1, feature.row_nbytes)
         self.capacity = int(min(self.capacity_bytes // row, feature.num_rows))
         if self.capacity >= np.iinfo(np.int32).max:
@@ -126,6 +167,12 @@ class CachedFeature(Feature):
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        self._admission = AdmissionFilter(f.num_rows, self.admit_budget, self.seed)
+
+    @property
+    def admit_budget(self) -> int:
+        """Most rows one batch may admit: ``admit_fraction`` of the capacity (at least 1)."""
+        return max(1, int(self.capacity * self.admit_fraction))
 
     def __getstate__(self):  # spawned workers get an empty cache of the same configuration
         return {
@@ -134,6 +181,8 @@ class CachedFeature(Feature):
             "policy_name": self.policy_name,
             "_policy": self._policy,
             "capacity": self.capacity,
+            "admit_fraction": self.admit_fraction,
+            "seed": self.seed,
         }
 
     def __setstate__(self, state):
@@ -200,14 +249,18 @@ class CachedFeature(Feature):
         rows = f.read(torch.from_numpy(uniq), check=False)
         rows_w = _words(rows, self._word)
         K.copy_rows(rows_w, inv.reshape(-1).astype(np.int64, copy=False), out_w, miss_pos, nm)
+        with self._lock:
+            uniq, sel = self._admission.select(uniq)
         m = uniq.shape[0]
-        out_rows = np.empty(min(m, self.capacity), dtype=np.int64)
-        out_slots = np.empty(min(m, self.capacity), dtype=np.int64)
+        out_rows = np.empty(m, dtype=np.int64)
+        out_slots = np.empty(m, dtype=np.int64)
         with self._lock:
             na = K.admit(
-                st.policy, uniq, self.capacity, st.st, st.node_of, st.slot_of, st.nxt, st.prv,
+                st.policy, uniq, m, st.st, st.node_of, st.slot_of, st.nxt, st.prv,
                 st.bits, st.qid, st.gring, st.gpos, out_rows, out_slots,
             )
+            if sel is not None:
+                out_rows[:na] = sel[out_rows[:na]]  # back to positions in ``rows``
             K.copy_rows(rows_w, out_rows, self._slot_words, out_slots, na)
         return out
 

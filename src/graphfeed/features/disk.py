@@ -193,7 +193,6 @@ def drop_page_cache(path: str | os.PathLike) -> bool:
         return False
     fd = os.open(os.fspath(path), os.O_RDONLY)
     try:
-        os.fdatasync(fd) if hasattr(os, "fdatasync") else None
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)

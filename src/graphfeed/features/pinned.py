@@ -168,6 +168,8 @@ def uva_tensor(t: torch.Tensor, device="cuda") -> torch.Tensor:
     if not t.is_contiguous():
         raise GraphfeedError("uva_tensor needs a contiguous tensor")
     device = torch.device(device)
+    if t.dtype in (torch.bfloat16,):  # no numpy typestr: alias the bits as int16
+        return uva_tensor(t.view(torch.int16), device).view(t.dtype)
     with torch.cuda.device(device):
         return torch.as_tensor(_HostArrayInterface(t), device=device)
 
