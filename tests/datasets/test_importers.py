@@ -283,3 +283,17 @@ def test_citeseer_planetoid_npz(tmp_path):
     assert (ds.train_ids.size, ds.valid_ids.size, ds.test_ids.size) == (120, 500, 1000)
     assert int((ds.labels < 0).sum()) == 15
     np.testing.assert_array_equal(ds.train_ids, np.arange(120))
+
+
+def test_text_blocks_lines_longer_than_the_buffer(tmp_path):
+    from graphfeed.datasets._readers import read_int_table
+
+    p = tmp_path / "ids.csv"
+    lines = ["# comment", "node,label", "123456789,1", "", "  7 ,\t2", "8;3\r"]
+    p.write_text("\n".join(lines))  # no trailing newline on the last line
+    for block in (3, 5, 64):
+        from graphfeed.datasets._readers import TextBlocks
+
+        t = read_int_table(p, 2, block_bytes=block)
+        np.testing.assert_array_equal(t, [[123456789, 1], [7, 2], [8, 3]])
+        assert isinstance(TextBlocks(p, block_bytes=block).total_bytes, int)

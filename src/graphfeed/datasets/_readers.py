@@ -84,21 +84,32 @@ class TextBlocks:
                 if cut == 0:
                     have = total
                     continue
-                start = 0
                 if first:
-                    first = False
-                    nl = buf.find(b"\n", 0, cut)
-                    if self.skip_header is True or (
-                        self.skip_header == "auto" and looks_like_header(bytes(buf[:nl]).decode("utf-8", "replace"))
-                    ):
-                        start = nl + 1
-                        line_no += 1
-                yield np.frombuffer(buf, dtype=np.uint8, count=cut - start, offset=start), line_no
-                line_no += buf.count(b"\n", start, cut)
+                    first = self._blank_header(buf, cut)
+                yield np.frombuffer(buf, dtype=np.uint8, count=cut), line_no
+                line_no += buf.count(b"\n", 0, cut)
                 have = total - cut
                 buf[:have] = buf[cut:total]
         finally:
             raw.close()
+
+
+    def _blank_header(self, buf: bytearray, end: int) -> bool:
+        """Overwrite a header line with spaces (the parser skips blank lines, and line numbers
+        stay right). Returns whether the first data line is still to be examined."""
+        pos = 0
+        while pos < end:
+            nl = buf.find(b"\n", pos, end)
+            nl = end if nl < 0 else nl
+            line = bytes(buf[pos:nl]).strip()
+            if line and not line.startswith(b"#"):
+                if self.skip_header is True or (
+                    self.skip_header == "auto" and looks_like_header(line.decode("utf-8", "replace"))
+                ):
+                    buf[pos:nl] = b" " * (nl - pos)
+                return False
+            pos = nl + 1
+        return True
 
 
 def parse_int_block(block: np.ndarray, ncols: int, path: Path, first_line: int) -> np.ndarray:
@@ -133,12 +144,16 @@ def read_float_blocks(path, *, block_bytes: int = DEFAULT_BLOCK, dtype=np.float3
     tb = TextBlocks(path, block_bytes=block_bytes)
     ncols = None
     for block, line_no in tb:
-        text = bytes(block).decode("utf-8")
-        if not text.strip():
-            continue
-        delim = "," if "," in text[:4096] else ("\t" if "\t" in text[:4096] else None)
         try:
-            arr = np.loadtxt(io.StringIO(text), delimiter=delim, dtype=dtype, ndmin=2, comments="#")
+            text = bytes(block).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DatasetError(f"{tb.path}: near line {line_no}: not UTF-8 text ({e})") from None
+        lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+        if not lines:
+            continue
+        delim = "," if "," in lines[0] else ("\t" if "\t" in lines[0] else None)
+        try:
+            arr = np.loadtxt(lines, delimiter=delim, dtype=dtype, ndmin=2)
         except ValueError as e:
             raise DatasetError(f"{tb.path}: near line {line_no}: cannot parse numbers ({e})") from None
         if ncols is None:

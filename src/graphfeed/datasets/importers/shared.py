@@ -42,11 +42,16 @@ def _one(folder: Path, suffix: str) -> Path:
     return found[0]
 
 
-def _kw_split(split, default):
-    return split if split is not None else default
+def row_normalize(x: np.ndarray) -> np.ndarray:
+    """Divide each row by its sum (GCN's preprocessing of bag-of-words features); zero rows stay 0."""
+    x = x.astype(np.float32, copy=True)
+    s = x.sum(axis=1, keepdims=True)
+    np.divide(x, s, out=x, where=s != 0)
+    return x
 
 
-def prepare_cora_text(src, out, *, split=None, num_features=None, **kw) -> PrepareReport:
+def prepare_cora_text(src, out, *, split=None, num_features=None, normalize_features: bool = False,
+                      **kw) -> PrepareReport:
     src = Path(src)
     if not src.is_dir():
         raise DatasetError(f"{src}: expected a folder with *_edges.csv, *_features.json, *_target.csv")
@@ -82,6 +87,8 @@ def prepare_cora_text(src, out, *, split=None, num_features=None, **kw) -> Prepa
         raise DatasetError(f"{feats_f}: feature index {int(cols_a.max())} >= num_features {f_dim}")
     x = np.zeros((n, f_dim), dtype=np.float32)
     x[rows_a, cols_a] = 1.0
+    if normalize_features:
+        x = row_normalize(x)
     if split is None:
         if n != 2708:
             raise DatasetError(f"{src}: no standard split known for {n} nodes; pass --split")
@@ -92,7 +99,7 @@ def prepare_cora_text(src, out, *, split=None, num_features=None, **kw) -> Prepa
                    num_nodes=n, **kw)
 
 
-def prepare_planetoid_npz(src, out, *, split=None, **kw) -> PrepareReport:
+def prepare_planetoid_npz(src, out, *, split=None, normalize_features: bool = False, **kw) -> PrepareReport:
     src = Path(src)
     z = load_npz(src)
     need = ("x", "y", "edge_index")
@@ -115,6 +122,8 @@ def prepare_planetoid_npz(src, out, *, split=None, **kw) -> PrepareReport:
     kw.setdefault("name", src.stem.split("_")[0])
     kw.pop("block_bytes", None)
     feature_dtype = kw.pop("feature_dtype", None) or np.float32
+    if normalize_features:
+        x = row_normalize(x)
     return prepare(out, edges=EdgeSource(arrays=(ei[0], ei[1])), features={"feat": x.astype(feature_dtype)},
                    labels=y, splits=split, num_nodes=x.shape[0], **kw)
 
@@ -135,7 +144,7 @@ def _csr_dense(z, prefix: str, src: Path, dtype) -> np.ndarray:
     return out
 
 
-def prepare_csr_npz(src, out, *, split=None, **kw) -> PrepareReport:
+def prepare_csr_npz(src, out, *, split=None, normalize_features: bool = False, **kw) -> PrepareReport:
     src = Path(src)
     z = load_npz(src)
     for k in ("adj_indices", "adj_indptr", "adj_shape", "labels"):
@@ -148,6 +157,8 @@ def prepare_csr_npz(src, out, *, split=None, **kw) -> PrepareReport:
     rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
     feature_dtype = kw.pop("feature_dtype", None) or np.float32
     feats = {"feat": _csr_dense(z, "attr", src, feature_dtype)} if "attr_shape" in z else {}
+    if normalize_features and feats:
+        feats["feat"] = row_normalize(feats["feat"]).astype(feature_dtype)
     if split is None:
         split = SplitRule("per-class", (20, 500, 1000), 0)
     kw.setdefault("name", src.stem)
@@ -160,10 +171,12 @@ def add_arguments(p, fmt: str) -> None:
     what = "folder with the text files" if fmt == "cora-text" else ".npz file"
     p.add_argument("src", metavar="SRC", help=what)
     p.add_argument("out", metavar="OUT", help="dataset folder to create")
+    p.add_argument("--normalize-features", action="store_true",
+                   help="divide each feature row by its sum (GCN's preprocessing)")
 
 
 def run(args, common: dict) -> PrepareReport:
     split = SplitRule.parse(args.split, args.seed) if args.split else None
     fn = {"cora-text": prepare_cora_text, "planetoid-npz": prepare_planetoid_npz,
           "csr-npz": prepare_csr_npz}[args.format]
-    return fn(args.src, args.out, split=split, **common)
+    return fn(args.src, args.out, split=split, normalize_features=args.normalize_features, **common)
