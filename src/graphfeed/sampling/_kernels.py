@@ -190,12 +190,11 @@ def _sparse_fisher_yates(deg, k, ctr, out, off, hkeys, hvals):
 
 
 @kernel
-def _fill_one(indptr, indices, v, i, fanout, replace, layer_key, off, rows, cols, eids, want_eids,
+def _fill_one(start, deg, indices, i, fanout, replace, layer_key, off, rows, cols, eids, want_eids,
               hkeys, hvals):
-    """Sample destination ``v`` (local id ``i``): global source ids into ``rows[off:off+c]``, ``i``
-    into ``cols``, edge positions into ``eids`` when wanted. Returns the count ``c``."""
-    start = indptr[v]
-    deg = indptr[v + 1] - start
+    """Sample destination ``i`` (in-edges ``indices[start:start+deg]``): global source ids into
+    ``rows[off:off+c]``, ``i`` into ``cols``, edge positions into ``eids`` when wanted. Returns
+    the count ``c``."""
     c = count_for(deg, fanout, replace)
     if c == 0:
         return 0
@@ -237,26 +236,31 @@ def _hash_tables(fanout, replace):
 
 
 @kernel
-def count_layer(indptr, dst, start, stop, fanout, replace, counts):
-    """``counts[i + 1] = `` number of edges sampled for ``dst[i]``, for ``i`` in ``[start, stop)``."""
-    for i in range(start, stop):
+def count_layer(indptr, dst, lo, hi, fanout, replace, counts, starts, degs):
+    """For ``i`` in ``[lo, hi)``: ``counts[i + 1]`` = number of edges sampled for ``dst[i]``;
+    ``starts[i]``, ``degs[i]`` = its neighbour range (read once here, sequentially later)."""
+    for i in range(lo, hi):
         v = dst[i]
-        counts[i + 1] = count_for(indptr[v + 1] - indptr[v], fanout, replace)
+        st = indptr[v]
+        d = indptr[v + 1] - st
+        starts[i] = st
+        degs[i] = d
+        counts[i + 1] = count_for(d, fanout, replace)
 
 
 @kernel
-def fill_layer(indptr, indices, dst, start, stop, fanout, replace, layer_key, offsets, edge_index,
+def fill_layer(indices, starts, degs, lo, hi, fanout, replace, layer_key, offsets, edge_index,
                eids, want_eids):
-    """Sample destinations ``[start, stop)`` into their slots ``offsets[i]:offsets[i+1]``: row 0 of
+    """Sample destinations ``[lo, hi)`` into their slots ``offsets[i]:offsets[i+1]``: row 0 of
     ``edge_index`` gets *global* source ids (``relabel_layer`` makes them local), row 1 ``i``."""
     hkeys, hvals = _hash_tables(fanout, replace)
     rows = edge_index[0]
     cols = edge_index[1]
-    for i in range(start, stop):
-        if i + PREFETCH_AHEAD < stop:
-            prefetch(indices, indptr[dst[i + PREFETCH_AHEAD]])
-        _fill_one(indptr, indices, dst[i], i, fanout, replace, layer_key, offsets[i], rows, cols,
-                  eids, want_eids, hkeys, hvals)
+    for i in range(lo, hi):
+        if i + PREFETCH_AHEAD < hi:
+            prefetch(indices, starts[i + PREFETCH_AHEAD])
+        _fill_one(starts[i], degs[i], indices, i, fanout, replace, layer_key, offsets[i], rows,
+                  cols, eids, want_eids, hkeys, hvals)
 
 
 @kernel
@@ -285,9 +289,11 @@ def sample_layer(indptr, indices, dst, fanout, replace, layer_key, node_map, wan
     n_dst = dst.shape[0]
     offsets = np.empty(n_dst + 1, np.int64)
     offsets[0] = 0
+    starts = np.empty(n_dst, np.int64)
+    degs = np.empty(n_dst, np.int64)
+    count_layer(indptr, dst, 0, n_dst, fanout, replace, offsets, starts, degs)
     for i in range(n_dst):
-        v = dst[i]
-        offsets[i + 1] = offsets[i] + count_for(indptr[v + 1] - indptr[v], fanout, replace)
+        offsets[i + 1] += offsets[i]
     num_edges = offsets[n_dst]
     edge_index = np.empty((2, num_edges), np.int64)
     eids = np.empty(num_edges if want_eids else 0, np.int64)
@@ -299,9 +305,9 @@ def sample_layer(indptr, indices, dst, fanout, replace, layer_key, node_map, wan
     cols = edge_index[1]
     for i in range(n_dst):
         if i + PREFETCH_AHEAD < n_dst:
-            prefetch(indices, indptr[dst[i + PREFETCH_AHEAD]])
+            prefetch(indices, starts[i + PREFETCH_AHEAD])
         off = offsets[i]
-        c = _fill_one(indptr, indices, dst[i], i, fanout, replace, layer_key, off, rows, cols,
+        c = _fill_one(starts[i], degs[i], indices, i, fanout, replace, layer_key, off, rows, cols,
                       eids, want_eids, hkeys, hvals)
         for e in range(off, off + c):  # relabel while the slots are hot in cache
             u = rows[e]

@@ -217,8 +217,12 @@ class NeighborSampler(Sampler):
         chunks = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
         pool = self._executor()
         offsets = np.zeros(n_dst + 1, dtype=np.int64)
+        starts = np.empty(n_dst, dtype=np.int64)
+        degs = np.empty(n_dst, dtype=np.int64)
         futs = [
-            pool.submit(K.count_layer, self._indptr, dst, a, b, fanout, self.replace, offsets)
+            pool.submit(
+                K.count_layer, self._indptr, dst, a, b, fanout, self.replace, offsets, starts, degs
+            )
             for a, b in chunks
         ]
         for f in futs:
@@ -229,7 +233,7 @@ class NeighborSampler(Sampler):
         eids = np.empty(num_edges if want else 0, dtype=np.int64)
         futs = [
             pool.submit(
-                K.fill_layer, self._indptr, self._indices, dst, a, b, fanout, self.replace, key,
+                K.fill_layer, self._indices, starts, degs, a, b, fanout, self.replace, key,
                 offsets, edge_index, eids, want,
             )
             for a, b in chunks
