@@ -12,7 +12,7 @@ import numpy as np
 def report_world():
     from graphfeed.distributed import World, init
 
-    w = init(World.from_env(), timeout_s=30)
+    w = init(World.from_env(), timeout_s=60)
     import torch
     import torch.distributed as dist
 
@@ -103,3 +103,61 @@ def hang_on_rank(bad_rank: int, timeout_s: float):
     except Exception as e:
         raise RuntimeError(f"collective failed after {time.monotonic() - t0:.1f}s: {e}") from e
     return "unreachable"
+
+
+def share_then_private(nbytes: int):
+    """PSS added by a 2-rank shared array, then by a private copy of the same size."""
+    import gc
+
+    out = report_world()
+    out["shared"] = share_and_measure(nbytes, private_copy=False)
+    gc.collect()
+    out["private"] = share_and_measure(nbytes, private_copy=True)
+    return out
+
+
+def _mapping_names(a) -> list:
+    """Paths of the mappings that hold ``a`` (from /proc/self/maps)."""
+    ptr = int(a.ctypes.data)
+    out = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split(maxsplit=5)
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            if lo <= ptr < hi:
+                out.append(parts[5].strip() if len(parts) > 5 else "")
+    return out
+
+
+def share_dataset_everywhere(path: str):
+    """share_dataset on a memory-mapped and an in-memory copy of the same dataset, and with
+    private copies; report where things live and checksums."""
+    from graphfeed.datasets.format import Dataset
+    from graphfeed.distributed import World, init, list_segments, share_dataset
+
+    w = init(World.from_env(), timeout_s=60)
+    out = {"rank": w.rank}
+    for label, kw, sd_kw in (
+        ("mapped", {}, {}),
+        ("in_memory", {"in_memory": True}, {}),
+        ("private", {}, {"private_copy": True}),
+        ("disk", {}, {"features": "disk"}),
+    ):
+        ds = Dataset.open(path, validate="quick", **kw)
+        s = share_dataset(ds, w, **sd_kw)
+        feat = s.features["feat"]
+        rec = {"placement": dict(s.placement), "segments": [p.name for p in list_segments()]}
+        import torch
+
+        ids = torch.arange(feat.num_rows)
+        rec["feat_sum"] = float(feat.read(ids).double().sum())
+        rec["label_sum"] = int(s.features[ds.target].read(ids).long().sum())
+        rec["graph"] = (int(s.graph.indptr.sum()), int(s.graph.indices.astype(np.int64).sum()))
+        data = getattr(feat, "data", None)
+        if data is not None:
+            arr = data.numpy()
+            rec["feat_maps"] = _mapping_names(arr)
+            rec["feat_writeable"] = bool(arr.flags.writeable)
+        rec["graph_maps"] = _mapping_names(s.graph.indices)
+        out[label] = rec
+    return out

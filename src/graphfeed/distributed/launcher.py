@@ -198,8 +198,11 @@ def launch(
                 last_monitor = now
                 monitor([procs[r].pid for r in sorted(alive)])
             if first_failure_at is not None and now - first_failure_at >= grace_s:
-                stopped.update(alive)
-                _stop([procs[r] for r in alive])
+                # only those still running are stopped by us; one that already died (its
+                # sentinel not yet handled) keeps its own cause
+                running = [r for r in alive if procs[r].exitcode is None]
+                stopped.update(running)
+                _stop([procs[r] for r in running])
             wait_for = list(open_conns) + [procs[r].sentinel for r in alive]
             timeout = monitor_interval_s if monitor is not None else 0.5
             if first_failure_at is not None:

@@ -22,7 +22,6 @@ All ranks must call these functions in the same order (they contain collectives)
 
 from __future__ import annotations
 
-import mmap
 import os
 import secrets
 from dataclasses import dataclass, field
@@ -97,16 +96,11 @@ def run_id(world: Optional[World] = None) -> str:
 
 # ---------------------------------------------------------------------------- arrays
 def is_file_backed(a) -> bool:
-    """True if ``a`` (ndarray or CPU tensor) is a view of a memory-mapped file: shared between
-    processes through the page cache, so it needs no shared-memory copy."""
-    base = a
-    seen = 0
-    while base is not None and seen < 64:
-        if isinstance(base, (np.memmap, mmap.mmap)):
-            return True
-        base = getattr(base, "base", None)
-        seen += 1
-    return False
+    """True if ``a`` (ndarray or CPU tensor) lies in shared file mappings (a memory-mapped
+    dataset file, or a shared segment): already one copy per machine, so it needs no shm copy."""
+    from .shm import in_shared_file_mapping
+
+    return in_shared_file_mapping(a)
 
 
 def _private(arrays: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
@@ -134,7 +128,8 @@ def share_arrays(
     ``produce`` is a mapping, or a callable returning one; a callable is called only on the
     machine's first rank (the others never build the arrays). That rank copies them into the
     segment ``graphfeed-<run id>-g<machine>-<key>``; after a collective the other local ranks map
-    it read-only; after a second one the creator unlinks the name. If any rank fails on the way,
+    it read-only; after a second one the creator unlinks the name, and a third makes sure no rank
+    returns before it has (so nothing of this call is left in ``/dev/shm`` once it returns). If any rank fails on the way,
     every rank raises (no rank is left waiting), and the segment is removed.
 
     One process (or one per machine), or ``private_copy=True``: returns private in-memory copies.
@@ -178,6 +173,9 @@ def share_arrays(
     finally:
         if world.is_local_main and seg is not None:
             seg.unlink()  # every local rank has mapped it (or we are failing): drop the name
+    # a third step, so that on every rank the name is gone once this returns
+    if _agree_failed(False):  # pragma: no cover - nobody reports failure here
+        raise GraphfeedError(f"share_arrays({key!r}): a rank failed")
     return dict(seg)
 
 
@@ -218,16 +216,19 @@ def share_dataset(
     *,
     features: str = "ram",
     private_copy: bool = False,
-    cache_size: Optional[int] = None,
+    cache_size: int = 0,
+    cache_policy: str = "sieve",
     feature_names=None,
 ) -> SharedDataset:
     """Graph and features for this rank with ONE copy per machine (a collective).
 
     ``dataset`` is a ``graphfeed.datasets.format.Dataset`` (or anything with ``.graph`` and
-    ``.features``; ``node_feature(name, backend, cache_size=)`` is used for ``"disk"`` /
-    ``"lmdb"``). ``features`` picks the backend (see the module docstring for what is shared
-    how); ``private_copy=True`` loads a private copy in every rank instead (for comparison).
-    ``feature_names`` limits which features are returned (default: all).
+    ``.features``, plus ``node_feature(name, backend, cache_size=, cache_policy=)`` for ``"disk"``
+    / ``"lmdb"``). ``features`` picks the backend of every node feature except the labels
+    (``dataset.target``), which are always held in RAM (shared). See the module docstring for
+    what is shared how; ``private_copy=True`` loads a private copy of graph and every feature in
+    each rank instead (the comparison point). ``feature_names`` limits which features are
+    returned (default: all). ``placement`` in the result says where each one lives.
     """
     from ..features.base import FeatureStore
     from ..features.memory import InMemoryFeature
@@ -236,36 +237,41 @@ def share_dataset(
     if features not in FEATURE_BACKENDS:
         raise GraphfeedError(f"unknown features backend {features!r}; choose one of {FEATURE_BACKENDS}")
     world = World.from_env() if world is None else world
+    sharing = world.is_distributed and world.local_world_size > 1 and not private_copy
     placement: Dict[str, str] = {}
     names = list(dataset.features) if feature_names is None else list(feature_names)
+    target = getattr(dataset, "target", None)
 
-    # -- graph
+    # -- graph: file mappings stay (page cache = one copy); private arrays go to shm
     g = dataset.graph
     garrays = {"indptr": g.indptr, "indices": g.indices}
     if g.weights is not None:
         garrays["weights"] = g.weights
+    mapped = all(is_file_backed(a) for a in garrays.values())
     if private_copy:
-        shared = _private(garrays)
+        graph = CSCGraph(**_private(garrays))
         placement["graph"] = "private"
-    elif all(is_file_backed(a) for a in garrays.values()) or not world.is_distributed:
-        shared = garrays
-        placement["graph"] = "mmap" if all(is_file_backed(a) for a in garrays.values()) else "private"
+    elif mapped or not sharing:
+        graph = g
+        placement["graph"] = "mmap" if mapped else "private"
     else:
         shared = share_arrays("graph", garrays, world)
-        placement["graph"] = "shm" if world.local_world_size > 1 else "private"
-    graph = g if shared is garrays else CSCGraph(shared["indptr"], shared["indices"], shared.get("weights"))
+        graph = CSCGraph(shared["indptr"], shared["indices"], shared.get("weights"))
+        placement["graph"] = "shm"
 
     # -- features
     store = FeatureStore()
     ram_names = []
     for name in names:
-        if features == "ram" or private_copy:
+        if features == "ram" or private_copy or name == target:
             ram_names.append(name)
-        else:
-            if not hasattr(dataset, "node_feature"):
-                raise GraphfeedError(f"dataset {dataset!r} cannot open features on {features!r}")
-            store[name] = dataset.node_feature(name, features, cache_size=cache_size)
-            placement[name] = features
+            continue
+        if not hasattr(dataset, "node_feature"):
+            raise GraphfeedError(f"dataset {dataset!r} cannot open features on {features!r}")
+        # each rank opens the store: reads go through the page cache (one copy per machine);
+        # the row cache in front of it is this rank's own
+        store[name] = dataset.node_feature(name, features, cache_size=cache_size, cache_policy=cache_policy)
+        placement[name] = features
     if ram_names:
         arrays = {}
         for name in ram_names:
@@ -276,12 +282,15 @@ def share_dataset(
                     "array to share; use features='disk' or 'lmdb' for it"
                 )
             arrays[name] = a
-        if private_copy or not world.is_distributed or world.local_world_size == 1:
-            loaded = _private(arrays)
-            kind = "private"
-        else:
+        if sharing:
             loaded = share_arrays("features", arrays, world)
             kind = "shm"
+        elif private_copy:
+            loaded = _private(arrays)
+            kind = "private"
+        else:  # one process: as opened (memory map or loaded), nothing to share with
+            loaded = arrays
+            kind = "mmap" if all(is_file_backed(a) for a in arrays.values()) else "private"
         for name in ram_names:
             store[name] = InMemoryFeature(loaded[name])
             placement[name] = kind

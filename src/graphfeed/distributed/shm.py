@@ -178,16 +178,70 @@ def _decode_header(buf, path: Path) -> list:
     return json.loads(bytes(buf[start : start + n]).decode())
 
 
-def _drop_source_pages(src: np.ndarray) -> None:
-    """After copying out of a file memory map, drop its pages from *our* page tables
-    (``MADV_DONTNEED``; the data stays in the file and the page cache), so the creator's PSS does
-    not count the source file on top of the shared copy."""
-    base = src
-    while base is not None and not isinstance(base, mmap.mmap):
-        base = getattr(base, "_mmap", None) or getattr(base, "base", None)
-    if isinstance(base, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
-        with contextlib.suppress(ValueError, OSError):
-            base.madvise(mmap.MADV_DONTNEED)
+def _file_shared_ranges() -> list:
+    """``(start, end)`` of this process's shared file mappings (``/proc/self/maps``)."""
+    out = []
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            for line in f:
+                parts = line.split()
+                # address perms offset dev inode [path]; 's' = MAP_SHARED, inode 0 = anonymous
+                if len(parts) >= 6 and parts[1][3:4] == b"s" and parts[4] != b"0":
+                    lo, hi = parts[0].split(b"-")
+                    out.append((int(lo, 16), int(hi, 16)))
+    except OSError:
+        return []
+    return out
+
+
+def _address_range(data):
+    if isinstance(data, np.ndarray):
+        return int(data.ctypes.data), int(data.nbytes)
+    try:
+        return int(data.data_ptr()), int(data.numel() * data.element_size())
+    except AttributeError:
+        return None
+
+
+def _page_span(ptr: int, nbytes: int):
+    page = mmap.PAGESIZE
+    return ptr - ptr % page, -(-(ptr + nbytes) // page) * page
+
+
+def in_shared_file_mapping(data) -> bool:
+    """True if all of ``data`` (ndarray or CPU tensor) lies in ``MAP_SHARED`` file mappings
+    (a memory-mapped dataset file, or a ``/dev/shm`` segment): every process mapping that file
+    shares the same physical pages, so the data is already one copy per machine."""
+    span = _address_range(data)
+    if span is None or span[1] == 0:
+        return False
+    start, end = _page_span(*span)
+    pos = start
+    for lo, hi in sorted(r for r in _file_shared_ranges() if r[1] > start and r[0] < end):
+        if lo > pos:
+            return False
+        pos = max(pos, hi)
+    return pos >= end
+
+
+def drop_file_pages(data) -> bool:
+    """Drop the pages of ``data`` (ndarray or CPU tensor) from *this process's* page tables if,
+    and only if, it lies entirely in shared file mappings (``MADV_DONTNEED``; the bytes stay in
+    the file and the page cache and are faulted back in if read again). Used after copying out of
+    a memory-mapped file, so that the copier's PSS does not count the source on top of the copy.
+    Anything else (anonymous or private memory, where ``MADV_DONTNEED`` would lose data) is left
+    alone. Returns whether pages were dropped."""
+    import ctypes
+
+    if not hasattr(mmap, "MADV_DONTNEED") or not in_shared_file_mapping(data):
+        return False
+    start, end = _page_span(*_address_range(data))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    return libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), mmap.MADV_DONTNEED) == 0
+
+
+_drop_source_pages = drop_file_pages
 
 
 class SharedArrays(Mapping[str, np.ndarray]):
