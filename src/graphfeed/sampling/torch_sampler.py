@@ -172,15 +172,13 @@ class TorchNeighborSampler(Sampler):
         local_dst = torch.repeat_interleave(
             torch.arange(n_dst, device=dev), cnt, output_size=num_edges
         )
-        rank = torch.arange(num_edges, device=dev) - offsets[local_dst]
-        if fanout < 0:
-            pos = rank
-        elif self.replace:
-            pos = self._randint(deg[local_dst], gen)
+        if self.replace and fanout >= 0:
+            eids = start[local_dst] + self._randint(deg[local_dst], gen)
         else:
-            pos = rank.clone()  # destinations with deg <= fanout keep every neighbour
-            self._subsample(pos, deg, offsets, fanout, gen)
-        eids = start[local_dst] + pos
+            # every neighbour, in order: slot offsets[i] + r holds edge start[i] + r
+            eids = (start - offsets)[local_dst] + torch.arange(num_edges, device=dev)
+            if fanout >= 0:  # destinations with deg > fanout: a random subset instead
+                self._subsample(eids, start, deg, offsets, fanout, gen)
         src_global = self.indices[eids].to(torch.int64)
         src_nodes, local_src = _relabel(dst, src_global)
         return Block(
@@ -190,9 +188,9 @@ class TorchNeighborSampler(Sampler):
             edge_ids=eids if self.return_edge_ids else None,
         )
 
-    def _subsample(self, pos, deg, offsets, k: int, gen: torch.Generator) -> None:
-        """Write into ``pos`` a uniform k-subset of ``[0, deg)`` for every destination with
-        ``deg > k`` (their slots are ``offsets[i] + [0, k)``)."""
+    def _subsample(self, eids, start, deg, offsets, k: int, gen: torch.Generator) -> None:
+        """For every destination with ``deg > k``, write into its slots ``offsets[i] + [0, k)``
+        of ``eids`` the edges ``start[i] + p`` for a uniform k-subset of positions ``p``."""
         dev = self.device
         sel = torch.nonzero(deg > k)[:, 0]
         m = sel.numel()
@@ -222,7 +220,7 @@ class TorchNeighborSampler(Sampler):
             keep = within < k
             cand = (torch.arange(total, device=dev) - seg_start[seg])[order]
             chosen = cand[keep].view(m, k)
-        pos[slots.reshape(-1)] = chosen.reshape(-1)
+        eids[slots.reshape(-1)] = (chosen + start[sel].unsqueeze(1)).reshape(-1)
 
 
 def _relabel(dst: torch.Tensor, src_global: torch.Tensor):
