@@ -92,9 +92,11 @@ class NeighborSampler(Sampler):
     - Randomness derives only from ``(seed, epoch, batch_index, layer, destination position)``
       (splitmix64 counters, no RNG state), so a batch is identical whatever ``num_threads``, the
       Python thread that samples it, or the order batches are sampled in.
-    - ``num_threads > 1`` splits a layer's destinations into chunks sampled by a private thread
-      pool (kernels release the GIL); several Python threads may also call :meth:`sample`
-      concurrently on one sampler.
+    - ``num_threads > 1`` splits a layer's destinations (layers of >= 2048 of them) into chunks
+      sampled by a private thread pool (kernels release the GIL; the relabel pass stays on one
+      thread). It helps a single sampling thread use idle cores; when the loader already samples
+      several batches at once on as many Python threads as cores, keep ``num_threads=1``.
+      Several Python threads may call :meth:`sample` concurrently on one sampler.
     - ``return_edge_ids``: fill ``Block.edge_ids`` with positions in ``graph.indices``.
 
     Cost: O(sum of sampled edges + destinations) per batch, no sorting; each batch in flight
