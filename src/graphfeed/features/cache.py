@@ -26,6 +26,7 @@ backing feature (a row missed twice in one batch counts twice).
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Optional, Union
 
 import numpy as np
@@ -135,7 +136,7 @@ class CachedFeature(Feature):
     kind = "cached"
 
     def __init__(self, feature: Feature, capacity_bytes, policy: str = "sieve", *,
-                 admit_fraction: float = 0.25, seed: int = 0):
+                 admit_fraction: float = 0.25, seed: int = 0, num_threads: int = 2):
         if not isinstance(feature, Feature):
             raise GraphfeedError(f"CachedFeature wraps a graphfeed Feature, got {type(feature).__name__}")
         if feature.device.type != "cpu":
@@ -150,6 +151,7 @@ class CachedFeature(Feature):
             raise GraphfeedError(f"admit_fraction must be in (0, 1], got {admit_fraction}")
         self.admit_fraction = float(admit_fraction)
         self.seed = int(seed)
+        self.num_threads = max(1, int(num_threads))
         row = max(1, feature.row_nbytes)
         self.capacity = int(min(self.capacity_bytes // row, feature.num_rows))
         if self.capacity >= np.iinfo(np.int32).max:
@@ -165,6 +167,8 @@ class CachedFeature(Feature):
         self._slot_words = _words(self._slots, self._word) if self.capacity and f.row_nbytes else None
         self._state = CacheState(f.num_rows, self.capacity, self._policy)
         self._lock = threading.Lock()
+        self._pool_lock = threading.Lock()
+        self._pool: Optional[ThreadPoolExecutor] = None
         self.hits = 0
         self.misses = 0
         self._admission = AdmissionFilter(f.num_rows, self.admit_budget, self.seed)
@@ -183,6 +187,7 @@ class CachedFeature(Feature):
             "capacity": self.capacity,
             "admit_fraction": self.admit_fraction,
             "seed": self.seed,
+            "num_threads": self.num_threads,
         }
 
     def __setstate__(self, state):
@@ -217,6 +222,23 @@ class CachedFeature(Feature):
     def num_cached(self) -> int:
         return int(self._state.st[0])
 
+    def _copy(self, src, src_idx, dst, dst_idx, n: int) -> None:
+        """Row copies by the nogil kernel, split over ``num_threads`` threads for large ``n``."""
+        from ._cache_kernels import copy_rows
+        from .disk import PARALLEL_MIN_ROWS, _split
+
+        if n < 4 * PARALLEL_MIN_ROWS or self.num_threads == 1:
+            copy_rows(src, src_idx, dst, dst_idx, 0, n)
+            return
+        if self._pool is None:
+            with self._pool_lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(self.num_threads, thread_name_prefix="gf-cache")
+        futs = [self._pool.submit(copy_rows, src, src_idx, dst, dst_idx, a, b)
+                for a, b in _split(n, self.num_threads)]
+        for f in futs:
+            f.result()
+
     def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
         from . import _cache_kernels as K
 
@@ -239,7 +261,7 @@ class CachedFeature(Feature):
         with self._lock:
             nh, nm = K.lookup(ids_np, st.slot_of, hit_pos, hit_slot, miss_pos)
             K.on_hits(st.policy, hit_slot, nh, st.st, st.nxt, st.prv, st.bits)
-            K.copy_rows(self._slot_words, hit_slot, out_w, hit_pos, nh)
+            self._copy(self._slot_words, hit_slot, out_w, hit_pos, nh)
             self.hits += nh
             self.misses += nm
         if nm == 0:
@@ -248,7 +270,7 @@ class CachedFeature(Feature):
         uniq, inv = np.unique(ids_np[miss_pos], return_inverse=True)
         rows = f.read(torch.from_numpy(uniq), check=False)
         rows_w = _words(rows, self._word)
-        K.copy_rows(rows_w, inv.reshape(-1).astype(np.int64, copy=False), out_w, miss_pos, nm)
+        self._copy(rows_w, inv.reshape(-1).astype(np.int64, copy=False), out_w, miss_pos, nm)
         with self._lock:
             uniq, sel = self._admission.select(uniq)
         m = uniq.shape[0]
@@ -261,7 +283,7 @@ class CachedFeature(Feature):
             )
             if sel is not None:
                 out_rows[:na] = sel[out_rows[:na]]  # back to positions in ``rows``
-            K.copy_rows(rows_w, out_rows, self._slot_words, out_slots, na)
+            self._copy(rows_w, out_rows, self._slot_words, out_slots, na)
         return out
 
     def __repr__(self) -> str:
