@@ -110,3 +110,50 @@ def test_drop_file_pages_only_touches_file_mappings(tmp_path):
     assert float(a.sum()) == total  # data intact, faulted back from the page cache
     anon = np.ones(1 << 20)
     assert not drop_file_pages(anon) and anon.sum() == anon.size
+
+
+def _perms_of(a) -> str:
+    ptr = int(a.ctypes.data)
+    with open("/proc/self/maps") as f:
+        for line in f:
+            lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+            if lo <= ptr < hi:
+                return line.split()[1]
+    return ""
+
+
+def test_attach_maps_read_only_unless_pinnable(no_leftover_segments):
+    path = segment_path("perms", "seg")
+    seg = SharedArrays.create(path, {"a": np.arange(5000, dtype=np.float64)})
+    try:
+        ro = SharedArrays.attach(path)
+        rw = SharedArrays.attach(path, writable_mapping=True)
+    finally:
+        seg.unlink()
+    assert _perms_of(ro["a"]) == "r--s"
+    assert _perms_of(rw["a"]) == "rw-s"
+    assert not ro["a"].flags.writeable and not rw["a"].flags.writeable  # numpy stays read-only
+    np.testing.assert_array_equal(rw["a"], np.arange(5000))
+
+
+def test_pss_of_this_process_grows_with_touched_memory():
+    from graphfeed.distributed.pss import memory_breakdown, total_pss_bytes
+
+    before = pss_bytes()
+    block = np.ones(32 << 17)  # 32 MB, touched
+    assert pss_bytes() - before > 24 << 20
+    m = memory_breakdown(os.getpid())
+    assert m["Pss"] <= m["Rss"] and "Pss_Anon" in m
+    assert total_pss_bytes([os.getpid(), 2**22 + 12345]) > 0  # a missing pid counts 0
+    del block
+
+
+def test_register_pinned_without_cuda_says_so():
+    import torch
+
+    from graphfeed.distributed import register_pinned
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present: covered by the cuda tests")
+    with pytest.raises(GraphfeedError, match="needs CUDA"):
+        register_pinned(np.ones(10))

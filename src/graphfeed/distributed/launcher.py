@@ -94,6 +94,9 @@ def _rank_main(rank: int, nproc: int, env: dict, conn, fn, args) -> None:
         ROLE_RANK=str(rank),
         ROLE_WORLD_SIZE=str(nproc),
     )
+    if "torch" in sys.modules and env.get("OMP_NUM_THREADS", "").isdigit():
+        # torch was imported while unpickling this process's arguments: apply the thread count
+        sys.modules["torch"].set_num_threads(max(1, int(env["OMP_NUM_THREADS"])))
     code = 0
     try:
         result = fn(*args)

@@ -10,9 +10,11 @@ What the platform allows, and what this does:
   context; there is no CUDA IPC for host memory), so each rank that copies from the segment calls
   it once for its own mapping; the pages are locked once, the bookkeeping is per rank. This is the
   "once per machine" that CUDA permits: one pinned copy, N registrations.
-- Attachers map segments read-only, which needs ``cudaHostRegisterReadOnly`` (CUDA >= 11.1 and a
-  device reporting ``cudaDevAttrHostRegisterReadOnlySupported``). Where that is refused the error
-  says so and the caller falls back to pageable copies (no silent private pinned copy).
+- Attachers map segments read-only by default, which needs ``cudaHostRegisterReadOnly`` (CUDA >=
+  11.1 and a device reporting ``cudaDevAttrHostRegisterReadOnlySupported``). Where that is
+  refused the error says so (no silent private pinned copy). ``share_dataset(..., pinnable=True)``
+  maps the segments read-write in every rank instead, so default-flag registration (as done by
+  ``graphfeed.features.pinned.pin_tensor``) works in place everywhere.
 - Large registrations may be refused (locked-memory limits in containers); that is reported.
 
 Not tested without a GPU in this repository's CI; the CPU paths (argument checks, the error

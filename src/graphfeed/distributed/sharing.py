@@ -122,6 +122,7 @@ def share_arrays(
     world: Optional[World] = None,
     *,
     private_copy: bool = False,
+    pinnable: bool = False,
 ) -> Mapping[str, np.ndarray]:
     """Named arrays with one copy per machine; a collective (every rank calls it, same ``key``).
 
@@ -134,6 +135,8 @@ def share_arrays(
 
     One process (or one per machine), or ``private_copy=True``: returns private in-memory copies.
     Returned arrays are read-only views of the segment, valid for as long as they are referenced.
+    ``pinnable=True`` maps the segment read-write at the OS level in every rank (the numpy arrays
+    stay read-only) so CUDA can page-lock it in place (see :mod:`.pinned`).
     """
     world = World.from_env() if world is None else world
     if private_copy or world.local_world_size == 1 or not world.is_distributed:
@@ -163,7 +166,7 @@ def share_arrays(
             )
         try:
             if not world.is_local_main:
-                seg = SharedArrays.attach(path)
+                seg = SharedArrays.attach(path, writable_mapping=pinnable)
         except Exception as e:
             error = e
         if _agree_failed(error is not None):
@@ -219,6 +222,7 @@ def share_dataset(
     cache_size: int = 0,
     cache_policy: str = "sieve",
     feature_names=None,
+    pinnable: bool = False,
 ) -> SharedDataset:
     """Graph and features for this rank with ONE copy per machine (a collective).
 
@@ -229,6 +233,9 @@ def share_dataset(
     what is shared how; ``private_copy=True`` loads a private copy of graph and every feature in
     each rank instead (the comparison point). ``feature_names`` limits which features are
     returned (default: all). ``placement`` in the result says where each one lives.
+    ``pinnable=True`` (pass it in CUDA modes that pin host memory): shared segments are mapped
+    read-write by every rank so that each rank's in-place ``cudaHostRegister`` of the one shared
+    copy succeeds with default flags, instead of falling back to a pinned copy per rank.
     """
     from ..features.base import FeatureStore
     from ..features.memory import InMemoryFeature
@@ -255,7 +262,7 @@ def share_dataset(
         graph = g
         placement["graph"] = "mmap" if mapped else "private"
     else:
-        shared = share_arrays("graph", garrays, world)
+        shared = share_arrays("graph", garrays, world, pinnable=pinnable)
         graph = CSCGraph(shared["indptr"], shared["indices"], shared.get("weights"))
         placement["graph"] = "shm"
 
@@ -283,7 +290,7 @@ def share_dataset(
                 )
             arrays[name] = a
         if sharing:
-            loaded = share_arrays("features", arrays, world)
+            loaded = share_arrays("features", arrays, world, pinnable=pinnable)
             kind = "shm"
         elif private_copy:
             loaded = _private(arrays)

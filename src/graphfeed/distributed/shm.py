@@ -339,22 +339,32 @@ class SharedArrays(Mapping[str, np.ndarray]):
         return out
 
     @classmethod
-    def attach(cls, path: Path) -> "SharedArrays":
-        """Map an existing segment read-only (no copy)."""
+    def attach(cls, path: Path, *, writable_mapping: bool = False) -> "SharedArrays":
+        """Map an existing segment (no copy). The arrays are read-only numpy arrays either way.
+
+        ``writable_mapping=False`` maps it ``PROT_READ`` (a stray write faults). ``True`` maps it
+        read-write at the OS level, which CUDA needs to page-lock it in place with default flags
+        (``cudaHostRegister`` of a read-only mapping needs ``cudaHostRegisterReadOnly``, which
+        not every device/driver supports).
+        """
         path = Path(path)
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(path, os.O_RDWR if writable_mapping else os.O_RDONLY)
         except FileNotFoundError:
             raise GraphfeedError(f"{path}: shared segment not found (creator failed or exited?)") from None
         try:
             size = os.fstat(fd).st_size
             if size < _HEADER:
                 raise GraphfeedError(f"{path}: truncated segment ({size} bytes)")
-            mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+            prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable_mapping else 0)
+            mm = mmap.mmap(fd, size, mmap.MAP_SHARED, prot)
         finally:
             os.close(fd)
         table = _decode_header(memoryview(mm)[:_HEADER], path)
-        return cls(path, mm, table, owner=False)
+        out = cls(path, mm, table, owner=False)
+        for a in out._arrays.values():
+            a.flags.writeable = False
+        return out
 
     def unlink(self) -> None:
         """Remove the name (the mapping stays valid; memory is freed with the last mapping)."""
