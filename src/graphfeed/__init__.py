@@ -24,6 +24,16 @@ _EXPORTS = {
     "Feature": ".features.base",
     "FeatureStore": ".features.base",
     "InMemoryFeature": ".features.memory",
+    "DiskFeature": ".features.disk",
+    "LMDBFeature": ".features.lmdb_store",
+    "CachedFeature": ".features.cache",
+    "PinnedFeature": ".features.pinned",
+    "open_feature": ".features.registry",
+    "TorchNeighborSampler": ".sampling.torch_sampler",
+    "place": ".loader.node_loader",
+    "node_loader": ".loader.node_loader",
+    "train": ".training",
+    "TrainConfig": ".training",
     "ItemSampler": ".loader.item_sampler",
     "DataLoader": ".loader.dataloader",
     "Dataset": ".datasets.format",
@@ -51,7 +61,15 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .datasets.synthetic import load_builtin
     from .errors import DatasetError, GraphfeedError, MissingDependencyError
     from .features.base import Feature, FeatureStore
+    from .features.cache import CachedFeature
+    from .features.disk import DiskFeature
+    from .features.lmdb_store import LMDBFeature
     from .features.memory import InMemoryFeature
+    from .features.pinned import PinnedFeature
+    from .features.registry import open_feature
+    from .loader.node_loader import node_loader, place
+    from .sampling.torch_sampler import TorchNeighborSampler
+    from .training import TrainConfig, train
     from .graph.csc import CSCGraph
     from .loader.dataloader import DataLoader
     from .loader.item_sampler import ItemSampler

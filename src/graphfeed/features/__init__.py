@@ -1,6 +1,52 @@
-"""Feature storage: one interface (``Feature.read(ids)``), many backends and wrappers."""
+"""Feature storage: one interface (``Feature.read(ids)``), many backends and wrappers.
+
+- ``InMemoryFeature``: a tensor or numpy array (memory maps included),
+- ``DiskFeature``: a ``.npy`` file read on demand (page cache or O_DIRECT),
+- ``LMDBFeature``: rows in chunks in an LMDB environment (extra ``graphfeed[lmdb]``),
+- ``CachedFeature``: a CPU cache (sieve, s3fifo, lru, clock) wrapping any feature,
+- ``PinnedFeature`` / ``pin_memory``: page-locked host memory for fast or zero-copy GPU reads,
+- ``open_feature(path, backend, cache_size=...)``: build one by name.
+
+Backends load on first use, so importing this package does not import numba or lmdb.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 from .base import Feature, FeatureStore
 from .memory import InMemoryFeature
 
-__all__ = ["Feature", "FeatureStore", "InMemoryFeature"]
+_LAZY = {
+    "DiskFeature": ".disk",
+    "LMDBFeature": ".lmdb_store",
+    "CachedFeature": ".cache",
+    "PinnedFeature": ".pinned",
+    "pin_memory": ".pinned",
+    "open_feature": ".registry",
+    "BACKENDS": ".registry",
+}
+
+__all__ = ["Feature", "FeatureStore", "InMemoryFeature", *sorted(_LAZY)]
+
+
+def __getattr__(name: str):
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'graphfeed.features' has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .cache import CachedFeature
+    from .disk import DiskFeature
+    from .lmdb_store import LMDBFeature
+    from .pinned import PinnedFeature, pin_memory
+    from .registry import BACKENDS, open_feature
