@@ -130,8 +130,8 @@ def share_arrays(
     machine's first rank (the others never build the arrays). That rank copies them into the
     segment ``graphfeed-<run id>-g<machine>-<key>``; after a collective the other local ranks map
     it read-only; after a second one the creator unlinks the name, and a third makes sure no rank
-    returns before it has (so nothing of this call is left in ``/dev/shm`` once it returns). If any rank fails on the way,
-    every rank raises (no rank is left waiting), and the segment is removed.
+    returns before it has (nothing of this call is left in ``/dev/shm`` once it returns). If any
+    rank fails on the way, every rank raises (no rank is left waiting) and the segment is removed.
 
     One process (or one per machine), or ``private_copy=True``: returns private in-memory copies.
     Returned arrays are read-only views of the segment, valid for as long as they are referenced.
