@@ -144,14 +144,18 @@ def format_table(runs: list[MemoryRun], dataset: str, features: str) -> str:
     lines = [
         f"graphfeed bench memory: dataset {dataset}, features {features}, "
         f"{'PRIVATE copy per rank' if base.private_copy else 'one shared copy per machine'}",
-        f"{'nproc':>5}  {'peak summed PSS':>16}  {'x 1-proc':>8}  {'budget':>10}  {'ok':>4}  "
+        f"{'nproc':>5}  {'peak summed PSS':>16}  {'x 1-proc':>8}  {'+ per extra proc':>16}  "
+        f"{'budget':>10}  {'ok':>4}  "
         f"{'anon':>9}  {'file':>9}  {'shmem':>9}  {'seconds':>7}  {'test acc':>8}",
     ]
     for r in runs:
         b = r.peak_breakdown
         ok = "-" if r.within_budget is None else ("yes" if r.within_budget else "NO")
+        extra = (
+            _mb((r.peak_pss_bytes - base.peak_pss_bytes) / (r.nproc - 1)) if r.nproc > 1 else "-"
+        )
         lines.append(
-            f"{r.nproc:>5}  {_mb(r.peak_pss_bytes):>16}  {r.ratio:>8.2f}  "
+            f"{r.nproc:>5}  {_mb(r.peak_pss_bytes):>16}  {r.ratio:>8.2f}  {extra:>16}  "
             f"{_mb(r.budget_bytes):>10}  {ok:>4}  {_mb(b.get('Pss_Anon', 0)):>9}  "
             f"{_mb(b.get('Pss_File', 0)):>9}  {_mb(b.get('Pss_Shmem', 0)):>9}  "
             f"{r.seconds:>7.1f}  {r.test_acc:>8.4f}"
