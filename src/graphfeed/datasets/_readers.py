@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import gzip
-import io
 import os
 import re
 from pathlib import Path
@@ -36,9 +35,9 @@ def is_gzip(path: Path) -> bool:
 class TextBlocks:
     """Iterate a text file as byte blocks that end on a line boundary.
 
-    ``bytes_done`` tracks the compressed bytes consumed (for progress); ``line_of(block_start,
-    pos)`` turns a byte position into a line number for messages. A first line holding letters
-    (a header such as ``id_1,id_2``) is skipped when ``skip_header`` is ``"auto"``.
+    ``bytes_done`` tracks the (compressed) bytes consumed, for progress. The first data line is
+    treated as a header and skipped when one of its fields is not a number (``id_1,id_2``) and
+    ``skip_header`` is ``"auto"``; ``True`` always skips it, ``False`` never.
     """
 
     def __init__(self, path, *, block_bytes: int = DEFAULT_BLOCK, skip_header="auto"):
@@ -246,12 +245,6 @@ def load_array_file(path, *, what: str) -> np.ndarray:
             raise DatasetError(f"{path}: {what}: expected one array in the .npz, found {sorted(arrays)}")
         return next(iter(arrays.values()))
     return None  # text: caller decides the column layout
-
-
-def edge_chunks_from_arrays(src: np.ndarray, dst: np.ndarray, chunk: int):
-    for a in range(0, src.shape[0], chunk):
-        yield (np.ascontiguousarray(src[a : a + chunk], dtype=np.int64),
-               np.ascontiguousarray(dst[a : a + chunk], dtype=np.int64))
 
 
 class EdgeSource:

@@ -32,7 +32,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -375,7 +375,3 @@ def check_json_value(value, where: str) -> None:
         raise DatasetError(f"{where}: not plain JSON ({e})") from None
     if isinstance(value, float) and not math.isfinite(value):  # pragma: no cover - caught above
         raise DatasetError(f"{where}: non-finite number")
-
-
-def as_mapping(x: Optional[Mapping]) -> dict:
-    return dict(x or {})
