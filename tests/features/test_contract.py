@@ -149,7 +149,7 @@ def test_read_after_fork(kind, tmp_path):
         pytest.skip("no fork on this platform")
     array = make_array("float32", 8, 500, seed=6)
     store = make_store(kind, array, tmp_path)
-    ids = np.random.default_rng(0).integers(0, 500, PARALLEL_MIN_ROWS + 1)
+    ids = np.random.default_rng(0).integers(0, 500, 4 * PARALLEL_MIN_ROWS + 1)  # threaded paths
     store.read(ids)
     ctx = mp.get_context("fork")
     q = ctx.Queue()

@@ -25,6 +25,7 @@ backing feature (a row missed twice in one batch counts twice).
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Optional, Union
@@ -169,6 +170,7 @@ class CachedFeature(Feature):
         self._lock = threading.Lock()
         self._pool_lock = threading.Lock()
         self._pool: Optional[ThreadPoolExecutor] = None
+        self._pid = os.getpid()
         self.hits = 0
         self.misses = 0
         self._admission = AdmissionFilter(f.num_rows, self.admit_budget, self.seed)
@@ -242,6 +244,12 @@ class CachedFeature(Feature):
     def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
         from . import _cache_kernels as K
 
+        if self._pid != os.getpid():
+            # forked: the parent's copy threads do not exist here, and its lock may be held
+            self._pid = os.getpid()
+            self._lock = threading.Lock()
+            self._pool_lock = threading.Lock()
+            self._pool = None
         n = int(ids.shape[0])
         f = self.feature
         if out is None:
