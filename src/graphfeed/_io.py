@@ -10,6 +10,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import tokenize
 from pathlib import Path
 from typing import Iterator
 
@@ -64,8 +65,11 @@ def load_npy(path: str | os.PathLike, *, mmap: bool = True) -> np.ndarray:
         raise DatasetError(f"{path}: file not found")
     try:
         arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except ValueError as e:  # object arrays, truncated headers, bad shapes
-        raise DatasetError(f"{path}: not a valid pickle-free .npy file ({e})") from None
+    except (ValueError, SyntaxError, TypeError, KeyError, OverflowError, MemoryError,
+            tokenize.TokenError) as e:
+        # object arrays, truncated or garbled headers (numpy parses them with ast.literal_eval),
+        # shapes that do not match the file size
+        raise DatasetError(f"{path}: not a valid pickle-free .npy file ({type(e).__name__}: {e})") from None
     except (OSError, EOFError) as e:
         raise DatasetError(f"{path}: cannot read .npy file ({e})") from None
     if not isinstance(arr, np.ndarray):
