@@ -21,6 +21,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ._memory import release_free_memory
 from .errors import GraphfeedError
 
 
@@ -290,6 +291,7 @@ def _train_rank(cfg: TrainConfig, dataset=None) -> TrainResult:
             seen_all = float(train_seen[0])
             valid_acc = evaluate(model, placed, valid_ids, cfg, rank, world_size)
             test_acc = evaluate(model, placed, test_ids, cfg, rank, world_size)
+            release_free_memory()  # eval loaders' buffers: give them back before the next epoch
             peak_gpu = torch.cuda.max_memory_allocated() if device.startswith("cuda") else None
             es = EpochStats(
                 epoch=epoch,
