@@ -68,3 +68,14 @@ def test_cli_train_json_subprocess(tmp_path):
     assert any(l.startswith("epoch  0") for l in lines)
     res = json.loads(lines[-1])
     assert res["mode"] == "cpu-cpu" and len(res["epochs"]) == 1
+
+
+@pytest.mark.parametrize("features, cache_size", [("disk", 0), ("disk", 200_000), ("lmdb", 0)])
+def test_feature_backends_train_identically_to_ram(tiny_dataset, features, cache_size):
+    kw = dict(dataset="tiny", epochs=2, fanouts=(5, 5), batch_size=256, progress=False, mlp_baseline=False)
+    ram = train(TrainConfig(features="ram", **kw), dataset=tiny_dataset)
+    other = train(TrainConfig(features=features, cache_size=cache_size, **kw), dataset=tiny_dataset)
+    # same seed, same batches, same rows: bit-identical losses and accuracies
+    assert [(e.loss, e.valid_acc, e.test_acc) for e in other.epochs] == [
+        (e.loss, e.valid_acc, e.test_acc) for e in ram.epochs
+    ]
