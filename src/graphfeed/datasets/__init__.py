@@ -3,7 +3,8 @@ validation and the memory estimate. Names load lazily so ``import graphfeed.data
 
 from __future__ import annotations
 
-import importlib
+from .._lazy import lazy_exports
+
 
 _EXPORTS = {
     "Dataset": ".format",
@@ -20,14 +21,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    mod = _EXPORTS.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'graphfeed.datasets' has no attribute {name!r}")
-    value = getattr(importlib.import_module(mod, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -12,8 +12,9 @@ Backends load on first use, so importing this package does not import numba or l
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 from .base import Feature, FeatureStore
 from .memory import InMemoryFeature
@@ -31,17 +32,7 @@ _LAZY = {
 __all__ = ["Feature", "FeatureStore", "InMemoryFeature", *sorted(_LAZY)]
 
 
-def __getattr__(name: str):
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'graphfeed.features' has no attribute {name!r}")
-    value = getattr(importlib.import_module(mod, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 if TYPE_CHECKING:  # pragma: no cover

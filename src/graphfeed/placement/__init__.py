@@ -11,8 +11,9 @@ Importing this package imports neither torch nor numba; ``apply_placement`` does
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 from .hardware import Hardware, detect_hardware
 from .planner import (
@@ -49,13 +50,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'graphfeed.placement' has no attribute {name!r}")
-    value = getattr(importlib.import_module(mod, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -5,6 +5,9 @@
   tensors live (CUDA, or CUDA views of pinned host memory).
 """
 
+from .._lazy import lazy_exports
+
+
 from .base import Block, MiniBatch, Sampler
 
 __all__ = ["Block", "MiniBatch", "Sampler", "NeighborSampler", "TorchNeighborSampler"]
@@ -12,12 +15,4 @@ __all__ = ["Block", "MiniBatch", "Sampler", "NeighborSampler", "TorchNeighborSam
 _LAZY = {"NeighborSampler": ".neighbor", "TorchNeighborSampler": ".torch_sampler"}
 
 
-def __getattr__(name):
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'graphfeed.sampling' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(mod, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
