@@ -191,6 +191,7 @@ def _train_rank(cfg: TrainConfig, dataset=None) -> TrainResult:
     from .models import GraphSAGE
 
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    device = resolve_device(cfg.device)
     started_group = False
     if world_size > 1:
         import torch.distributed as dist
@@ -198,14 +199,13 @@ def _train_rank(cfg: TrainConfig, dataset=None) -> TrainResult:
         if not dist.is_initialized():
             from .distributed import World, init
 
-            init(World.from_env(), timeout_s=cfg.dist_timeout,
-                 backend=None if cfg.device == "auto" else ("nccl" if cfg.device.startswith("cuda") else "gloo"))
+            # gloo on CPU, NCCL when the ranks train on GPUs
+            init(World.from_env(), device=device, timeout_s=cfg.dist_timeout)
             started_group = True
     rank, world_size = _dist_world()
     log = _Log(rank == 0)
 
     try:
-        device = resolve_device(cfg.device)
         if device.startswith("cuda"):
             from .cuda_alloc import configure_cuda_allocator
 
