@@ -6,7 +6,7 @@ for callers that do not know graphfeed; the subclasses let callers tell the case
 
 from __future__ import annotations
 
-__all__ = ["GraphfeedError", "DatasetError", "MissingDependencyError"]
+__all__ = ["GraphfeedError", "DatasetError", "MissingDependencyError", "GraphfeedWarning"]
 
 
 class GraphfeedError(ValueError):
@@ -30,3 +30,7 @@ class MissingDependencyError(ImportError):
         )
         self.package = package
         self.extra = extra
+
+
+class GraphfeedWarning(UserWarning):
+    """A graphfeed usage warning: the call works, but not the way the caller probably expects."""

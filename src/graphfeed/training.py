@@ -217,7 +217,7 @@ def _train_rank(cfg: TrainConfig, dataset=None) -> TrainResult:
 
         if dataset is None:
             dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=rank == 0)
-        graph, feat, labels = _data_for_rank(dataset, cfg, world_size)
+        graph, feat, labels = _data_for_rank(dataset, cfg, world_size, device)
         from .loader import node_loader, place
 
         placed = place(graph, {"feat": feat, "label": labels}, list(cfg.fanouts), mode=cfg.mode,
@@ -406,15 +406,18 @@ def train_mlp_baseline(dataset, feat, labels, cfg: TrainConfig, device, num_clas
 
 
 # ---------------------------------------------------------------------------- data + placement
-def _data_for_rank(dataset, cfg: TrainConfig, world_size: int):
+def _data_for_rank(dataset, cfg: TrainConfig, world_size: int, device: str):
     """The graph, input feature and label feature this process reads from."""
     target = getattr(dataset, "target", "label")
     if world_size > 1:
         from .distributed import World, share_dataset
 
+        # pinnable: segments that a pinned-cuda placement can page-lock in place (one copy per
+        # machine; each rank registers the same pages)
         shared = share_dataset(dataset, World.from_env(), features=cfg.features,
                                private_copy=cfg.private_copy, cache_size=cfg.cache_size,
-                               cache_policy=cfg.cache_policy)
+                               cache_policy=cfg.cache_policy,
+                               pinnable=device.startswith("cuda"))
         return shared.graph, shared.features["feat"], shared.features[target]
     feat = dataset.node_feature("feat", backend=cfg.features, cache_size=cfg.cache_size,
                                 cache_policy=cfg.cache_policy)

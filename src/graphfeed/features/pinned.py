@@ -36,6 +36,8 @@ _warned = False
 _atexit_installed = False
 
 _CUDA_HOST_REGISTER_DEFAULT = 0
+_CUDA_HOST_REGISTER_PORTABLE = 1
+_CUDA_HOST_REGISTER_READ_ONLY = 8  # read-only mappings (shared segments attached read-only, memmaps)
 
 
 def cuda_available() -> bool:
@@ -115,18 +117,24 @@ def pin_tensor(t: torch.Tensor) -> torch.Tensor:
         return t.pin_memory()
     if t.is_contiguous() and t.storage_offset() == 0 and t.untyped_storage().nbytes() == nbytes:
         ptr = t.data_ptr()
+        flag_sets = (
+            _CUDA_HOST_REGISTER_DEFAULT,
+            _CUDA_HOST_REGISTER_PORTABLE | _CUDA_HOST_REGISTER_READ_ONLY,
+        )
         with _lock:
-            err = _cudart().cudaHostRegister(ptr, nbytes, _CUDA_HOST_REGISTER_DEFAULT)
-            if _success(err):
-                _registered[ptr] = (nbytes, t)
-                _install_atexit()
-                return t
-        # Refused (read-only file map, locked-memory limit, overlapping registration): clear
-        # the error so later CUDA calls do not report it, then copy.
-        try:
-            _cudart().cudaGetLastError()
-        except AttributeError:
-            pass
+            for flags in flag_sets:
+                err = _cudart().cudaHostRegister(ptr, nbytes, flags)
+                if _success(err):
+                    _registered[ptr] = (nbytes, t)
+                    _install_atexit()
+                    return t
+                # Refused (a read-only mapping needs the read-only flag; locked-memory limit;
+                # overlapping registration): clear the error so later CUDA calls do not
+                # report it, then try the next flags or copy.
+                try:
+                    _cudart().cudaGetLastError()
+                except AttributeError:
+                    pass
     return t.pin_memory()
 
 

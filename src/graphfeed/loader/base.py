@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any, Callable, Iterable, Iterator, Optional
 
+from ..errors import GraphfeedWarning
+
 __all__ = ["GraphfeedWarning", "Stage", "IterStage", "MapStage", "LoaderStats"]
 
 
-class GraphfeedWarning(UserWarning):
-    """A graphfeed usage warning: the call works, but not the way the caller probably expects."""
 
 
 class Stage:

@@ -14,7 +14,6 @@ derives only from ``(epoch, batch_index)``: the batches are identical to a seria
 
 from __future__ import annotations
 
-import warnings
 import weakref
 from functools import partial
 from typing import Any, Mapping, Optional, Union
@@ -24,23 +23,13 @@ import torch
 from ..errors import GraphfeedError
 from ..features.base import Feature
 from ..sampling.base import MiniBatch, Sampler
-from .base import GraphfeedWarning, IterStage, LoaderStats, MapStage, Stage
+from .base import IterStage, LoaderStats, MapStage, Stage
 from .device import DeviceStage, resolve_device, stage_for_device
 from .fetch import FetchFeatures, SampleNeighbors
 from .item_sampler import ItemSampler
 from .prefetch import ParallelMapper
 
 __all__ = ["DataLoader"]
-
-_NUM_WORKERS_MESSAGE = (
-    "DataLoader(num_workers={n}): graphfeed does not use worker processes; it ignores "
-    "num_workers and runs its pipeline in threads instead (num_threads={t}). Threads share the "
-    "one copy of the graph and features and never fork a process that holds a CUDA context, so "
-    "errors like 'Cannot re-initialize CUDA in forked subprocess' and per-worker copies of the "
-    "graph cannot happen; sampling (numba, GIL released) and feature gathers still run in "
-    "parallel. To choose the parallelism, pass num_threads=N instead of num_workers."
-)
-
 
 def _check_count(name: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
@@ -174,13 +163,11 @@ class DataLoader:
         self.device = resolve_device(device)
         self.reuse_buffers = bool(reuse_buffers)
         if num_workers is not None:
+            from ..placement.workers import warn_num_workers
+
             _check_count("num_workers", num_workers, 0)
-            if num_workers > 0:
-                warnings.warn(
-                    _NUM_WORKERS_MESSAGE.format(n=num_workers, t=self.num_threads),
-                    GraphfeedWarning,
-                    stacklevel=2,
-                )
+            mode = "cpu-cuda" if self.device.type == "cuda" else "cpu-cpu"
+            warn_num_workers(mode, num_workers, stacklevel=3)  # points at the caller's line
         self.stats = LoaderStats()
         cuda = self.device.type == "cuda"
         self._sample = SampleNeighbors(sampler, self.stats)

@@ -12,12 +12,13 @@ from __future__ import annotations
 import warnings
 from typing import Optional
 
+from ..errors import GraphfeedWarning
 from .planner import MODES, validate_mode
 
 __all__ = ["NumWorkersWarning", "num_workers_message", "warn_num_workers"]
 
 
-class NumWorkersWarning(UserWarning):
+class NumWorkersWarning(GraphfeedWarning):
     """``num_workers`` was given; graphfeed uses threads instead of worker processes."""
 
 
@@ -41,8 +42,8 @@ def num_workers_message(
     return (
         f"graphfeed: {asked} is not needed and is ignored. graphfeed's loader runs sampling and "
         "feature reads in threads of this process (its numba and torch kernels release the "
-        "GIL), which share one copy of the graph and features instead of one per worker "
-        f"process. To change the parallelism, set {threads_option}=N."
+        "GIL), so it never forks worker processes: the threads share one copy of the graph and "
+        f"features instead of one per worker. To change the parallelism, set {threads_option}=N."
     )
 
 
