@@ -25,6 +25,10 @@ from ._memory import release_free_memory
 from .errors import GraphfeedError
 
 
+#: smallest batch used for evaluation (sampled inference)
+EVAL_BATCH_SIZE = 1024
+
+
 @dataclass
 class TrainConfig:
     dataset: str = "small"  # a built-in name (tiny, small, medium) or a prepared dataset folder
@@ -69,6 +73,9 @@ class TrainConfig:
             raise GraphfeedError(f"features must be ram, disk or lmdb, got {self.features!r}")
         if self.cache_size < 0:
             raise GraphfeedError(f"cache_size must be >= 0, got {self.cache_size}")
+        from .placement import validate_mode
+
+        validate_mode(self.mode)
         return self
 
 
@@ -192,6 +199,8 @@ def _train_rank(cfg: TrainConfig, dataset=None) -> TrainResult:
 
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     device = resolve_device(cfg.device)
+    if not device.startswith("cuda") and cfg.mode not in ("auto", "cpu-cpu"):
+        raise GraphfeedError(f"mode {cfg.mode!r} trains on a GPU, but the device is {device!r}")
     started_group = False
     if world_size > 1:
         import torch.distributed as dist
@@ -346,7 +355,9 @@ def evaluate(model, placed, ids, cfg: TrainConfig, rank: int, world_size: int) -
     correct = torch.zeros((), dtype=torch.float64)
     total = torch.zeros((), dtype=torch.float64)
     if share.shape[0]:
-        loader = node_loader(share, placed, batch_size=cfg.batch_size, shuffle=False, seed=cfg.seed,
+        # inference needs no small batches: larger ones amortise per-batch overhead
+        loader = node_loader(share, placed, batch_size=max(cfg.batch_size, EVAL_BATCH_SIZE),
+                             shuffle=False, seed=cfg.seed,
                              num_threads=cfg.num_threads, prefetch=cfg.prefetch)
         loader.set_epoch(0)  # the same evaluation sample every epoch
         with torch.no_grad():

@@ -79,3 +79,12 @@ def test_feature_backends_train_identically_to_ram(tiny_dataset, features, cache
     assert [(e.loss, e.valid_acc, e.test_acc) for e in other.epochs] == [
         (e.loss, e.valid_acc, e.test_acc) for e in ram.epochs
     ]
+
+
+def test_negative_fanouts_parse_with_a_space():
+    from graphfeed.cli.main import _join_negative_values, build_parser
+
+    args = build_parser().parse_args(_join_negative_values(["train", "--fanouts", "-1,-1"]))
+    assert args.fanouts == [-1, -1]
+    args = build_parser().parse_args(_join_negative_values(["bench", "sample", "--fanouts", "-1,5"]))
+    assert args.fanouts == [-1, 5]

@@ -40,11 +40,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# options whose value may start with "-" ("--fanouts -1,-1"); argparse would take it for an option
+_NEGATIVE_VALUED = ("--fanouts",)
+
+
+def _join_negative_values(argv: list) -> list:
+    out = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in _NEGATIVE_VALUED and i + 1 < len(argv) and argv[i + 1].startswith("-") \
+                and argv[i + 1][1:2].isdigit():
+            out.append(f"{a}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from ..errors import GraphfeedError, MissingDependencyError
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_join_negative_values(sys.argv[1:] if argv is None else list(argv)))
     try:
         return int(args._run(args) or 0)
     except (GraphfeedError, MissingDependencyError, FileNotFoundError, FileExistsError) as e:
