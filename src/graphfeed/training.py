@@ -15,6 +15,7 @@ import os
 import resource
 import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
@@ -192,11 +193,6 @@ def train(cfg: TrainConfig, *, dataset=None) -> TrainResult:
 
 
 def _train_rank(cfg: TrainConfig, dataset=None) -> TrainResult:
-    import torch
-    import torch.nn.functional as F
-
-    from .models import GraphSAGE
-
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     device = resolve_device(cfg.device)
     if not device.startswith("cuda") and cfg.mode not in ("auto", "cpu-cpu"):
@@ -212,132 +208,148 @@ def _train_rank(cfg: TrainConfig, dataset=None) -> TrainResult:
             init(World.from_env(), device=device, timeout_s=cfg.dist_timeout)
             started_group = True
     rank, world_size = _dist_world()
-    log = _Log(rank == 0)
-
     try:
-        if device.startswith("cuda"):
-            from .cuda_alloc import configure_cuda_allocator
-
-            configure_cuda_allocator()
-            if world_size > 1:
-                local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-                device = f"cuda:{local_rank}"
-                torch.cuda.set_device(local_rank)
-
-        if dataset is None:
-            dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=rank == 0)
-        graph, feat, labels = _data_for_rank(dataset, cfg, world_size, device)
-        from .loader import node_loader, place
-
-        placed = place(graph, {"feat": feat, "label": labels}, list(cfg.fanouts), mode=cfg.mode,
-                       device=device, replace=cfg.replace, seed=cfg.seed,
-                       ranks_per_machine=int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
-        device = str(placed.device)
-        feat, labels = placed.features["feat"], placed.features["label"]
-        log(f"graphfeed: placement {placed.placement.reason}")
-
-        num_classes = int(dataset.num_classes)
-        in_dim = int(np.prod(feat.row_shape)) if feat.row_shape else 1
-        train_ids, valid_ids, test_ids = dataset.train_ids, dataset.valid_ids, dataset.test_ids
-        if len(train_ids) == 0:
-            raise GraphfeedError(f"dataset {cfg.dataset!r} has no training ids")
-        log(
-            f"graphfeed train: dataset {getattr(dataset, 'name', cfg.dataset)} "
-            f"({graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {in_dim} features, "
-            f"{num_classes} classes; train/valid/test {len(train_ids):,}/{len(valid_ids):,}/"
-            f"{len(test_ids):,}); fanouts {list(cfg.fanouts)}, batch {cfg.batch_size}, "
-            f"device {device}, features {cfg.features}"
-            + (f", {world_size} ranks" if world_size > 1 else "")
-        )
-
-        torch.manual_seed(cfg.seed)
-        model = GraphSAGE(in_dim, cfg.hidden, num_classes, len(cfg.fanouts), cfg.dropout).to(device)
-        if world_size > 1:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-
-            model = DDP(model, device_ids=[torch.device(device).index] if device.startswith("cuda") else None)
-        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-
-        loader = node_loader(train_ids, placed, batch_size=cfg.batch_size, shuffle=True, seed=cfg.seed,
-                             rank=rank, world_size=world_size, num_threads=cfg.num_threads,
-                             prefetch=cfg.prefetch)
-
-        result = TrainResult(mode=placed.mode, placement_reason=placed.placement.reason,
-                             world_size=world_size)
-        from ._progress import Progress
-
-        for epoch in range(cfg.epochs):
-            model.train()
-            t0 = time.perf_counter()
-            total_loss = torch.zeros((), device=device)
-            correct = torch.zeros((), dtype=torch.long, device=device)
-            seen = 0
-            with Progress(len(loader), f"epoch {epoch:2d}", unit="batches",
-                          enabled=cfg.progress and rank == 0) as bar:
-                loader.set_epoch(epoch)
-                for batch in loader:
-                    x = batch.x.to(torch.float32).reshape(batch.x.shape[0], -1)
-                    y = batch.labels.to(torch.long).reshape(-1)
-                    out = model(x, batch.blocks)
-                    loss = F.cross_entropy(out, y)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    n = y.shape[0]
-                    total_loss += loss.detach() * n
-                    correct += (out.argmax(-1) == y).sum()
-                    seen += n
-                    bar.update(1)
-            seconds = time.perf_counter() - t0
-            train_seen = torch.tensor([seen], dtype=torch.float64)
-            stats = torch.stack([total_loss.double().cpu(), correct.double().cpu()])
-            if world_size > 1:
-                import torch.distributed as dist
-
-                both = torch.cat([stats, train_seen])
-                dist.all_reduce(both)
-                stats, train_seen = both[:2], both[2:]
-            seen_all = float(train_seen[0])
-            valid_acc = evaluate(model, placed, valid_ids, cfg, rank, world_size)
-            test_acc = evaluate(model, placed, test_ids, cfg, rank, world_size)
-            release_free_memory()  # eval loaders' buffers: give them back before the next epoch
-            peak_gpu = torch.cuda.max_memory_allocated() if device.startswith("cuda") else None
-            es = EpochStats(
-                epoch=epoch,
-                loss=float(stats[0]) / max(seen_all, 1),
-                train_acc=float(stats[1]) / max(seen_all, 1),
-                valid_acc=valid_acc,
-                test_acc=test_acc,
-                seeds_per_s=seen_all / seconds,
-                batches_per_s=len(loader) / seconds,
-                seconds=seconds,
-                peak_rss_bytes=peak_rss_bytes(),
-                peak_gpu_bytes=peak_gpu,
-            )
-            result.epochs.append(es)
-            if not (es.valid_acc <= result.best_valid_acc):  # also true for the first (nan) epoch
-                result.best_valid_acc, result.best_epoch, result.test_acc = es.valid_acc, epoch, es.test_acc
-            log(
-                f"epoch {epoch:2d}  loss {es.loss:.4f}  train {es.train_acc:.4f}  valid {es.valid_acc:.4f}  "
-                f"test {es.test_acc:.4f}  {es.seeds_per_s:,.0f} seeds/s  {es.batches_per_s:.1f} batches/s  "
-                f"{seconds:.1f}s  peak RSS {format_bytes(es.peak_rss_bytes)}"
-                + (f"  peak GPU {format_bytes(peak_gpu)}" if peak_gpu is not None else "")
-            )
-        loader.close()
-        result.final_test_acc = result.epochs[-1].test_acc
-        if cfg.mlp_baseline and rank == 0:
-            result.mlp_test_acc = train_mlp_baseline(dataset, feat, labels, cfg, device, num_classes)
-        log(
-            f"GraphSAGE test accuracy {result.test_acc:.4f} (best valid {result.best_valid_acc:.4f} at "
-            f"epoch {result.best_epoch})"
-            + (f"; MLP baseline on the same features {result.mlp_test_acc:.4f}" if result.mlp_test_acc is not None else "")
-        )
-        return result
+        return _train_loop(cfg, dataset, device, rank, world_size)
+    except BaseException as e:
+        # the traceback keeps _train_loop's frame, and with it the DDP model, alive: clear it so
+        # the model is freed while the process group still exists (see the finally below)
+        traceback.clear_frames(e.__traceback__)
+        raise
     finally:
+        # Destroy the group only after the DDP model is gone. If the model's Reducer held the last
+        # reference, ~ProcessGroupGloo would run with the GIL held while gloo's run-loop thread
+        # waits for the GIL to free a tensor: a deadlock at exit (seen in testing).
         if started_group:
             from .distributed import shutdown
 
             shutdown()
+
+
+def _train_loop(cfg: TrainConfig, dataset, device: str, rank: int, world_size: int) -> TrainResult:
+    import torch
+    import torch.nn.functional as F
+
+    from .models import GraphSAGE
+
+    log = _Log(rank == 0)
+    if device.startswith("cuda"):
+        from .cuda_alloc import configure_cuda_allocator
+
+        configure_cuda_allocator()
+        if world_size > 1:
+            local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+            device = f"cuda:{local_rank}"
+            torch.cuda.set_device(local_rank)
+
+    if dataset is None:
+        dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=rank == 0)
+    graph, feat, labels = _data_for_rank(dataset, cfg, world_size, device)
+    from .loader import node_loader, place
+
+    placed = place(graph, {"feat": feat, "label": labels}, list(cfg.fanouts), mode=cfg.mode,
+                   device=device, replace=cfg.replace, seed=cfg.seed,
+                   ranks_per_machine=int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
+    device = str(placed.device)
+    feat, labels = placed.features["feat"], placed.features["label"]
+    log(f"graphfeed: placement {placed.placement.reason}")
+
+    num_classes = int(dataset.num_classes)
+    in_dim = int(np.prod(feat.row_shape)) if feat.row_shape else 1
+    train_ids, valid_ids, test_ids = dataset.train_ids, dataset.valid_ids, dataset.test_ids
+    if len(train_ids) == 0:
+        raise GraphfeedError(f"dataset {cfg.dataset!r} has no training ids")
+    log(
+        f"graphfeed train: dataset {getattr(dataset, 'name', cfg.dataset)} "
+        f"({graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {in_dim} features, "
+        f"{num_classes} classes; train/valid/test {len(train_ids):,}/{len(valid_ids):,}/"
+        f"{len(test_ids):,}); fanouts {list(cfg.fanouts)}, batch {cfg.batch_size}, "
+        f"device {device}, features {cfg.features}"
+        + (f", {world_size} ranks" if world_size > 1 else "")
+    )
+
+    torch.manual_seed(cfg.seed)
+    model = GraphSAGE(in_dim, cfg.hidden, num_classes, len(cfg.fanouts), cfg.dropout).to(device)
+    if world_size > 1:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        model = DDP(model, device_ids=[torch.device(device).index] if device.startswith("cuda") else None)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+    loader = node_loader(train_ids, placed, batch_size=cfg.batch_size, shuffle=True, seed=cfg.seed,
+                         rank=rank, world_size=world_size, num_threads=cfg.num_threads,
+                         prefetch=cfg.prefetch)
+
+    result = TrainResult(mode=placed.mode, placement_reason=placed.placement.reason,
+                         world_size=world_size)
+    from ._progress import Progress
+
+    for epoch in range(cfg.epochs):
+        model.train()
+        t0 = time.perf_counter()
+        total_loss = torch.zeros((), device=device)
+        correct = torch.zeros((), dtype=torch.long, device=device)
+        seen = 0
+        with Progress(len(loader), f"epoch {epoch:2d}", unit="batches",
+                      enabled=cfg.progress and rank == 0) as bar:
+            loader.set_epoch(epoch)
+            for batch in loader:
+                x = batch.x.to(torch.float32).reshape(batch.x.shape[0], -1)
+                y = batch.labels.to(torch.long).reshape(-1)
+                out = model(x, batch.blocks)
+                loss = F.cross_entropy(out, y)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                n = y.shape[0]
+                total_loss += loss.detach() * n
+                correct += (out.argmax(-1) == y).sum()
+                seen += n
+                bar.update(1)
+        seconds = time.perf_counter() - t0
+        train_seen = torch.tensor([seen], dtype=torch.float64)
+        stats = torch.stack([total_loss.double().cpu(), correct.double().cpu()])
+        if world_size > 1:
+            import torch.distributed as dist
+
+            both = torch.cat([stats, train_seen])
+            dist.all_reduce(both)
+            stats, train_seen = both[:2], both[2:]
+        seen_all = float(train_seen[0])
+        valid_acc = evaluate(model, placed, valid_ids, cfg, rank, world_size)
+        test_acc = evaluate(model, placed, test_ids, cfg, rank, world_size)
+        release_free_memory()  # eval loaders' buffers: give them back before the next epoch
+        peak_gpu = torch.cuda.max_memory_allocated() if device.startswith("cuda") else None
+        es = EpochStats(
+            epoch=epoch,
+            loss=float(stats[0]) / max(seen_all, 1),
+            train_acc=float(stats[1]) / max(seen_all, 1),
+            valid_acc=valid_acc,
+            test_acc=test_acc,
+            seeds_per_s=seen_all / seconds,
+            batches_per_s=len(loader) / seconds,
+            seconds=seconds,
+            peak_rss_bytes=peak_rss_bytes(),
+            peak_gpu_bytes=peak_gpu,
+        )
+        result.epochs.append(es)
+        if not (es.valid_acc <= result.best_valid_acc):  # also true for the first (nan) epoch
+            result.best_valid_acc, result.best_epoch, result.test_acc = es.valid_acc, epoch, es.test_acc
+        log(
+            f"epoch {epoch:2d}  loss {es.loss:.4f}  train {es.train_acc:.4f}  valid {es.valid_acc:.4f}  "
+            f"test {es.test_acc:.4f}  {es.seeds_per_s:,.0f} seeds/s  {es.batches_per_s:.1f} batches/s  "
+            f"{seconds:.1f}s  peak RSS {format_bytes(es.peak_rss_bytes)}"
+            + (f"  peak GPU {format_bytes(peak_gpu)}" if peak_gpu is not None else "")
+        )
+    loader.close()
+    result.final_test_acc = result.epochs[-1].test_acc
+    if cfg.mlp_baseline and rank == 0:
+        result.mlp_test_acc = train_mlp_baseline(dataset, feat, labels, cfg, device, num_classes)
+    log(
+        f"GraphSAGE test accuracy {result.test_acc:.4f} (best valid {result.best_valid_acc:.4f} at "
+        f"epoch {result.best_epoch})"
+        + (f"; MLP baseline on the same features {result.mlp_test_acc:.4f}" if result.mlp_test_acc is not None else "")
+    )
+    return result
 
 
 def evaluate(model, placed, ids, cfg: TrainConfig, rank: int, world_size: int) -> float:

@@ -123,8 +123,11 @@ def measure(cfg, nproc: int, *, interval_s: float = 0.25) -> MemoryRun:
     run = MemoryRun(nproc=nproc, private_copy=bool(cfg.private_copy))
     cfg = dataclasses.replace(cfg, nproc=nproc)
     t0 = time.perf_counter()
+    # The 1-process reference is one plain process (spawn: no fork server, as when training in
+    # one process). N ranks come from launch's fork server, which is counted with them.
     accs = launch(_rank_train, nproc, cfg, timeout_s=cfg.dist_timeout,
-                  monitor=_PssSampler(run), monitor_interval_s=interval_s)
+                  monitor=_PssSampler(run), monitor_interval_s=interval_s,
+                  start_method="spawn" if nproc == 1 else None)
     run.seconds = time.perf_counter() - t0
     run.test_acc = accs[0]
     return run

@@ -16,8 +16,8 @@ _EXPORTS = {
     "DataLoader": ".dataloader",
     "GraphfeedWarning": ".base",
     "LoaderStats": ".base",
-    "place": ".node_loader",
-    "node_loader": ".node_loader",
+    "place": ".nodes",
+    "node_loader": ".nodes",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -30,4 +30,4 @@ if TYPE_CHECKING:  # pragma: no cover
     from .base import GraphfeedWarning, LoaderStats
     from .dataloader import DataLoader
     from .item_sampler import ItemSampler, SeedBatch
-    from .node_loader import node_loader, place
+    from .nodes import node_loader, place
