@@ -94,12 +94,13 @@ def _rss_peak() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-def _run_loader(sampler, ids, batch_size, warmup, *, feature=None, num_threads=2, prefetch=2) -> dict:
+def _run_loader(sampler, ids, batch_size, warmup, *, feature=None, num_threads=2, prefetch=2,
+                device="cpu") -> dict:
     from ..loader import DataLoader, ItemSampler
 
     items = ItemSampler(ids, batch_size, shuffle=False, drop_last=True, seed=0)
     loader = DataLoader(items, sampler, node_features=None if feature is None else {"feat": feature},
-                        num_threads=num_threads, prefetch=prefetch)
+                        num_threads=num_threads, prefetch=prefetch, device=device)
     seeds = edges = batches = 0
     nbytes = 0
     t0 = None
@@ -112,6 +113,10 @@ def _run_loader(sampler, ids, batch_size, warmup, *, feature=None, num_threads=2
             batches += 1
             for v in mb.node_features.values():
                 nbytes += v.numel() * v.element_size()
+    if str(device).startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
     dt = time.perf_counter() - t0
     loader.close()
     return _figures(seeds, edges, batches, dt, nbytes)
@@ -164,14 +169,30 @@ def bench_sample(
     cache_policy: str = "sieve",
     baselines: bool = False,
     seed: int = 0,
+    mode: str = "cpu-cpu",
+    device: str = "auto",
 ) -> dict:
-    """Throughput of sampling alone and of sampling + feature fetch; a dict of figures."""
+    """Throughput of sampling alone and of sampling + feature fetch; a dict of figures.
+
+    ``mode`` places the data as training would (``graphfeed.place``): ``cpu-cpu`` (default),
+    ``cpu-cuda``, ``pinned-cuda``, ``cuda-cuda`` or ``auto``; CUDA modes also report the peak
+    GPU memory (with whatever allocator setting is in force: compare runs with
+    ``PYTORCH_ALLOC_CONF=expandable_segments:False`` and without).
+    """
     import torch
 
+    from ..loader import place
     from ..sampling.neighbor import NeighborSampler
 
     ids = _seed_batches(data.seed_pool, batch_size, num_batches + warmup, seed)
-    sampler = NeighborSampler(data.graph, list(fanouts), replace=replace, seed=seed)
+    feature = data.feature(features, cache_size, cache_policy) if features else None
+    placed = place(data.graph, {"feat": feature} if feature is not None else {}, list(fanouts),
+                   mode=mode, device=device, replace=replace, seed=seed)
+    sampler = placed.sampler
+    dev = placed.device
+    cuda = dev.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(dev)
     result = {
         "dataset": data.name,
         "num_nodes": data.graph.num_nodes,
@@ -184,15 +205,22 @@ def bench_sample(
         "prefetch": prefetch,
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
+        "mode": placed.mode,
+        "placement_reason": placed.placement.reason,
+        "device": str(dev),
     }
-    result["sample"] = _run_loader(sampler, ids, batch_size, warmup, num_threads=num_threads, prefetch=prefetch)
-    feature = data.feature(features, cache_size, cache_policy) if features else None
+    result["sample"] = _run_loader(sampler, ids, batch_size, warmup, num_threads=num_threads,
+                                   prefetch=prefetch, device=dev)
     if feature is not None:
+        feature = placed.features["feat"]
         result["features"] = features
         result["feature_shape"] = list(feature.shape)
         result["feature_dtype"] = str(feature.dtype).replace("torch.", "")
         result["sample_fetch"] = _run_loader(sampler, ids, batch_size, warmup, feature=feature,
-                                             num_threads=num_threads, prefetch=prefetch)
+                                             num_threads=num_threads, prefetch=prefetch, device=dev)
+    if cuda:
+        result["peak_gpu_bytes"] = int(torch.cuda.max_memory_allocated(dev))
+        result["alloc_conf"] = os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
     if baselines:
         from ..sampling.torch_sampler import TorchNeighborSampler
 
@@ -215,6 +243,7 @@ def format_report(r: dict) -> str:
         f"dataset {r['dataset']}: {r['num_nodes']:,} nodes, {r['num_edges']:,} edges; fanouts {r['fanouts']}, "
         f"batch {r['batch_size']}, {r['num_batches']} batches, replace={r['replace']}, "
         f"{r['num_threads']} loader threads, {r['cpu_count']} CPUs",
+        f"placement {r['mode']} on {r['device']}: {r['placement_reason']}",
     ]
 
     def row(label, f):
@@ -230,5 +259,7 @@ def format_report(r: dict) -> str:
         lines.append(row("torch vectorised (baseline)", r["baseline_torch_vectorised"]))
         lines.append(f"  speed-up: {r['speedup_vs_numba_1thread']:.2f}x numba 1-thread, "
                      f"{r['speedup_vs_torch_vectorised']:.2f}x torch vectorised (same run)")
-    lines.append(f"  peak RSS {format_bytes(r['peak_rss_bytes'])}")
+    lines.append(f"  peak RSS {format_bytes(r['peak_rss_bytes'])}"
+                 + (f", peak GPU memory {format_bytes(r['peak_gpu_bytes'])} (allocator: "
+                    f"{r.get('alloc_conf') or 'default'})" if "peak_gpu_bytes" in r else ""))
     return "\n".join(lines)

@@ -38,6 +38,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     s.add_argument("--features", default="ram", choices=["ram", "disk", "lmdb", "none"])
     s.add_argument("--cache-size", type=_args.size, default=0)
     s.add_argument("--cache-policy", default="sieve")
+    s.add_argument("--mode", default="cpu-cpu",
+                   choices=["auto", "cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"],
+                   help="placement, as in graphfeed train [cpu-cpu]")
+    s.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N [auto]")
     s.add_argument("--baselines", action="store_true",
                    help="also time a vectorised torch sampler and the 1-thread numba kernel")
     s.add_argument("--seed", type=int, default=0)
@@ -74,6 +78,8 @@ def run_sample(args) -> int:
         cache_policy=args.cache_policy,
         baselines=args.baselines,
         seed=args.seed,
+        mode=args.mode,
+        device=args.device,
     )
     print(json.dumps(r) if args.json else format_report(r))
     return 0
