@@ -80,16 +80,29 @@ def load_npy(path: str | os.PathLike, *, mmap: bool = True) -> np.ndarray:
 
 
 @contextlib.contextmanager
-def atomic_dir(final: str | os.PathLike, *, overwrite: bool = False) -> Iterator[Path]:
+def atomic_dir(
+    final: str | os.PathLike, *, overwrite: bool = False, markers: tuple = ()
+) -> Iterator[Path]:
     """Build a folder under a temporary name and rename it to ``final`` only on success.
 
     On an exception (or a kill) the temporary folder is removed (or left under a hidden
-    ``.name.tmp-*`` name that never opens as ``final``).
+    ``.name.tmp-*`` name that never opens as ``final``). ``overwrite=True`` replaces an existing
+    ``final`` only if it is empty or holds one of the ``markers`` (the file that shows it is
+    what this writer makes, e.g. ``graphfeed.json``): a user's unrelated folder is never deleted.
     """
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists() and not overwrite:
         raise FileExistsError(f"{final} already exists (pass overwrite=True to replace it)")
+    if final.exists() or final.is_symlink():
+        if not final.is_dir() or final.is_symlink():
+            raise FileExistsError(f"refusing to replace {final}: it is not a folder")
+        if any(final.iterdir()) and not any((final / m).exists() for m in markers):
+            what = " or ".join(markers) if markers else "nothing graphfeed wrote"
+            raise FileExistsError(
+                f"refusing to replace {final}: it is not empty and holds no {what}, so it does not "
+                f"look like something graphfeed made; remove it yourself or choose another path"
+            )
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
     try:
         yield tmp
@@ -109,3 +122,19 @@ def atomic_dir(final: str | os.PathLike, *, overwrite: bool = False) -> Iterator
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+@contextlib.contextmanager
+def file_lock(path: str | os.PathLike) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing), waiting for other holders:
+    serialises check-then-build sequences across processes (ranks opening the same store)."""
+    import fcntl
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock

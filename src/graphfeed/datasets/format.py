@@ -90,7 +90,9 @@ class DatasetWriter:
             raise FileExistsError(f"{self.out} already exists (pass overwrite=True / --overwrite to replace it)")
         with self._stack as stack:
             stack.enter_context(_publish_lock(self.out))
-            self.root = stack.enter_context(atomic_dir(self.out, overwrite=self.overwrite))
+            self.root = stack.enter_context(
+                atomic_dir(self.out, overwrite=self.overwrite, markers=(METADATA_FILE,))
+            )
             for sub in ("graph", "node_features", "splits"):
                 (self.root / sub).mkdir()
             self._stack = stack.pop_all()
@@ -105,10 +107,17 @@ class DatasetWriter:
 
     def save_array(self, rel: str, array: np.ndarray) -> Path:
         assert self.root is not None
-        path = self.root / rel
+        path = self.path_for(rel)
         path.parent.mkdir(parents=True, exist_ok=True)
         save_npy(path, array, fsync=False)  # atomic_dir fsyncs every file before publishing
         return path
+
+    def path_for(self, rel: str) -> Path:
+        """``root / rel``, refusing anything that would land outside the dataset folder."""
+        assert self.root is not None
+        from .schema import resolve_inside
+
+        return resolve_inside(self.root, rel, str(self.out))
 
     def finish(self, metadata: Metadata) -> None:
         """Write ``graphfeed.json`` and (unless ``validate=False``) check the whole folder."""
@@ -167,6 +176,13 @@ def write_dataset(
         raise GraphfeedError(f"target {target!r} is not one of node_features {sorted(node_features)}")
     if extra is not None:
         check_json_value(extra, "extra")
+    from .schema import check_name
+
+    # names become file names: check them all before anything is written
+    for kind, names in (("node feature", node_features), ("edge feature", edge_features or {}),
+                        ("split", splits)):
+        for n in names:
+            check_name(n, f"{path}: {kind}")
     num_nodes = graph.num_nodes
     with DatasetWriter(path, overwrite=overwrite) as w:
         indptr = np.asarray(graph.indptr, dtype=np.int64)

@@ -184,7 +184,7 @@ class _Ctx:
 
     def name(self, value, where: str) -> str:
         value = self.str_(value, where)
-        if not all(c.isalnum() or c in "_-." for c in value) or value.startswith("."):
+        if not is_valid_name(value):
             raise self.err(where, f"names may hold letters, digits, '_', '-', '.', got {value!r}")
         return value
 
@@ -216,6 +216,24 @@ def _jsonable(value) -> bool:
         return True
     except (TypeError, ValueError):
         return False
+
+
+def is_valid_name(value) -> bool:
+    """Feature and split names become file names: letters, digits, ``_ - .``, no leading dot."""
+    return (
+        isinstance(value, str)
+        and bool(value)
+        and all(c.isalnum() or c in "_-." for c in value)
+        and not value.startswith(".")
+    )
+
+
+def check_name(value, where: str) -> str:
+    """A ``DatasetError`` unless ``value`` is a valid feature or split name (checked before any
+    file named after it is written)."""
+    if not is_valid_name(value):
+        raise DatasetError(f"{where}: names may hold letters, digits, '_', '-', '.', got {value!r}")
+    return value
 
 
 def check_relative_path(p: str, where: str) -> None:

@@ -352,7 +352,7 @@ class LMDBFeature(Feature):
         rpc = int(rows_per_chunk) if rows_per_chunk else default_rows_per_chunk(row_nbytes)
         if rpc < 1:
             raise GraphfeedError(f"rows_per_chunk must be >= 1, got {rows_per_chunk}")
-        with atomic_dir(path, overwrite=overwrite) as tmp:
+        with atomic_dir(path, overwrite=overwrite, markers=("data.mdb",)) as tmp:
             env = lmdb.open(
                 str(tmp), map_size=int(map_size or DEFAULT_MAP_SIZE), subdir=True,
                 readahead=False, sync=False, metasync=False, max_dbs=0,

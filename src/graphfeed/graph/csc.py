@@ -194,7 +194,7 @@ class CSCGraph:
         """Write ``indptr.npy``, ``indices.npy`` (and ``weights.npy``) into folder ``path``,
         atomically: the folder appears only once every file is complete."""
         path = Path(path)
-        with atomic_dir(path, overwrite=overwrite) as tmp:
+        with atomic_dir(path, overwrite=overwrite, markers=("indptr.npy",)) as tmp:
             save_npy(tmp / "indptr.npy", self.indptr, fsync=False)
             save_npy(tmp / "indices.npy", self.indices, fsync=False)
             if self.weights is not None:

@@ -231,11 +231,15 @@ def prepare(
     features = dict(features or {})
     if target in features:
         raise DatasetError(f"feature name {target!r} is reserved for the labels")
+    from ..schema import check_name
+
+    for fname in features:  # names become file names: check them before anything is written
+        check_name(fname, f"{out}: node feature")
     with DatasetWriter(out, overwrite=overwrite) as w:
         specs = {}
         for fname, src in features.items():
             rel = f"node_features/{fname}.npy"
-            shape, dt = write_feature(src, w.root / rel, dtype=feature_dtype, progress=progress)
+            shape, dt = write_feature(src, w.path_for(rel), dtype=feature_dtype, progress=progress)
             specs[fname] = ArraySpec(rel, dtype_name(dt), tuple(int(x) for x in shape))
         y = load_labels(labels, num_nodes)
         if num_nodes is None:
