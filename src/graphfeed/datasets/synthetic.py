@@ -165,15 +165,20 @@ def load_builtin(name: str = "small", root: Optional[Path] = None, *, verbose: b
     """Open built-in dataset ``name``, generating and caching it on first use."""
     from .format import Dataset
 
+    from .._io import file_lock
+
     path = builtin_path(name, root)
     if not (path / "graphfeed.json").exists():
-        t0 = time.perf_counter()
-        if verbose:
-            print(f"graphfeed: generating built-in dataset '{name}' into {path} ...", file=sys.stderr, flush=True)
-        try:
-            build(name, root)
-        except FileExistsError:
-            pass  # another process built it concurrently
-        if verbose:
-            print(f"graphfeed: generated '{name}' in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+        # ranks started together (torchrun, --nproc) on a cold cache: one generates, the others
+        # wait for it and then open the result
+        with file_lock(path.with_name(f".{path.name}.build-lock")):
+            if not (path / "graphfeed.json").exists():
+                t0 = time.perf_counter()
+                if verbose:
+                    print(f"graphfeed: generating built-in dataset '{name}' into {path} ...",
+                          file=sys.stderr, flush=True)
+                build(name, root, overwrite=path.exists())  # replaces a stale partial folder
+                if verbose:
+                    print(f"graphfeed: generated '{name}' in {time.perf_counter() - t0:.1f} s",
+                          file=sys.stderr, flush=True)
     return Dataset.open(path, **open_kw)

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from .._io import file_lock
 from .._units import parse_size
 from ..errors import DatasetError, GraphfeedError
 from .base import Feature
@@ -21,11 +22,39 @@ def lmdb_path_for(npy_path: str | os.PathLike) -> Path:
     return p.with_name(p.stem + ".lmdb")
 
 
-def _lmdb_matches(store, npy_path: Path) -> bool:
+#: beside the LMDB files: which .npy (size, mtime) the store was built from
+_SOURCE_FILE = "graphfeed-source.json"
+
+
+def _fingerprint(npy_path: Path) -> dict:
+    st = npy_path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def _lmdb_matches(store, npy_path: Path, store_path: Path) -> bool:
+    """Same shape and dtype, and (for stores built here) built from this very file version."""
+    import json
+
     from .disk import read_npy_header
 
     dtype, shape, _, _ = read_npy_header(npy_path)
-    return store.shape == shape and store._np_dtype == dtype
+    if store.shape != shape or store._np_dtype != dtype:
+        return False
+    side = store_path / _SOURCE_FILE
+    if not side.exists():
+        return True  # a store the user built: nothing to compare against
+    try:
+        return json.loads(side.read_text()) == _fingerprint(npy_path)
+    except (OSError, ValueError):
+        return False
+
+
+def _record_source(store_path: Path, npy_path: Path) -> None:
+    import json
+
+    tmp = store_path / (_SOURCE_FILE + ".tmp")
+    tmp.write_text(json.dumps(_fingerprint(npy_path)))
+    os.replace(tmp, store_path / _SOURCE_FILE)
 
 
 def open_feature(
@@ -75,19 +104,22 @@ def open_feature(
         _no_extra(kw, name)
         store_path = Path(lmdb_path) if lmdb_path is not None else lmdb_path_for(path)
         feature = None
-        if store_path.exists():
-            try:
-                feature = LMDBFeature(store_path, num_threads=num_threads)
-                if not _lmdb_matches(feature, path):
-                    feature.close()
+        # several ranks may open the same store first: one builds, the others wait and reuse it
+        with file_lock(store_path.with_name(f".{store_path.name}.lock")):
+            if store_path.exists():
+                try:
+                    feature = LMDBFeature(store_path, num_threads=num_threads)
+                    if not _lmdb_matches(feature, path, store_path):
+                        feature.close()
+                        feature = None
+                except DatasetError:
                     feature = None
-            except DatasetError:
-                feature = None
-        if feature is None:
-            if not path.is_file():
-                raise DatasetError(f"{path}: file not found (needed to build {store_path})")
-            LMDBFeature.build(store_path, path, rows_per_chunk=rpc, overwrite=True).close()
-            feature = LMDBFeature(store_path, num_threads=num_threads)
+            if feature is None:
+                if not path.is_file():
+                    raise DatasetError(f"{path}: file not found (needed to build {store_path})")
+                LMDBFeature.build(store_path, path, rows_per_chunk=rpc, overwrite=True).close()
+                _record_source(store_path, path)
+                feature = LMDBFeature(store_path, num_threads=num_threads)
     if cache_bytes > 0:
         from .cache import CachedFeature
 
