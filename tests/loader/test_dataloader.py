@@ -386,3 +386,14 @@ def test_prefetch_bounds_work_ahead():
     time.sleep(0.3)
     assert sampler.calls <= 1 + 2 + 1
     it.close()
+
+
+def test_a_feature_shorter_than_the_graph_is_refused():
+    import graphfeed as gf
+
+    g = gf.CSCGraph.from_edges(np.arange(99), np.arange(1, 100), 100)
+    sampler = gf.NeighborSampler(g, [2])
+    with pytest.raises(gf.GraphfeedError, match="has 10 rows but the sampler's graph has 100 nodes"):
+        DataLoader(ItemSampler(np.arange(10), 5), sampler, node_features=InMemoryFeature(torch.zeros(10, 3)))
+    with pytest.raises(gf.GraphfeedError, match="'labels' has 50 rows"):
+        DataLoader(ItemSampler(np.arange(10), 5), sampler, labels=InMemoryFeature(torch.zeros(50)))

@@ -57,6 +57,23 @@ def _named_features(node_features) -> dict[str, Feature]:
     )
 
 
+def _check_rows(sampler, node_features: dict, labels) -> None:
+    """Every sampled id must be a row: a feature shorter than the graph would be read out of
+    bounds (the loader reads with ``check=False`` for speed), so refuse it up front."""
+    n = getattr(sampler, "num_nodes", None)
+    if n is None:
+        return
+    named = dict(node_features)
+    if labels is not None:
+        named["labels"] = labels
+    for name, f in named.items():
+        if f.num_rows < n:
+            raise GraphfeedError(
+                f"feature {name!r} has {f.num_rows} rows but the sampler's graph has {n} nodes: "
+                f"every node needs a row"
+            )
+
+
 class _Progress:
     """Where one iteration is: shared by the iterator and its loader (not the loader itself, so
     a dropped loader does not keep an iterator alive or the other way round)."""
@@ -168,6 +185,7 @@ class DataLoader:
             _check_count("num_workers", num_workers, 0)
             mode = "cpu-cuda" if self.device.type == "cuda" else "cpu-cpu"
             warn_num_workers(mode, num_workers, stacklevel=3)  # points at the caller's line
+        _check_rows(sampler, self.node_features, labels)
         self.stats = LoaderStats()
         cuda = self.device.type == "cuda"
         self._sample = SampleNeighbors(sampler, self.stats)

@@ -141,6 +141,10 @@ class NeighborSampler(Sampler):
         )
 
     # ------------------------------------------------------------------ public
+    @property
+    def num_nodes(self) -> int:
+        return self._num_nodes
+
     def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0) -> MiniBatch:
         """Sample the blocks of one batch of seed node ids (1-D ints, distinct, in range)."""
         from . import _kernels as K
