@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 
@@ -14,13 +15,13 @@ def test_bench_sample_builtin_json(capsys):
     assert main(["bench", "sample", "--dataset", "tiny", "--batches", "3", "--warmup", "1",
                  "--batch-size", "64", "--baselines", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
-    for key in ("sample", "sample_fetch", "baseline_numba_1thread", "baseline_torch_vectorised"):
-        f = r[key]
+    figures = ("seeds_per_s", "edges_per_s", "batches_per_s", "edges_per_batch", "seconds")
+    for stage in ("sample", "sample_fetch", "baseline_numba_1thread", "baseline_torch_vectorised"):
+        f = r[stage]
         assert f["batches"] == 3
-        assert 0 < f["seeds_per_s"] < float("inf")
-        assert 0 < f["edges_per_s"] < float("inf") and f["edges_per_batch"] > 0
-    assert r["sample_fetch"]["feature_gb_per_s"] > 0
-    assert r["peak_rss_bytes"] > 0
+        for name in figures:  # every figure reported, as a finite positive number
+            assert math.isfinite(f[name]) and f[name] > 0, (stage, name, f[name])
+    assert "feature_gb_per_s" in r["sample_fetch"] and r["mode"] == "cpu-cpu"
 
 
 def test_bench_sample_plain_csc_folder(tmp_path, capsys):

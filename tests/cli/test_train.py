@@ -22,7 +22,6 @@ def test_train_tiny_beats_mlp(tiny_dataset):
     assert r.mlp_test_acc is not None
     # the dataset is built so that neighbours carry the signal an MLP cannot see
     assert r.test_acc > r.mlp_test_acc + 0.1, (r.test_acc, r.mlp_test_acc)
-    assert r.epochs[-1].seeds_per_s > 0 and r.epochs[-1].peak_rss_bytes > 0
 
 
 def test_train_is_reproducible_across_thread_counts(tiny_dataset):

@@ -227,6 +227,7 @@ def launch(
         alive = set(range(nproc))
         first_failure_at = None
         stopped: set = set()
+        killed_by_us: set = set()  # pids the launcher sent SIGKILL
         last_monitor = 0.0
         while alive:
             now = time.monotonic()
@@ -238,7 +239,7 @@ def launch(
                 # sentinel not yet handled) keeps its own cause
                 running = [r for r in alive if procs[r].exitcode is None]
                 stopped.update(running)
-                _stop([procs[r] for r in running])
+                killed_by_us |= _stop([procs[r] for r in running])
             wait_for = list(open_conns) + [procs[r].sentinel for r in alive]
             timeout = monitor_interval_s if monitor is not None else 0.5
             if first_failure_at is not None:
@@ -276,8 +277,15 @@ def launch(
                             pass
                         open_conns.discard(c)
                     code = procs[r].exitcode
+                    # A rank counts as stopped by us only if it died of a signal we sent it. With
+                    # the fork server, a rank killed by someone else may still look alive for a
+                    # moment (its status comes through the server) when we stop the others.
+                    # (A stopped rank may also exit through its SIGTERM handler with a code.)
+                    ours = r in stopped and not (
+                        code == -signal.SIGKILL and procs[r].pid not in killed_by_us
+                    )
                     if code != 0 and r not in reported:
-                        if r in stopped:
+                        if ours:
                             failures.append(RankFailure(r, code, "stopped by the launcher"))
                         else:
                             # died without a word (signal, os._exit): the cause, so listed first
@@ -304,11 +312,14 @@ def launch(
     return [results[r] for r in range(nproc)]
 
 
-def _stop(procs) -> None:
-    """SIGTERM every live process, SIGKILL those still alive after ``TERMINATE_GRACE_S``."""
+def _stop(procs) -> set:
+    """SIGTERM every live process, SIGKILL those still alive after ``TERMINATE_GRACE_S``.
+    Returns the pids that were sent SIGKILL (so a SIGKILL death can be told apart from one
+    the launcher did not cause)."""
+    killed: set = set()
     live = [p for p in procs if p.exitcode is None and p.pid is not None]
     if not live:
-        return
+        return killed
     for p in live:
         if p.is_alive():
             p.terminate()
@@ -317,8 +328,10 @@ def _stop(procs) -> None:
         p.join(max(0.0, deadline - time.monotonic()))
     for p in live:
         if p.is_alive():
+            killed.add(p.pid)
             p.kill()
             p.join()
+    return killed
 
 
 def _loopback_ifname() -> str:
