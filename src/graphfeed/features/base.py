@@ -121,6 +121,21 @@ class Feature(abc.ABC):
         return f"{type(self).__name__}(shape={self.shape}, dtype={self.dtype})"
 
 
+class WrappedFeature(Feature):
+    """Base of wrappers that add behaviour (caching, pinning) around any ``Feature``: the rows'
+    shape and dtype are the wrapped feature's; subclasses implement ``_read``."""
+
+    feature: Feature
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.feature.shape
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.feature.dtype
+
+
 class FeatureStore(Mapping[str, Feature]):
     """Named features of one graph (``"feat"``, ``"label"``, ...). Labels are a feature like any
     other."""

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from ..errors import GraphfeedError
-from .base import Feature
+from .base import Feature, WrappedFeature
 
 #: name -> policy code used by the kernels (see ``_cache_kernels``).
 POLICIES: dict[str, int] = {"lru": 0, "clock": 1, "sieve": 2, "s3fifo": 3}
@@ -127,7 +127,7 @@ class CacheState:
         return np.sort(self.node_of[:n][self.node_of[:n] >= 0])
 
 
-class CachedFeature(Feature):
+class CachedFeature(WrappedFeature):
     """Wraps ``feature`` with a CPU cache of ``capacity_bytes`` (an int or "512MB"-style string).
 
     ``policy``: ``"sieve"`` (default), ``"s3fifo"``, ``"lru"`` or ``"clock"``. Thread-safe: many
@@ -197,14 +197,6 @@ class CachedFeature(Feature):
         self._init_storage()
 
     # -------------------------------------------------------------- Feature
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.feature.shape
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.feature.dtype
-
     @property
     def hit_rate(self) -> float:
         total = self.hits + self.misses

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ..errors import GraphfeedError
-from .base import Feature
+from .base import Feature, WrappedFeature
 
 __all__ = ["cuda_available", "pin_tensor", "unpin", "uva_tensor", "PinnedFeature", "pin_memory", "pin_graph"]
 
@@ -182,7 +182,7 @@ def uva_tensor(t: torch.Tensor, device="cuda") -> torch.Tensor:
         return torch.as_tensor(_HostArrayInterface(t), device=device)
 
 
-class PinnedFeature(Feature):
+class PinnedFeature(WrappedFeature):
     """A feature whose rows (when in memory) are page-locked and whose reads land in pinned
     buffers, ready for ``.to("cuda", non_blocking=True)``.
 
@@ -211,14 +211,6 @@ class PinnedFeature(Feature):
     def data(self) -> Optional[torch.Tensor]:
         """The pinned rows (``None`` when the wrapped feature is not in memory)."""
         return self._data
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.feature.shape
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.feature.dtype
 
     @property
     def is_pinned(self) -> bool:
