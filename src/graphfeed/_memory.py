@@ -24,3 +24,12 @@ def release_free_memory() -> None:
         _libc.malloc_trim(0)
     except (OSError, AttributeError):
         pass
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size so far (``ru_maxrss``: KiB on Linux, bytes on
+    macOS)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(r) * (1 if sys.platform == "darwin" else 1024)

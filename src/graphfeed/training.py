@@ -12,8 +12,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import resource
-import sys
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -22,7 +20,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ._memory import release_free_memory
+from ._memory import peak_rss_bytes, release_free_memory
+from ._units import format_bytes
 from .errors import GraphfeedError
 
 
@@ -126,21 +125,6 @@ def open_dataset(spec: str, data_root: Optional[str] = None, *, verbose: bool = 
         f"dataset {spec!r} is neither a built-in dataset ({', '.join(synthetic.SPECS)}) nor a "
         f"folder; prepare one with 'graphfeed prepare'"
     )
-
-
-def peak_rss_bytes() -> int:
-    """This process's peak resident set size (Linux reports KiB)."""
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-
-
-def format_bytes(n: Optional[float]) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000.0
-    return f"{n:.1f} TB"
 
 
 def resolve_device(device: str) -> str:

@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from .._memory import peak_rss_bytes
 from ..errors import DatasetError, GraphfeedError
 
 
@@ -86,12 +87,6 @@ def _seed_batches(pool: np.ndarray, batch_size: int, count: int, seed: int) -> n
     reps = -(-need // pool.shape[0])
     ids = np.concatenate([rng.permutation(pool) for _ in range(reps)])[:need]
     return ids.astype(np.int64)
-
-
-def _rss_peak() -> int:
-    import resource
-
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
 def _run_loader(sampler, ids, batch_size, warmup, *, feature=None, num_threads=2, prefetch=2,
@@ -232,12 +227,12 @@ def bench_sample(
         base = result["sample"]["seeds_per_s"]
         result["speedup_vs_numba_1thread"] = base / result["baseline_numba_1thread"]["seeds_per_s"]
         result["speedup_vs_torch_vectorised"] = base / result["baseline_torch_vectorised"]["seeds_per_s"]
-    result["peak_rss_bytes"] = _rss_peak()
+    result["peak_rss_bytes"] = peak_rss_bytes()
     return result
 
 
 def format_report(r: dict) -> str:
-    from ..training import format_bytes
+    from .._units import format_bytes
 
     lines = [
         f"dataset {r['dataset']}: {r['num_nodes']:,} nodes, {r['num_edges']:,} edges; fanouts {r['fanouts']}, "

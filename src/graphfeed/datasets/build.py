@@ -8,13 +8,12 @@
   Duplicates are removed per column inside each window (a numba kernel), then the windows are
   compacted into the final file.
 - :func:`write_feature`: streams a node-feature table (``.npy`` or text) into the dataset.
-- :class:`Progress`: a small stderr progress bar; :func:`peak_rss_bytes`.
+- :class:`Progress`: a small stderr progress bar.
 """
 
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import sys
 import time
@@ -30,12 +29,6 @@ from ..errors import DatasetError
 INT32_MAX = int(np.iinfo(np.int32).max)
 DEFAULT_MEMORY_BUDGET = 2 * 1024**3
 _TEST_SLEEP_ENV = "GRAPHFEED_TEST_PREPARE_SLEEP"  # test hook: seconds to sleep per edge chunk
-
-
-def peak_rss_bytes() -> int:
-    """Peak resident set size of this process so far (Linux reports KiB)."""
-    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(r) * (1 if sys.platform == "darwin" else 1024)
 
 
 def format_bytes(n: float) -> str:

@@ -133,8 +133,7 @@ def build(name: str, root: Optional[Path] = None, *, overwrite: bool = False) ->
     from .format import write_dataset
 
     spec = get_spec(name)
-    root = Path(root) if root is not None else default_root()
-    path = root / f"synthetic-{name}-v{GENERATOR_VERSION}"
+    path = builtin_path(name, root)
     a = generate_arrays(spec)
     graph = CSCGraph.from_edges(
         a.src, a.dst, a.num_nodes, add_reverse=True, drop_self_loops=True, drop_duplicates=True

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Optional, Union
+from typing import Optional, Union
 
 import numpy as np
 import torch

@@ -21,7 +21,8 @@ from typing import Mapping, Optional, Sequence, Union
 import numpy as np
 
 from ...errors import DatasetError
-from ..build import DEFAULT_MEMORY_BUDGET, Progress, build_csc_streaming, format_bytes, peak_rss_bytes, write_feature
+from ..._memory import peak_rss_bytes
+from ..build import DEFAULT_MEMORY_BUDGET, Progress, build_csc_streaming, format_bytes, write_feature
 
 __all__ = ["IMPORTERS", "PrepareReport", "SplitRule", "prepare", "load_labels", "load_ids"]
 
