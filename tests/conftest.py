@@ -41,3 +41,27 @@ def tiny_dataset(_graphfeed_home):
     from graphfeed.datasets.synthetic import load_builtin
 
     return load_builtin("tiny")
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """Simulate a machine without a GPU, also on one that has one: every graphfeed question
+    "is there a GPU?" goes through ``graphfeed._cuda.device_count``."""
+    from graphfeed import _cuda
+
+    monkeypatch.setattr(_cuda, "device_count", lambda: 0)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` run only where a CUDA device is visible. Asked through NVML
+    (graphfeed._cuda), so collecting the tests does not initialise CUDA in this process."""
+    cuda_items = [it for it in items if it.get_closest_marker("cuda")]
+    if not cuda_items:
+        return
+    from graphfeed import _cuda
+
+    if _cuda.cuda_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for it in cuda_items:
+        it.add_marker(skip)

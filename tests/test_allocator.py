@@ -17,7 +17,7 @@ import types
 import pytest
 import torch
 
-from graphfeed import cuda_alloc
+from graphfeed import _cuda, cuda_alloc
 
 ALLOC_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF",
               "GRAPHFEED_ALLOC_CONF")
@@ -34,7 +34,8 @@ SCRIPT = textwrap.dedent(
         torch.version.cuda = None  # a CPU-only build (what this machine has anyway)
     if FAKE_CUDA:
         torch.version.cuda = "12.4"
-        torch.cuda.is_available = lambda: True
+        import graphfeed._cuda
+        graphfeed._cuda.device_count = lambda: 1
         torch.cuda.is_initialized = lambda: INITIALISED
     if PRESET:
         torch._C._accelerator_setAllocatorSettings(PRESET)
@@ -132,7 +133,8 @@ def test_warning_reaches_stderr_once_with_default_filters():
     code = (
         "import torch\n"
         "torch.version.cuda = '12.4'\n"
-        "torch.cuda.is_available = lambda: True\n"
+        "import graphfeed._cuda\n"
+        "graphfeed._cuda.device_count = lambda: 1\n"
         "torch.cuda.is_initialized = lambda: False\n"
         "from graphfeed.cuda_alloc import configure_cuda_allocator\n"
         "for _ in range(3): configure_cuda_allocator()\n"
@@ -154,7 +156,7 @@ def fake_cuda(monkeypatch):
     env = {k: v for k, v in os.environ.items() if k not in ALLOC_VARS}
     monkeypatch.setattr(os, "environ", env)
     monkeypatch.setattr(torch.version, "cuda", "12.4")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(_cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
     state = types.SimpleNamespace(env=env, settings="", calls=[])
 
@@ -231,13 +233,12 @@ def test_decides_once_per_process(fake_cuda):
 def test_no_visible_device_is_silent(fake_cuda, monkeypatch):
     import torch
 
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(_cuda, "device_count", lambda: 0)
     assert configure_recording(fake_cuda) == (None, {}, [])
 
 
 # ---------------------------------------------------------------------- helpers
 @pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_real_gpu_gets_expandable_segments():
     code = textwrap.dedent(
         """

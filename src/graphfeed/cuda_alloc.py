@@ -124,7 +124,9 @@ def _decide() -> Optional[str]:
         return None  # CPU-only (or ROCm) build: nothing to configure, nothing to say
     if not _platform_supports_expandable(torch):
         return None
-    if not torch.cuda.is_available():  # does not initialise CUDA
+    from . import _cuda
+
+    if not _cuda.cuda_available():  # NVML: asking does not initialise CUDA
         return None
     if _current_settings(torch).strip():
         return None  # configured earlier through PyTorch's API: the user's choice

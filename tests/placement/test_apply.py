@@ -88,9 +88,8 @@ def test_cpu_sampling_modes_use_the_numba_sampler(graph, features, mode, device)
     check_batch(graph, placed.sampler.sample(seeds), seeds)
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA error")
 @pytest.mark.parametrize("mode", ["pinned-cuda", "cuda-cuda"])
-def test_cuda_modes_without_cuda_raise(graph, features, mode):
+def test_cuda_modes_without_cuda_raise(graph, features, mode, no_gpu):
     with pytest.raises(GraphfeedError, match="needs CUDA"):
         apply_placement(Placement(mode, "test", "cuda:0"), graph, features, FANOUTS)
 
@@ -165,11 +164,7 @@ def test_pinned_cuda_path_logic_on_cpu(graph, features, monkeypatch):
 
 
 # ---------------------------------------------------------------------- real GPU
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-
-
 @pytest.mark.cuda
-@cuda
 @pytest.mark.parametrize("mode", ["cuda-cuda", "pinned-cuda"])
 def test_gpu_modes(graph, features, mode):
     placed = apply_placement(Placement(mode, "test", "cuda:0"), graph, features, FANOUTS, seed=1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from graphfeed import cuda_alloc
+from graphfeed import _cuda
 from graphfeed.errors import GraphfeedError
 from graphfeed.placement import detect_hardware, hardware, plan_placement
 
@@ -14,10 +14,15 @@ def test_this_machine():
     hw = detect_hardware()
     assert 0 < hw.host_free_bytes <= hw.host_total_bytes
     assert hw.ranks_per_machine == 1
-    if not torch.cuda.is_available():
-        assert not hw.cuda_available and hw.gpu_free_bytes is None and hw.device == "cpu"
-        assert not torch.cuda.is_initialized()
-        assert plan_placement(1, 1, hw).mode == "cpu-cpu"
+    assert hw.cuda_available == (_cuda.device_count() > 0)
+
+
+def test_machine_without_gpu(no_gpu):
+    was_initialized = torch.cuda.is_initialized()
+    hw = detect_hardware()
+    assert not hw.cuda_available and hw.gpu_free_bytes is None and hw.device == "cpu"
+    assert torch.cuda.is_initialized() == was_initialized  # asking started nothing
+    assert plan_placement(1, 1, hw).mode == "cpu-cpu"
 
 
 def test_cpu_device_is_cpu_only():
@@ -60,8 +65,8 @@ def simulated_gpu(monkeypatch):
     """torch made to look like a CUDA build with 2 GPUs; records the order of calls."""
     calls = []
     monkeypatch.setattr(torch.version, "cuda", "12.4")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(_cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
 
     def mem_get_info(i):
         calls.append(("mem_get_info", i))
@@ -69,7 +74,7 @@ def simulated_gpu(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "mem_get_info", mem_get_info)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: f"Fake GPU {i}")
-    monkeypatch.setattr(cuda_alloc, "configure_cuda_allocator", lambda: calls.append("configure"))
+    monkeypatch.setattr(_cuda, "start_cuda", lambda: calls.append("configure") or 0)
     return calls
 
 
@@ -88,5 +93,5 @@ def test_simulated_gpu_picks_the_rank_device(simulated_gpu, monkeypatch):
     monkeypatch.setenv("LOCAL_RANK", "3")
     assert detect_hardware().device == "cuda:1"  # 3 % 2 GPUs
     assert detect_hardware(device="cuda:0").device == "cuda:0"
-    with pytest.raises(GraphfeedError, match="cuda:5 does not exist"):
+    with pytest.raises(GraphfeedError, match="only 2 CUDA device"):
         detect_hardware(device="cuda:5")

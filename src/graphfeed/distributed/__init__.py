@@ -25,6 +25,7 @@ _EXPORTS = {
     "barrier": ".world",
     "is_initialized": ".world",
     "default_backend": ".world",
+    "check_gpus_for_ranks": ".world",
     "launch": ".launcher",
     "RankFailedError": ".launcher",
     "RankFailure": ".launcher",
@@ -51,4 +52,5 @@ if TYPE_CHECKING:  # pragma: no cover
     from .pss import pss_bytes
     from .sharing import SharedDataset, run_id, share_arrays, share_dataset
     from .shm import SharedArrays, list_segments, remove_segments
-    from .world import World, barrier, default_backend, init, is_initialized, shutdown
+    from .world import (World, barrier, check_gpus_for_ranks, default_backend, init,
+                        is_initialized, shutdown)

@@ -123,6 +123,42 @@ def timeout_from_env(default: float = DEFAULT_TIMEOUT_S) -> float:
     return value
 
 
+def check_gpus_for_ranks(ranks_per_machine: int, backend: str) -> None:
+    """Refuse, in one line, a job NCCL cannot run: it needs one GPU per rank on each machine.
+
+    Asks NVML (never initialises CUDA, so the launcher may still fork ranks after it). Raises
+    ``GraphfeedError`` saying how many GPUs and ranks there are and what to do instead.
+    """
+    if backend != "nccl":
+        return
+    import sys
+
+    from .. import _cuda
+
+    preload = sys.modules.get("graphfeed.distributed._preload")
+    tainted = getattr(preload, "CUDA_TAINTED_BY", None)
+    if tainted:
+        raise GraphfeedError(
+            f"this rank was forked from a fork server whose import of {tainted!r} initialised the "
+            "CUDA driver, which a forked process cannot use; report this, and meanwhile start "
+            "the ranks with torchrun"
+        )
+
+    gpus = _cuda.device_count()
+    if gpus == 0:
+        raise GraphfeedError(
+            "backend 'nccl' trains on GPUs, but no CUDA device is visible "
+            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')!r}); "
+            "use --device cpu (gloo)"
+        )
+    if ranks_per_machine > gpus:
+        raise GraphfeedError(
+            f"{ranks_per_machine} ranks per machine but {gpus} GPU(s) visible: NCCL needs one GPU "
+            f"per rank. Run {gpus} rank(s) (--nproc {gpus}, or torchrun --nproc-per-node {gpus}), "
+            "or pass --dist-backend gloo to let ranks share a GPU (slower collectives)"
+        )
+
+
 def default_backend(device=None) -> str:
     """``"nccl"`` when ``device`` is a CUDA device (and NCCL is built in), else ``"gloo"``."""
     import torch
@@ -155,7 +191,8 @@ def init(
       (``GRAPHFEED_DIST_TIMEOUT`` or 300 s when omitted). Gloo honours it directly. For NCCL the
       watchdog's asynchronous error handling is switched on (``TORCH_NCCL_ASYNC_ERROR_HANDLING=1``,
       unless the user set it) so a timed-out collective tears the process down with an error
-      instead of leaving it blocked in a kernel; the CUDA device is set to ``local_rank``.
+      instead of leaving it blocked in a kernel; the CUDA device is set to ``local_rank``. More
+      ranks on a machine than GPUs is refused in one line (:func:`check_gpus_for_ranks`).
 
     A one-process world is a no-op (no process group). Calling ``init`` again in an initialised
     process returns ``world`` unchanged. Returns ``world``.
@@ -188,10 +225,12 @@ def init(
         )
     kwargs = {}
     if backend == "nccl":
-        if not torch.cuda.is_available():
-            raise GraphfeedError("backend 'nccl' needs CUDA, but no CUDA device is visible")
+        check_gpus_for_ranks(world.local_world_size, backend)
         os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
-        torch.cuda.set_device(world.local_rank % torch.cuda.device_count())
+        from .. import _cuda
+
+        _cuda.start_cuda()  # allocator configured before the device's first allocation
+        torch.cuda.set_device(world.local_rank)
         import inspect
 
         if "device_id" in inspect.signature(dist.init_process_group).parameters:  # torch >= 2.3

@@ -1,10 +1,11 @@
 """Page-locked (pinned) host memory for features and graphs, and zero-copy GPU views of it.
 
-- ``pin_tensor(t)`` page-locks a CPU tensor in place with ``cudaHostRegister`` when it can
-  (contiguous, writable memory it does not share with a read-only file map), else returns a
-  pinned copy. In-place registrations are undone by ``unpin(t)``, or at interpreter exit; the
-  exit hook tolerates a CUDA runtime that is already torn down (the known crash is
-  ``'PyCapsule' object has no attribute 'cudaHostUnregister'``).
+- ``pin_tensor(t)`` page-locks a CPU tensor in place through the CUDA driver API
+  (:func:`graphfeed._cuda.host_register`: read-only mappings get the read-only flag, a refusal
+  leaves no CUDA error state behind), else returns a pinned copy. In-place registrations are
+  undone by ``unpin(t)``, or at interpreter exit; nothing depends on what torch's private cudart
+  binding exposes (the known crash is ``'PyCapsule' object has no attribute
+  'cudaHostUnregister'``).
 - ``uva_tensor(t, device)`` returns a CUDA tensor that aliases pinned host memory (unified
   virtual addressing): GPU kernels index it directly over PCIe/NVLink, nothing is copied.
 - ``PinnedFeature(feature)`` pins an in-memory feature's rows and writes reads into pinned
@@ -18,6 +19,7 @@ On a build or machine without CUDA every function is a no-op that returns its in
 from __future__ import annotations
 
 import atexit
+import logging
 import threading
 import warnings
 from typing import Optional
@@ -25,23 +27,23 @@ from typing import Optional
 import numpy as np
 import torch
 
+from .. import _cuda
 from ..errors import GraphfeedError
 from .base import Feature, WrappedFeature
+
+logger = logging.getLogger("graphfeed.pinned")
 
 __all__ = ["cuda_available", "pin_tensor", "unpin", "uva_tensor", "PinnedFeature", "pin_memory", "pin_graph"]
 
 _lock = threading.Lock()
-_registered: dict[int, tuple[int, torch.Tensor]] = {}  # host ptr -> (nbytes, the tensor kept alive)
+_registered: dict[int, tuple[int, int, torch.Tensor]] = {}  # host ptr -> (nbytes, device, tensor kept alive)
 _warned = False
 _atexit_installed = False
 
-_CUDA_HOST_REGISTER_DEFAULT = 0
-_CUDA_HOST_REGISTER_PORTABLE = 1
-_CUDA_HOST_REGISTER_READ_ONLY = 8  # read-only mappings (shared segments attached read-only, memmaps)
-
 
 def cuda_available() -> bool:
-    return bool(torch.cuda.is_available())
+    """A CUDA device is visible; asks without initialising CUDA (:mod:`graphfeed._cuda`)."""
+    return _cuda.cuda_available()
 
 
 def _warn_no_cuda() -> None:
@@ -56,17 +58,6 @@ def _warn_no_cuda() -> None:
         )
 
 
-def _cudart():
-    return torch.cuda.cudart()
-
-
-def _success(err) -> bool:
-    try:
-        return err == _cudart().cudaError.success
-    except AttributeError:  # older bindings return plain ints
-        return int(err) == 0
-
-
 def _install_atexit() -> None:
     global _atexit_installed
     if not _atexit_installed:
@@ -74,22 +65,14 @@ def _install_atexit() -> None:
         _atexit_installed = True
 
 
-def _unregister(ptr: int) -> None:
-    try:
-        rt = _cudart()
-        rt.cudaHostUnregister(ptr)
-    except (AttributeError, RuntimeError, TypeError, ImportError):
-        # The CUDA runtime (or torch's binding capsule) is already gone at interpreter exit;
-        # the process is ending and the driver releases the registration with it.
-        pass
-
-
 def _unregister_all() -> None:
     with _lock:
-        items = list(_registered)
+        items = list(_registered.items())
         _registered.clear()
-    for ptr in items:
-        _unregister(ptr)
+    for ptr, (_, device, _) in items:
+        # At interpreter exit the driver may already be torn down; the process is ending and
+        # the driver releases the registration with it.
+        _cuda.host_unregister(ptr, device=device)
 
 
 def is_registered(t: torch.Tensor) -> bool:
@@ -99,6 +82,12 @@ def is_registered(t: torch.Tensor) -> bool:
 
 def pin_tensor(t: torch.Tensor) -> torch.Tensor:
     """``t`` page-locked: the same tensor when registered in place, else a pinned copy.
+
+    In place means ``cuMemHostRegister`` on ``t``'s own pages (portable, mapped for UVA); a
+    read-only mapping (``np.load(..., mmap_mode="r")``, a segment attached read-only) is
+    registered read-only from the start. A refusal (locked-memory limit, a driver without
+    read-only registration, an overlapping registration) leaves no CUDA error behind and falls
+    back to ``t.pin_memory()``, a pinned copy.
 
     CPU-only: returns ``t`` unchanged (and warns once). Already pinned tensors are returned as
     they are. A tensor registered in place stays alive until :func:`unpin` or exit.
@@ -110,6 +99,7 @@ def pin_tensor(t: torch.Tensor) -> torch.Tensor:
     if not cuda_available():
         _warn_no_cuda()
         return t
+    device = _cuda.start_cuda()
     if t.is_pinned():
         return t
     nbytes = t.numel() * t.element_size()
@@ -117,24 +107,16 @@ def pin_tensor(t: torch.Tensor) -> torch.Tensor:
         return t.pin_memory()
     if t.is_contiguous() and t.storage_offset() == 0 and t.untyped_storage().nbytes() == nbytes:
         ptr = t.data_ptr()
-        flag_sets = (
-            _CUDA_HOST_REGISTER_DEFAULT,
-            _CUDA_HOST_REGISTER_PORTABLE | _CUDA_HOST_REGISTER_READ_ONLY,
-        )
         with _lock:
-            for flags in flag_sets:
-                err = _cudart().cudaHostRegister(ptr, nbytes, flags)
-                if _success(err):
-                    _registered[ptr] = (nbytes, t)
-                    _install_atexit()
-                    return t
-                # Refused (a read-only mapping needs the read-only flag; locked-memory limit;
-                # overlapping registration): clear the error so later CUDA calls do not
-                # report it, then try the next flags or copy.
-                try:
-                    _cudart().cudaGetLastError()
-                except AttributeError:
-                    pass
+            if ptr in _registered:
+                return t
+            reg = _cuda.host_register(ptr, nbytes, device=device)
+            if reg.ok:
+                _registered[ptr] = (nbytes, device, t)
+                _install_atexit()
+                return t
+        logger.debug("pin_tensor: in-place registration of %d bytes refused (%s); pinning a copy",
+                     nbytes, reg.error)
     return t.pin_memory()
 
 
@@ -144,7 +126,7 @@ def unpin(t: torch.Tensor) -> None:
     with _lock:
         entry = _registered.pop(ptr, None)
     if entry is not None:
-        _unregister(ptr)
+        _cuda.host_unregister(ptr, device=entry[1])
 
 
 class _HostArrayInterface:

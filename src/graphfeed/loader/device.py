@@ -28,6 +28,7 @@ from typing import Any, Iterator, Optional
 
 import torch
 
+from .. import _cuda
 from ..errors import GraphfeedError
 from ..sampling.base import MiniBatch
 from .base import LoaderStats, Stage
@@ -36,38 +37,17 @@ __all__ = ["resolve_device", "stage_for_device", "DeviceStage", "batch_tensors"]
 
 
 def resolve_device(device) -> torch.device:
-    """``"cpu"`` or a CUDA device with an index; a clear ``GraphfeedError`` otherwise."""
+    """A concrete ``torch.device`` for the loader's output (:func:`graphfeed._cuda.resolve_device`);
+    for a CUDA device the allocator is configured before the loader's first CUDA allocation."""
     try:
-        d = torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise GraphfeedError(f"device {device!r} is not a torch device: {e}") from None
-    if d.type == "cpu":
-        return torch.device("cpu")
-    if d.type != "cuda":
-        raise GraphfeedError(
-            f"device must be 'cpu' or a CUDA device ('cuda', 'cuda:0', ...), got {device!r}"
-        )
-    if not torch.cuda.is_available():
-        if torch.version.cuda is None:
-            why = f"this torch build ({torch.__version__}) has no CUDA support"
-        else:
-            why = (
-                f"torch was built with CUDA {torch.version.cuda} but no GPU is visible "
-                "(check the NVIDIA driver and CUDA_VISIBLE_DEVICES)"
-            )
-        raise GraphfeedError(
-            f"device={device!r} was requested but {why}; use device='cpu', "
-            "or install a CUDA build of torch on a machine with a GPU"
-        )
-    from ..cuda_alloc import configure_cuda_allocator
+        d = _cuda.resolve_device(device)
+    except ValueError as e:
+        raise GraphfeedError(str(e)) from None
+    if d.type == "cuda":
+        from ..cuda_alloc import configure_cuda_allocator
 
-    configure_cuda_allocator()  # must precede the first CUDA call that initialises the allocator
-    index = d.index if d.index is not None else torch.cuda.current_device()
-    if index >= torch.cuda.device_count():
-        raise GraphfeedError(
-            f"device={device!r}: only {torch.cuda.device_count()} CUDA device(s) are visible"
-        )
-    return torch.device("cuda", index)
+        configure_cuda_allocator()  # must precede the first CUDA call that initialises the allocator
+    return d
 
 
 def batch_tensors(mb: MiniBatch) -> Iterator[torch.Tensor]:

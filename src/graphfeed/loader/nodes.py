@@ -35,9 +35,15 @@ def place(
 
     from ..placement import apply_placement, detect_hardware, estimate_bytes, plan_placement
 
-    if device == "auto":
-        device = "cuda" if (mode != "cpu-cpu" and torch.cuda.is_available()) else "cpu"
-    dev = torch.device(device)
+    from .. import _cuda
+
+    if device == "auto" and mode == "cpu-cpu":
+        device = "cpu"
+    try:
+        dev = _cuda.resolve_device(device)
+    except ValueError as e:
+        raise GraphfeedError(str(e)) from None
+    device = str(dev)
     if dev.type == "cpu" and mode not in ("auto", "cpu-cpu"):
         raise GraphfeedError(f"mode {mode!r} trains on a GPU, but device is {device!r}")
     hw = detect_hardware(ranks_per_machine=ranks_per_machine, device=device)

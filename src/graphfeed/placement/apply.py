@@ -103,9 +103,11 @@ def apply_placement(
 
     if device.type != "cuda":
         raise GraphfeedError(f"placement {placement.mode} needs a CUDA device, got {device}")
-    if not torch.cuda.is_available():
+    from .. import _cuda
+
+    if not _cuda.cuda_available():
         raise GraphfeedError(
-            f"placement {placement.mode} needs CUDA, but torch.cuda.is_available() is False"
+            f"placement {placement.mode} needs CUDA, but no CUDA device is visible"
         )
     from ..cuda_alloc import configure_cuda_allocator
 

@@ -137,18 +137,6 @@ def host_memory() -> tuple[int, int]:
 
 
 # ---------------------------------------------------------------------- GPU
-def _resolve_cuda_index(torch, device) -> int:
-    if device is not None:
-        d = torch.device(device)
-        if d.index is not None:
-            return int(d.index)
-    local = os.environ.get("LOCAL_RANK", "").strip()
-    count = torch.cuda.device_count()
-    if local.isdigit() and count:
-        return int(local) % count
-    return 0
-
-
 def detect_hardware(ranks_per_machine: Optional[int] = None, device=None) -> Hardware:
     """Measure this machine for placement.
 
@@ -174,19 +162,17 @@ def detect_hardware(ranks_per_machine: Optional[int] = None, device=None) -> Har
         return Hardware(**base)
     if device is not None and torch.device(device).type != "cuda":
         raise GraphfeedError(f"placement supports 'cpu' and 'cuda' devices, got {device!r}")
-    # torch.version.cuda / hip is None on CPU-only builds: answer without touching CUDA.
-    if torch.version.cuda is None and getattr(torch.version, "hip", None) is None:
-        return Hardware(**base)
-    if not torch.cuda.is_available():  # NVML/driver query; creates no context
-        return Hardware(**base)
+    from .. import _cuda
 
-    from ..cuda_alloc import configure_cuda_allocator
-
-    configure_cuda_allocator()  # must precede the first CUDA call below
-    index = _resolve_cuda_index(torch, device)
-    count = torch.cuda.device_count()
-    if index >= count:
-        raise GraphfeedError(f"device cuda:{index} does not exist: {count} CUDA device(s) visible")
+    # CPU-only build, or no visible device: answer without touching CUDA (NVML asks, see _cuda).
+    if not _cuda.cuda_available():
+        return Hardware(**base)
+    try:
+        index = _cuda.resolve_device("cuda" if device is None else device).index
+    except ValueError as e:
+        raise GraphfeedError(str(e)) from None
+    count = _cuda.device_count()
+    _cuda.start_cuda()  # allocator configured before the first CUDA call below
     free, total = torch.cuda.mem_get_info(index)
     name = torch.cuda.get_device_name(index)
     # UVA (a device pointer for pinned host memory) holds on 64-bit Linux/Windows-TCC CUDA;
