@@ -215,6 +215,7 @@ def bench_sample(
                                              num_threads=num_threads, prefetch=prefetch, device=dev)
     if cuda:
         result["peak_gpu_bytes"] = int(torch.cuda.max_memory_allocated(dev))
+        result["peak_gpu_reserved_bytes"] = int(torch.cuda.max_memory_reserved(dev))
         result["alloc_conf"] = os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
     if baselines:
         from ..sampling.torch_sampler import TorchNeighborSampler
@@ -255,6 +256,8 @@ def format_report(r: dict) -> str:
         lines.append(f"  speed-up: {r['speedup_vs_numba_1thread']:.2f}x numba 1-thread, "
                      f"{r['speedup_vs_torch_vectorised']:.2f}x torch vectorised (same run)")
     lines.append(f"  peak RSS {format_bytes(r['peak_rss_bytes'])}"
-                 + (f", peak GPU memory {format_bytes(r['peak_gpu_bytes'])} (allocator: "
+                 + (f", peak GPU memory {format_bytes(r['peak_gpu_bytes'])} allocated, "
+                    f"{format_bytes(r['peak_gpu_reserved_bytes'])} reserved "
+                    f"({r['peak_gpu_reserved_bytes'] / max(r['peak_gpu_bytes'], 1):.2f}x; allocator: "
                     f"{r.get('alloc_conf') or 'default'})" if "peak_gpu_bytes" in r else ""))
     return "\n".join(lines)

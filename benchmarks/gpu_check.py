@@ -1,0 +1,219 @@
+"""The whole GPU checklist in one command; run by ``benchmarks/gpu_check.sh OUTDIR``.
+
+Steps (each with its log in OUTDIR, all summarised in OUTDIR/summary.json):
+
+1. ``env``: GPUs, torch, and that asking about the GPU left the CUDA driver uninitialised.
+2. ``pytest-cuda``: the tests marked ``cuda``.
+3. ``pytest-all``: the rest of the suite, on a machine that has a GPU.
+4. ``bench-<mode>-<alloc>``: ``graphfeed bench sample`` on ``medium`` in the three CUDA modes,
+   with PyTorch's default allocator and with graphfeed's ``expandable_segments`` setting.
+5. ``train-<mode>``: ``graphfeed train`` on ``medium`` in ``cpu-cpu`` (the reference) and the
+   three CUDA modes; a CUDA mode passes when its test accuracy is within ``ACC_BAND`` of cpu-cpu.
+6. ``alloc-fragmentation``: ``benchmarks/alloc_fragmentation.py`` (reserved / allocated, both
+   allocator settings).
+7. ``multi-process``: with 2+ GPUs, ``train --nproc 2`` on NCCL and the same under ``torchrun``;
+   with one GPU, ``--nproc 2`` must be refused in one line (exit 2), ``--dist-backend gloo`` must
+   train two ranks on the one GPU, and ``torchrun --nproc-per-node 1`` must train.
+
+Exit status 0 when every step passed. Meant to finish in under 8 minutes on 16 cores and one GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ACC_BAND = 0.03  # a CUDA mode's test accuracy may differ from cpu-cpu's by this much
+MODES = ("cpu-cuda", "pinned-cuda", "cuda-cuda")
+ALLOC = {"default": "expandable_segments:False", "expandable": None}  # None: graphfeed decides
+
+
+def last_json(text: str):
+    for line in reversed(text.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                continue
+    return None
+
+
+def pytest_counts(text: str) -> dict:
+    counts = {}
+    for n, what in re.findall(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)", text):
+        counts[what.rstrip("s") if what.startswith("error") else what] = int(n)
+    return counts
+
+
+class Check:
+    def __init__(self, out: Path, py: str):
+        self.out, self.py = out, py
+        self.steps = []
+
+    def run(self, name, cmd, *, env=None, timeout=600, judge=None):
+        log = self.out / f"{name}.log"
+        t0 = time.monotonic()
+        full_env = dict(os.environ, **(env or {}))
+        for k, v in (env or {}).items():
+            if v is None:
+                full_env.pop(k, None)
+        try:
+            p = subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=timeout)
+            rc, stdout, stderr = p.returncode, p.stdout, p.stderr
+        except subprocess.TimeoutExpired as e:
+            rc, stdout, stderr = 124, e.stdout or "", (e.stderr or "") + f"\ntimed out after {timeout}s"
+            stdout = stdout.decode() if isinstance(stdout, bytes) else stdout
+            stderr = stderr.decode() if isinstance(stderr, bytes) else stderr
+        seconds = time.monotonic() - t0
+        log.write_text(f"$ {shlex.join(cmd)}\n--- stdout\n{stdout}\n--- stderr\n{stderr}\n--- rc {rc}\n")
+        step = {"name": name, "cmd": shlex.join(cmd), "rc": rc, "seconds": round(seconds, 1),
+                "log": log.name}
+        ok, details = (rc == 0, {}) if judge is None else judge(rc, stdout, stderr)
+        step.update(ok=bool(ok), **details)
+        self.steps.append(step)
+        print(f"[{'PASS' if ok else 'FAIL'}] {name} ({seconds:.0f}s) {json.dumps(details)[:300]}",
+              flush=True)
+        return step
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: benchmarks/gpu_check.sh OUTDIR", file=sys.stderr)
+        return 2
+    out = Path(argv[0]).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    py = sys.executable
+    gf = [py, "-m", "graphfeed"]
+    c = Check(out, py)
+    t_start = time.monotonic()
+
+    env_code = (
+        "import json, torch, graphfeed._cuda as c;"
+        "n = c.device_count(); init = c.driver_initialized();"
+        "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, 'gpus': n,"
+        " 'driver_initialized_by_asking': init,"
+        " 'name': torch.cuda.get_device_name(0) if n else None}))"
+    )
+
+    def judge_env(rc, so, se):
+        info = last_json(so) or {}
+        return rc == 0 and info.get("gpus", 0) > 0 and not info.get("driver_initialized_by_asking"), info
+
+    env_step = c.run("env", [py, "-c", env_code], judge=judge_env)
+    gpus = int(env_step.get("gpus") or 0)
+
+    def judge_pytest(rc, so, se):
+        counts = pytest_counts(so.strip().splitlines()[-1] if so.strip() else "")
+        return rc == 0, counts
+
+    c.run("pytest-cuda", [py, "-m", "pytest", "-q", "-m", "cuda", "-p", "no:cacheprovider"],
+          judge=judge_pytest)
+    c.run("pytest-all", [py, "-m", "pytest", "-q", "-x", "-m", "not cuda", "-p", "no:cacheprovider"],
+          judge=judge_pytest, timeout=420)
+
+    def judge_bench(rc, so, se):
+        r = last_json(so) or {}
+        keep = {k: r.get(k) for k in ("mode", "peak_gpu_bytes", "peak_gpu_reserved_bytes", "alloc_conf")}
+        for part in ("sample", "sample_fetch"):
+            if part in r:
+                keep[f"{part}_seeds_per_s"] = round(r[part]["seeds_per_s"])
+        return rc == 0 and bool(r), keep
+
+    for mode in MODES:
+        for alloc, conf in ALLOC.items():
+            c.run(f"bench-{mode}-{alloc}",
+                  gf + ["bench", "sample", "--dataset", "medium", "--mode", mode, "--device", "cuda",
+                        "--batches", "60", "--json"],
+                  env={"PYTORCH_ALLOC_CONF": conf, "PYTORCH_CUDA_ALLOC_CONF": None},
+                  judge=judge_bench)
+
+    accs = {}
+
+    def judge_train(mode):
+        def judge(rc, so, se):
+            r = last_json(so) or {}
+            acc = r.get("test_acc")
+            accs[mode] = acc
+            keep = {"test_acc": acc, "mode": r.get("mode")}
+            epochs = r.get("epochs") or []
+            if epochs:
+                last = epochs[-1]
+                keep.update({k: last.get(k) for k in ("seeds_per_s", "peak_gpu_bytes",
+                                                      "peak_gpu_reserved_bytes") if k in last})
+            ok = rc == 0 and acc is not None and r.get("mode") == mode
+            if ok and mode != "cpu-cpu" and accs.get("cpu-cpu") is not None:
+                keep["cpu_cpu_test_acc"] = accs["cpu-cpu"]
+                ok = abs(acc - accs["cpu-cpu"]) <= ACC_BAND
+            return ok, keep
+
+        return judge
+
+    for mode in ("cpu-cpu",) + MODES:
+        device = "cpu" if mode == "cpu-cpu" else "cuda"
+        c.run(f"train-{mode}", gf + ["train", "--dataset", "medium", "--mode", mode, "--device",
+                                     device, "--epochs", "2", "--no-mlp", "--no-progress", "--json"],
+              judge=judge_train(mode))
+
+    def judge_frag(rc, so, se):
+        path = out / "alloc_fragmentation.json"
+        r = json.loads(path.read_text()) if path.exists() else {}
+        return rc == 0 and bool(r), {k: {"reserved_over_allocated": round(v["reserved_over_allocated"], 2),
+                                         "peak_reserved_mb": round(v["peak_reserved_bytes"] / 1e6),
+                                         "peak_allocated_mb": round(v["peak_allocated_bytes"] / 1e6)}
+                                     for k, v in r.items()}
+
+    c.run("alloc-fragmentation", [py, "benchmarks/alloc_fragmentation.py", "--dataset", "medium",
+                                  "--steps", "300", "--json", str(out / "alloc_fragmentation.json")],
+          judge=judge_frag)
+
+    small = ["--dataset", "small", "--epochs", "2", "--no-mlp", "--no-progress"]
+
+    def judge_trained(rc, so, se):
+        r = last_json(so) or {}
+        return rc == 0 and r.get("test_acc") is not None, {"test_acc": r.get("test_acc"),
+                                                           "world_size": r.get("world_size")}
+
+    torchrun = [py, "-m", "torch.distributed.run", "--standalone"]
+    if gpus >= 2:
+        c.run("multi-process-nccl", gf + ["train", "--nproc", "2", "--device", "cuda", "--json"] + small,
+              judge=judge_trained)
+        c.run("multi-process-torchrun", torchrun + ["--nproc-per-node", "2", "-m", "graphfeed", "train",
+                                                    "--device", "cuda", "--json"] + small,
+              judge=judge_trained)
+    else:
+        def judge_refused(rc, so, se):
+            lines = [ln for ln in se.strip().splitlines() if "error" in ln]
+            return rc == 2 and any("GPU(s) visible" in ln for ln in lines), {"stderr_tail": se.strip()[-300:]}
+
+        c.run("multi-process-refused", gf + ["train", "--nproc", "2", "--device", "cuda"] + small,
+              judge=judge_refused)
+        c.run("multi-process-gloo", gf + ["train", "--nproc", "2", "--device", "cuda",
+                                          "--dist-backend", "gloo", "--json"] + small,
+              judge=judge_trained)
+        c.run("multi-process-torchrun-1", torchrun + ["--nproc-per-node", "1", "-m", "graphfeed",
+                                                      "train", "--device", "cuda", "--json"] + small,
+              judge=judge_trained)
+
+    summary = {
+        "passed": all(s["ok"] for s in c.steps),
+        "seconds": round(time.monotonic() - t_start, 1),
+        "gpus": gpus,
+        "env": {k: env_step.get(k) for k in ("torch", "cuda", "name")},
+        "steps": c.steps,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(json.dumps({"passed": summary["passed"], "seconds": summary["seconds"],
+                      "failed": [s["name"] for s in c.steps if not s["ok"]]}))
+    return 0 if summary["passed"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
