@@ -263,7 +263,7 @@ class FakeLib:
         self.log = []
         self._init = initialized
         self._reg = register_result
-        for name in ("cuCtxGetCurrent", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2",
+        for name in ("cuCtxGetCurrent", "cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2",
                      "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2", "cuMemHostRegister_v2",
                      "cuMemHostUnregister", "cuGetErrorName"):
             setattr(self, name, self._fn(name))
@@ -286,7 +286,7 @@ def test_driver_wrapper_pushes_and_pops_the_primary_context():
     lib = FakeLib(register_result=201)
     drv = _cuda._Driver(lib)
     assert drv.register(0x1000, 4096, RW, 0) == 201
-    assert lib.log == ["cuDevicePrimaryCtxRetain", "cuCtxPushCurrent_v2", "cuMemHostRegister_v2",
+    assert lib.log == ["cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuCtxPushCurrent_v2", "cuMemHostRegister_v2",
                        "cuCtxPopCurrent_v2", "cuDevicePrimaryCtxRelease_v2"]
     assert drv.error_name(201) == "CUresult 201"
     assert drv.initialized()

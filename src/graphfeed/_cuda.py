@@ -180,6 +180,7 @@ class _Driver:
         c_int, c_uint, c_size_t, c_void_p = ctypes.c_int, ctypes.c_uint, ctypes.c_size_t, ctypes.c_void_p
         sigs = {
             "cuCtxGetCurrent": ([ctypes.POINTER(c_void_p)], c_int),
+            "cuDeviceGet": ([ctypes.POINTER(c_int), c_int], c_int),
             "cuDevicePrimaryCtxRetain": ([ctypes.POINTER(c_void_p), c_int], c_int),
             "cuDevicePrimaryCtxRelease_v2": ([c_int], c_int),
             "cuCtxPushCurrent_v2": ([c_void_p], c_int),
@@ -202,9 +203,14 @@ class _Driver:
             return s.value.decode()
         return f"CUresult {code}"
 
-    def _in_primary_context(self, device: int, call):
+    def _in_primary_context(self, ordinal: int, call):
+        """Run ``call`` with device ``ordinal``'s primary context (the one torch uses) current."""
+        device = ctypes.c_int()
+        err = self._lib.cuDeviceGet(ctypes.byref(device), int(ordinal))
+        if err != _CUDA_SUCCESS:
+            return err
         ctx = ctypes.c_void_p()
-        err = self._lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), int(device))
+        err = self._lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), device)
         if err != _CUDA_SUCCESS:
             return err
         try:
@@ -217,7 +223,7 @@ class _Driver:
                 popped = ctypes.c_void_p()
                 self._lib.cuCtxPopCurrent_v2(ctypes.byref(popped))
         finally:
-            self._lib.cuDevicePrimaryCtxRelease_v2(int(device))
+            self._lib.cuDevicePrimaryCtxRelease_v2(device)
 
     def register(self, ptr: int, nbytes: int, flags: int, device: int) -> int:
         return self._in_primary_context(
