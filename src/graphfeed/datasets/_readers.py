@@ -498,7 +498,7 @@ def read_sparse(path, *, num_nodes: Optional[int] = None, num_features: Optional
     return SparseRows.from_coo(rows_a, cols_a, np.asarray(vals, dtype=np.float64), (n, m), where)
 
 
-def load_json(path: Path, max_bytes: int = 1 << 34):
+def load_json(path: Path):
     """A JSON document, with a ``DatasetError`` for malformed, non-UTF-8 or absurdly nested
     input (never a ``RecursionError``)."""
     import json
