@@ -199,6 +199,10 @@ def test_edge_weights_and_timestamps(base, capsys):
     ref = CSCGraph.from_edges(src, dst, N, weights=w)
     np.testing.assert_allclose(ds.graph.weights, ref.weights, rtol=1e-6)
     assert ds.edge_features["timestamp"].dtype == np.float64
+    (tmp / "ns.csv").write_text("0,1,1700000000123456789\n")
+    rc, _, err = run_cli(["prepare", "generic", tmp / "o", "--edges", tmp / "ns.csv", "--labels", tmp / "y.npy",
+                          "--time-col", "2"], capsys)
+    assert rc == 2 and "above 2^53" in err
     (tmp / "nan.csv").write_text("0,1,nan\n")
     rc, _, err = run_cli(["prepare", "generic", tmp / "o", "--edges", tmp / "nan.csv", "--labels", tmp / "y.npy",
                           "--weight-col", "2"], capsys)

@@ -197,8 +197,12 @@ def build_csc_streaming(
                                    f"has {names[j]} {v[e]}; values must be finite numbers")
             if names[j] == "weight" and np.abs(v).max() > np.finfo(np.float32).max:
                 raise DatasetError(f"{src_name}: a weight of {np.abs(v).max():g} does not fit float32")
-            if integral[j] and not (np.all(v == np.floor(v)) and np.abs(v).max() < 2.0**63):
+            if integral[j] and not np.all(v == np.floor(v)):
                 integral[j] = False
+            if names[j] != "weight" and np.abs(v).max() > 2.0**53:
+                # values travel as float64: past 2^53 an integer (a ns timestamp) would be rounded
+                raise DatasetError(f"{src_name}: {names[j]} {np.abs(v).max():.0f} is above 2^53 and cannot "
+                                   f"be kept exactly; rescale it (e.g. nanoseconds to seconds)")
         bad = accumulate_in_degrees(s, d, counts, undirected, drop_self_loops)
         assert bad < 0, "range was checked above"
         progress.update(getattr(edges, "bytes_done", 0))

@@ -292,8 +292,10 @@ def _scatter_by_id(ids, values, lines, num_nodes, name: str, count_from: str) ->
     return out
 
 
-def _read_label_text(path: Path, label_col, id_col):
-    """``(ids or None, labels as a string array, line numbers)`` of a label table."""
+def _read_label_text(path: Path, label_col, id_col, strings: bool = False):
+    """``(ids or None, labels, line numbers)`` of a label table. Labels are float64 (NaN for a
+    missing one) block by block while they are numbers; the first block that is not makes the
+    whole table re-read as strings (classes by name)."""
     import csv
 
     from .._readers import TextBlocks, looks_like_header, numbered_lines, sniff_delimiter
@@ -323,7 +325,13 @@ def _read_label_text(path: Path, label_col, id_col):
         for (no, text), r in zip(lines, rows):
             if len(r) < need:
                 raise DatasetError(f"{path}: line {no}: {len(r)} column(s), expected at least {need}: {text[:80]!r}")
-        lab_parts.append(np.array([r[lab_i].strip() for r in rows], dtype=str))
+        labs = np.array([r[lab_i].strip() for r in rows], dtype=str)
+        if not strings:
+            try:  # keep 8 bytes per label, not the text
+                labs = np.where(np.isin(labs, _MISSING), "nan", labs).astype(np.float64)
+            except ValueError:
+                return _read_label_text(path, label_col, id_col, strings=True)
+        lab_parts.append(labs)
         line_parts.append(np.fromiter((no for no, _ in lines), dtype=np.int64, count=len(lines)))
         if id_i is not None:
             col = [r[id_i].strip() for r in rows]
@@ -337,7 +345,7 @@ def _read_label_text(path: Path, label_col, id_col):
         raise DatasetError(f"{path}: no labels found")
     cat = lambda parts, dt: np.concatenate(parts) if parts else np.zeros(0, dt)  # noqa: E731
     ids = cat(ids_parts, np.int64) if id_i is not None else None
-    return ids, cat(lab_parts, str), cat(line_parts, np.int64)
+    return ids, cat(lab_parts, str if strings else np.float64), cat(line_parts, np.int64)
 
 
 def _is_int(t: str) -> bool:
