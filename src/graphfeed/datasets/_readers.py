@@ -605,7 +605,7 @@ class EdgeSource:
                 raise DatasetError(f"the {seen[c]} and the {what} are both column {c}; they must differ")
             seen[c] = what
         kinds = np.full(max(cols.values()) + 1, COL_SKIP, dtype=np.int64)
-        # ints come out in column order: the source must come first among the int columns
+        # the parser returns int columns in column order; __iter__ swaps them when dst_col < src_col
         kinds[src_col] = kinds[dst_col] = COL_INT
         for c in value_cols.values():
             kinds[c] = COL_FLOAT
