@@ -28,3 +28,25 @@ def is_memory_mapped(a) -> bool:
             return True
         b = getattr(b, "base", None)
     return False
+
+
+def run_cli(argv, capsys):
+    """Run ``graphfeed ARGV`` in-process: ``(exit status, stdout, stderr)``; argparse's exits
+    (SystemExit) count as statuses. Any other exception propagates (a traceback is a failure)."""
+    from graphfeed.cli.main import main
+
+    try:
+        rc = main([str(a) for a in argv])
+    except SystemExit as e:
+        rc = e.code if isinstance(e.code, int) else 2
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def assert_one_line_error(rc, err, *fragments):
+    assert rc == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    for f in fragments:
+        assert f in lines[0], lines[0]

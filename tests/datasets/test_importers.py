@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphfeed.datasets.build import Progress, build_csc_streaming, parse_bytes
+from graphfeed._units import parse_size
+from graphfeed.datasets.build import Progress, build_csc_streaming
 from graphfeed.datasets.format import Dataset
 from graphfeed.datasets.importers import SplitRule, prepare
 from graphfeed.datasets.importers.generic import prepare_generic
@@ -137,7 +138,8 @@ def test_bad_edge_inputs_name_file_and_line(tmp_path):
         prepare_generic(tmp_path / "o", edges=gz, labels=tmp_path / "y.npy", splits=SplitRule.parse("0.5,0.2,0.2"))
     np.save(tmp_path / "x_short.npy", x[:-1])
     ok = write_edge_file(tmp_path / "e", src, dst, "csv")
-    with pytest.raises(DatasetError, match=r"y.npy: 50 labels, expected one per node \(49\)"):
+    # the message names both files: the features are the short ones here, not the labels
+    with pytest.raises(DatasetError, match=r"y.npy has 50 labels but .*x_short.npy has 49 rows"):
         prepare_generic(tmp_path / "o", edges=ok, labels=tmp_path / "y.npy", features={"feat": tmp_path / "x_short.npy"},
                         splits=SplitRule.parse("0.5,0.2,0.2"))
     assert not (tmp_path / "o").exists() and not list(tmp_path.glob(".o.tmp-*"))
@@ -224,7 +226,7 @@ def test_prepare_cli(tmp_path, capsys):
     assert "peak RSS" in capsys.readouterr().out
     ds = Dataset.open(tmp_path / "out")
     assert set(ds.features) == {"emb", "label"} and ds.metadata.graph.undirected
-    assert parse_bytes("2GB") == 2 * 1024**3 and parse_bytes("512MiB") == 512 * 1024**2
+    assert parse_size("2GiB") == 2 * 1024**3 and parse_size("512MiB") == 512 * 1024**2
 
 
 def test_progress_bar_writes_to_stream():

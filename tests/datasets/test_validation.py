@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from graphfeed.datasets.format import Dataset, write_dataset
+from graphfeed.datasets.schema import FORMAT_VERSION
 from graphfeed.errors import DatasetError
 
 from ds_helpers import small_arrays
@@ -196,7 +197,7 @@ def m_metadata(root, draw):
         "shape_type", "split_size", "malformed", "not_object", "nan", "layout", "bool_as_int",
     ]))
     if kind == "version_new":
-        m["format_version"] = draw(st.integers(2, 10**6))
+        m["format_version"] = draw(st.integers(FORMAT_VERSION + 1, 10**6))
     elif kind == "version_str":
         m["format_version"] = "1"
     elif kind == "version_missing":

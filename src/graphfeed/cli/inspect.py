@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from ._args import positive_int, size
+
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
@@ -14,9 +16,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Describe a prepared dataset folder and estimate its memory per placement.",
     )
     p.add_argument("path", metavar="PATH", help="prepared dataset folder")
-    p.add_argument("--nproc", type=int, default=None,
+    p.add_argument("--nproc", type=positive_int, default=None,
                    help="processes per machine for the second estimate (default: CPU count, at least 2)")
-    p.add_argument("--cache-size", default="0", help="feature cache per process for the disk placement (e.g. 2GB)")
+    p.add_argument("--cache-size", default=0, type=size,
+                   help="feature cache per process for the disk placement (e.g. 2GB)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--no-validate", action="store_true", help="skip the O(N + E) content checks")
     return p
@@ -50,6 +53,8 @@ def describe(path, *, nproc: int, cache_bytes: int, validate=True) -> dict:
         "task": {"type": meta.task.type, "target": meta.task.target, "num_classes": meta.task.num_classes,
                  "labelled": int(np.count_nonzero(y >= 0))},
         "splits": {k: v.size for k, v in meta.splits.items()},
+        "split_sets": meta.num_split_sets,
+        "class_names": list(meta.task.class_names) if meta.task.class_names is not None else None,
         "features": {k: {"dtype": str(a.dtype), "shape": list(a.shape), "bytes": int(a.nbytes)}
                      for k, a in arrays.node_features.items()},
         "estimates": est,
@@ -57,38 +62,41 @@ def describe(path, *, nproc: int, cache_bytes: int, validate=True) -> dict:
 
 
 def run(args) -> int:
+    import io
     import os
 
-    from ..datasets.build import format_bytes, parse_bytes
+    from .._units import format_bytes
     from ..datasets.estimate import estimate_memory
-    from ..errors import GraphfeedError
+    from .prepare import one_line_errors, write_stdout
 
     nproc = args.nproc if args.nproc is not None else max(2, os.cpu_count() or 2)
-    if nproc < 1:
-        raise GraphfeedError(f"--nproc must be >= 1, got {nproc}")
-    cache = parse_bytes(args.cache_size)
-    info = describe(args.path, nproc=nproc, cache_bytes=cache, validate=not args.no_validate)
-    if args.json:
-        print(json.dumps(info, indent=2))
-        return 0
-    out = sys.stdout
-    d = info["in_degree"]
-    out.write(f"{info['name']}  ({info['path']}, format_version {info['format_version']})\n")
-    out.write(f"  nodes {info['num_nodes']:,}   edges {info['num_edges']:,}   "
-              f"({'undirected' if info['undirected'] else 'directed'}, {info['index_dtype']} indices)\n")
-    if d:
-        out.write(f"  in-degree  min {d['min']}  mean {d['mean']:.2f}  median {d['median']:.0f}  "
-                  f"p99 {d['p99']:.0f}  max {d['max']}  isolated {d['isolated']:,}\n")
-    t = info["task"]
-    out.write(f"  task {t['type']}: target {t['target']!r}, {t['num_classes']} classes, "
-              f"{t['labelled']:,} labelled nodes\n")
-    out.write("  splits " + ", ".join(f"{k} {v:,}" for k, v in info["splits"].items()) + "\n")
-    out.write("  node features\n")
-    for k, f in info["features"].items():
-        out.write(f"    {k:<12} {f['dtype']:<8} {str(tuple(f['shape'])):<20} {format_bytes(f['bytes'])}\n")
-    for k in sorted({1, nproc}):
-        est = estimate_memory(args.path, nproc=k, cache_bytes=cache)
-        out.write(f"\n  memory estimate, {k} process{'es' if k > 1 else ''} per machine "
-                  f"(graph {format_bytes(est.graph_bytes)}, features {format_bytes(est.feature_bytes)}):\n")
-        out.write("".join("    " + line + "\n" for line in est.table().splitlines()))
-    return 0
+    cache = args.cache_size
+    with one_line_errors("inspect", args.path):
+        info = describe(args.path, nproc=nproc, cache_bytes=cache, validate=not args.no_validate)
+        if args.json:
+            return write_stdout("inspect", json.dumps(info, indent=2) + "\n")
+        out = io.StringIO()
+        d = info["in_degree"]
+        out.write(f"{info['name']}  ({info['path']}, format_version {info['format_version']})\n")
+        out.write(f"  nodes {info['num_nodes']:,}   edges {info['num_edges']:,}   "
+                  f"({'undirected' if info['undirected'] else 'directed'}, {info['index_dtype']} indices)\n")
+        if d:
+            out.write(f"  in-degree  min {d['min']}  mean {d['mean']:.2f}  median {d['median']:.0f}  "
+                      f"p99 {d['p99']:.0f}  max {d['max']}  isolated {d['isolated']:,}\n")
+        t = info["task"]
+        out.write(f"  task {t['type']}: target {t['target']!r}, {t['num_classes']} classes, "
+                  f"{t['labelled']:,} labelled nodes\n")
+        if info["class_names"]:
+            names = info["class_names"]
+            out.write(f"  class names {', '.join(names[:8])}{', ...' if len(names) > 8 else ''}\n")
+        sets = f" (split set 0 of {info['split_sets']})" if info["split_sets"] > 1 else ""
+        out.write("  splits " + ", ".join(f"{k} {v:,}" for k, v in info["splits"].items()) + sets + "\n")
+        out.write("  node features\n")
+        for k, f in info["features"].items():
+            out.write(f"    {k:<12} {f['dtype']:<8} {str(tuple(f['shape'])):<20} {format_bytes(f['bytes'])}\n")
+        for k in sorted({1, nproc}):
+            est = estimate_memory(args.path, nproc=k, cache_bytes=cache)
+            out.write(f"\n  memory estimate, {k} process{'es' if k > 1 else ''} per machine "
+                      f"(graph {format_bytes(est.graph_bytes)}, features {format_bytes(est.feature_bytes)}):\n")
+            out.write("".join("    " + line + "\n" for line in est.table().splitlines()))
+    return write_stdout("inspect", out.getvalue())

@@ -12,22 +12,96 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
+from typing import Iterator
+
+DEFAULTS = (
+    "Defaults: edges are kept only in their stored direction (src -> dst; --undirected adds the "
+    "reverse of every edge); self loops and repeated edges are kept (--drop-self-loops, --dedupe); "
+    "the generic format splits the labelled nodes 80/10/10 at random with seed 0 (--split, "
+    "--train/--valid/--test); the other formats use their dataset's standard split."
+)
 
 
+# --------------------------------------------------------------------------- argument types
+def _size(lo: int, hi: int, what: str, limits: str):
+    def parse(text: str) -> int:
+        from .._units import parse_size
+
+        try:
+            v = parse_size(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{what} must be between {limits}, got {text!r}")
+        return v
+
+    return parse
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if v < 0 or v >= 2**63:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2^63), got {v}")
+    return v
+
+
+def num_classes(text: str) -> int:
+    from ..datasets.schema import MAX_NUM_CLASSES
+
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if not 1 <= v <= MAX_NUM_CLASSES:
+        raise argparse.ArgumentTypeError(f"the number of classes must be in [1, {MAX_NUM_CLASSES:,}], got {v}")
+    return v
+
+
+def feature_dtype(text: str) -> str:
+    from ..datasets.schema import FEATURE_DTYPES
+
+    if text not in FEATURE_DTYPES:
+        raise argparse.ArgumentTypeError(f"unknown dtype {text!r}; choose one of {', '.join(FEATURE_DTYPES)}")
+    return text
+
+
+def split_rule(text: str) -> str:
+    from ..datasets.importers import SplitRule
+    from ..errors import GraphfeedError
+
+    try:
+        SplitRule.parse(text)
+    except GraphfeedError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+# --------------------------------------------------------------------------- parser
 def _common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("graph and output options")
-    g.add_argument("--undirected", action="store_true", help="add the reverse of every edge")
-    g.add_argument("--drop-self-loops", action="store_true", help="remove edges v -> v")
-    g.add_argument("--dedupe", action="store_true", help="remove repeated (src, dst) pairs")
-    g.add_argument("--split", help="seeded split of labelled nodes: fractions 0.8,0.1,0.1 or per-class:20,500,1000")
-    g.add_argument("--seed", type=int, default=0, help="seed of --split (default 0)")
-    g.add_argument("--num-classes", type=int, help="number of classes (default: max label + 1)")
+    g.add_argument("--undirected", action="store_true",
+                   help="add the reverse of every edge (default: keep only the stored direction src -> dst)")
+    g.add_argument("--drop-self-loops", action="store_true", help="remove edges v -> v (default: keep them)")
+    g.add_argument("--dedupe", action="store_true", help="remove repeated (src, dst) pairs, keeping the first")
+    g.add_argument("--split", type=split_rule,
+                   help="seeded split of labelled nodes: fractions 0.8,0.1,0.1 or per-class:20,500,1000 "
+                        "(default for generic: 0.8,0.1,0.1)")
+    g.add_argument("--seed", type=non_negative_int, default=0, help="seed of --split (default 0)")
+    g.add_argument("--num-classes", type=num_classes, help="number of classes (default: max label + 1)")
     g.add_argument("--name", help="dataset name (default: from the input)")
-    g.add_argument("--feature-dtype", help="store features as this dtype (e.g. float16, float32)")
-    g.add_argument("--memory-budget", default="2GiB",
+    g.add_argument("--feature-dtype", type=feature_dtype,
+                   help="store features as this dtype (e.g. float16, float32; default: as given, "
+                        "float32 for text); a value that does not fit is an error")
+    g.add_argument("--memory-budget", default=2**31, type=_size(2**20, 2**50, "--memory-budget", "1MiB and 1PiB"),
                    help="bytes of the indices file mapped at once; bigger graphs build in windows (default 2GiB)")
-    g.add_argument("--block-size", default="8MiB", help="bytes read per chunk (default 8MiB)")
+    g.add_argument("--block-size", default=2**23, type=_size(1, 2**30, "--block-size", "1B and 1GiB"),
+                   help="bytes read per chunk, 1 B to 1 GiB (default 8MiB)")
     g.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
@@ -39,14 +113,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "prepare",
         help="convert raw graph data (edge lists, OGB, Cora/CiteSeer files) into a dataset folder",
-        description="Convert raw graph data into a graphfeed dataset folder (streamed, atomic, validated).",
+        description="Convert raw graph data into a graphfeed dataset folder (streamed, atomic, validated). "
+                    + DEFAULTS,
     )
     sub = p.add_subparsers(dest="format", metavar="FORMAT")
     sub.required = True
     for fmt, modname in IMPORTERS.items():
         mod = __import__(modname, fromlist=["add_arguments"])
         help_ = mod.HELP[fmt] if isinstance(mod.HELP, dict) else mod.HELP
-        sp = sub.add_parser(fmt, help=help_, description=(mod.__doc__ or "").strip().split("\n\n")[0])
+        sp = sub.add_parser(fmt, help=help_,
+                            description=(mod.__doc__ or "").strip().split("\n\n")[0] + "\n\n" + DEFAULTS)
         if fmt in ("cora-text", "planetoid-npz", "csr-npz"):
             mod.add_arguments(sp, fmt)
         else:
@@ -56,10 +132,48 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+# --------------------------------------------------------------------------- errors
+@contextlib.contextmanager
+def one_line_errors(command: str, out_path=None) -> Iterator[None]:
+    """Turn what bad input or a bad disk raises into a ``GraphfeedError`` (one line, exit 2 in
+    ``graphfeed.cli.main``): OSError (read-only or full disk), MemoryError, RecursionError."""
+    from ..errors import GraphfeedError
+
+    try:
+        yield
+    except (GraphfeedError, FileExistsError, FileNotFoundError, BrokenPipeError):
+        raise
+    except OSError as e:
+        where = e.filename or out_path or ""
+        raise GraphfeedError(f"{where}: {e.strerror or e}" if where else str(e)) from None
+    except MemoryError:
+        raise GraphfeedError(f"{command}: out of memory (an input far larger than expected?)") from None
+    except RecursionError:
+        raise GraphfeedError(f"{command}: input nested too deeply") from None
+
+
+def write_stdout(command: str, text: str) -> int:
+    """Write ``text`` to stdout and flush; a closed pipe (``| head``) is one line on stderr and
+    status 2, never a traceback or an 'Exception ignored' at exit."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        try:  # later flushes (at interpreter exit) must not fail again
+            fd = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(fd, sys.stdout.fileno())
+            os.close(fd)
+        except (OSError, ValueError):
+            pass
+        print(f"graphfeed {command}: error: output closed early (broken pipe)", file=sys.stderr)
+        return 2
+    return 0
+
+
 def run(args) -> int:
     import importlib
 
-    from ..datasets.build import Progress, parse_bytes
+    from ..datasets.build import Progress
 
     mod = importlib.import_module(args._importer)
     common = dict(
@@ -68,13 +182,13 @@ def run(args) -> int:
         dedupe=args.dedupe,
         num_classes=args.num_classes,
         overwrite=args.overwrite,
-        memory_budget=parse_bytes(args.memory_budget),
+        memory_budget=args.memory_budget,
         feature_dtype=args.feature_dtype,
         progress=Progress(args.progress),
-        block_bytes=parse_bytes(args.block_size),
+        block_bytes=args.block_size,
     )
     if args.name:
         common["name"] = args.name
-    report = mod.run(args, common)
-    print(report.summary(), file=sys.stdout)
-    return 0
+    with one_line_errors("prepare", args.out):
+        report = mod.run(args, common)
+    return write_stdout("prepare", report.summary() + "\n")

@@ -17,13 +17,14 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
 from .._io import save_npy
+from .._units import format_bytes
 from ..errors import DatasetError
 
 INT32_MAX = int(np.iinfo(np.int32).max)
@@ -31,36 +32,28 @@ DEFAULT_MEMORY_BUDGET = 2 * 1024**3
 _TEST_SLEEP_ENV = "GRAPHFEED_TEST_PREPARE_SLEEP"  # test hook: seconds to sleep per edge chunk
 
 
-def format_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover
-
-
-def parse_bytes(text) -> int:
-    """``"2GB"``, ``"512MiB"``, ``"1e9"``, ``123`` -> bytes (binary units for K/M/G/T)."""
-    if isinstance(text, (int, np.integer)):
-        return int(text)
-    s = str(text).strip().upper().replace(" ", "")
-    mult = 1
-    for suffixes, m in ((("TIB", "TB", "T"), 1024**4), (("GIB", "GB", "G"), 1024**3),
-                        (("MIB", "MB", "M"), 1024**2), (("KIB", "KB", "K"), 1024), (("B",), 1)):
-        for suf in suffixes:
-            if s.endswith(suf):
-                s, mult = s[: -len(suf)], m
-                break
-        else:
-            continue
-        break
+def check_allocation(nbytes: int, what: str, hint: str = "") -> None:
+    """Refuse an allocation (or a file) larger than this machine's physical memory before it is
+    attempted: a wrong column or a stray huge id must be a clear error, not an OOM kill."""
     try:
-        v = float(s) * mult
-    except ValueError:
-        raise DatasetError(f"cannot parse a size from {text!r} (try 2GB, 512MiB, 1e9)") from None
-    if v < 0:
-        raise DatasetError(f"size must be >= 0, got {text!r}")
-    return int(v)
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return
+    if nbytes > total:
+        raise DatasetError(f"{what} would need {format_bytes(nbytes)}, more than this machine's "
+                           f"{format_bytes(total)} of memory" + (f"; {hint}" if hint else ""))
+
+
+def check_disk_space(nbytes: int, folder: Path, what: str) -> None:
+    """Refuse to write ``nbytes`` into ``folder`` when its file system has less free space."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:  # pragma: no cover
+        return
+    free = st.f_bavail * st.f_frsize
+    if nbytes > free:
+        raise DatasetError(f"{what} would need {format_bytes(nbytes)} on disk, but only "
+                           f"{format_bytes(free)} is free in {folder}")
 
 
 class Progress:
@@ -115,11 +108,21 @@ class CSCBuildResult:
     index_dtype: np.dtype
     windows: int
     input_edges: int
+    #: edge value name -> (path of its .npy in indices order, dtype)
+    values: dict = field(default_factory=dict)
 
 
 def _test_sleep() -> float:
     v = os.environ.get(_TEST_SLEEP_ENV)
     return float(v) if v else 0.0
+
+
+def value_dtype(name: str, integral: bool) -> np.dtype:
+    """Storage dtype of an edge value column: ``weight`` is float32 (what GNN layers take);
+    other columns (timestamps) are int64 when every value is an integer, else float64."""
+    if name == "weight":
+        return np.dtype(np.float32)
+    return np.dtype(np.int64) if integral else np.dtype(np.float64)
 
 
 def build_csc_streaming(
@@ -132,30 +135,42 @@ def build_csc_streaming(
     dedupe: bool = False,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     progress: Optional[Progress] = None,
+    value_paths: Optional[dict] = None,
 ) -> CSCBuildResult:
     """Write ``indptr.npy`` and ``indices.npy`` into ``out_dir`` from ``edges`` (re-iterable,
-    yielding ``(src, dst)`` int64 chunks; ``edges.total_bytes`` / ``bytes_done`` for progress).
+    yielding ``(src, dst, values)`` chunks: int64 ids and a float64 ``(k, R)`` array of the
+    ``edges.value_names`` columns; ``edges.total_bytes`` / ``bytes_done`` for progress).
 
     Edges ``src -> dst`` put ``src`` into column ``dst``; ``undirected`` also adds ``dst -> src``
-    (a self loop once); ``drop_self_loops`` removes ``v -> v``; ``dedupe`` keeps the first of
-    repeated ``(src, dst)`` pairs. Neighbours keep their input order within a column. With
-    ``num_nodes=None`` it is ``max id + 1``. An id outside ``[0, num_nodes)`` is a
-    ``DatasetError`` naming the source and the id.
+    (a self loop once) with the same values; ``drop_self_loops`` removes ``v -> v``; ``dedupe``
+    keeps the first of repeated ``(src, dst)`` pairs (and its values). Neighbours keep their input
+    order within a column. With ``num_nodes=None`` it is ``max id + 1``. An id outside
+    ``[0, num_nodes)`` is a ``DatasetError`` naming the source and the id. Each value column is
+    written to ``value_paths[name]`` (default ``out_dir/<name>.npy``) in ``indices`` order, with
+    :func:`value_dtype`; a non-finite value is an error.
     """
     from ._kernels import accumulate_in_degrees, dedupe_window, empty_marker, scatter_window
 
     progress = progress or Progress(False)
     out_dir = Path(out_dir)
     src_name = str(getattr(edges, "path", None) or "edges")
+    names = tuple(getattr(edges, "value_names", ()))
+    k = len(names)
     fixed = num_nodes is not None
-    cap = int(num_nodes) if fixed else 1024
+    if fixed:
+        num_nodes = int(num_nodes)
+        if num_nodes < 0:
+            raise DatasetError(f"num_nodes must be >= 0, got {num_nodes}")
+        check_allocation((num_nodes + 1) * 8 * (3 if dedupe else 2), f"{num_nodes} nodes")
+    cap = num_nodes if fixed else 1024
     counts = np.zeros(cap + 1, dtype=np.int64)
     input_edges = 0
     max_seen = -1
+    integral = [True] * k
 
-    # pass 1: in-degrees
+    # pass 1: in-degrees (and the value columns' checks)
     progress.start("pass 1/2: counting degrees", getattr(edges, "total_bytes", 0))
-    for s, d in edges:
+    for s, d, vals in edges:
         if s.shape[0] == 0:
             continue
         input_edges += s.shape[0]
@@ -168,9 +183,26 @@ def build_csc_streaming(
             if fixed:
                 raise DatasetError(f"{src_name}: node id {hi} is out of range [0, {cap}) (num_nodes = {cap})")
             new_cap = max(hi + 1, 2 * cap)
+            check_allocation((new_cap + 1) * 8 * (3 if dedupe else 2), f"{src_name}: node id {hi}",
+                             "node ids must be 0 .. num_nodes - 1 (renumber the nodes, or check the columns)")
             grown = np.zeros(new_cap + 1, dtype=np.int64)
             grown[: cap + 1] = counts
             counts, cap = grown, new_cap
+        for j in range(k):
+            v = vals[j]
+            fin = np.isfinite(v)
+            if not fin.all():
+                e = int(np.flatnonzero(~fin)[0])
+                raise DatasetError(f"{src_name}: edge {input_edges - s.shape[0] + e} ({int(s[e])} -> {int(d[e])}) "
+                                   f"has {names[j]} {v[e]}; values must be finite numbers")
+            if names[j] == "weight" and np.abs(v).max() > np.finfo(np.float32).max:
+                raise DatasetError(f"{src_name}: a weight of {np.abs(v).max():g} does not fit float32")
+            if integral[j] and not np.all(v == np.floor(v)):
+                integral[j] = False
+            if names[j] != "weight" and np.abs(v).max() > 2.0**53:
+                # values travel as float64: past 2^53 an integer (a ns timestamp) would be rounded
+                raise DatasetError(f"{src_name}: {names[j]} {np.abs(v).max():.0f} is above 2^53 and cannot "
+                                   f"be kept exactly; rescale it (e.g. nanoseconds to seconds)")
         bad = accumulate_in_degrees(s, d, counts, undirected, drop_self_loops)
         assert bad < 0, "range was checked above"
         progress.update(getattr(edges, "bytes_done", 0))
@@ -184,8 +216,8 @@ def build_csc_streaming(
     idx_dtype = np.dtype(np.int32) if num_nodes <= INT32_MAX else np.dtype(np.int64)
     item = idx_dtype.itemsize
 
-    # windows of destination nodes whose indices fit the budget
-    budget_edges = max(1, int(memory_budget) // item)
+    # windows of destination nodes whose indices (and values) fit the budget
+    budget_edges = max(1, int(memory_budget) // (item + 8 * k))
     bounds = [0]
     while bounds[-1] < num_nodes:
         lo = bounds[-1]
@@ -195,6 +227,7 @@ def build_csc_streaming(
 
     final = out_dir / "indices.npy"
     target = out_dir / ".indices.raw" if dedupe else final
+    vraw = out_dir / ".values.raw"
     if dedupe:
         with open(target, "wb") as f:
             f.truncate(num_edges * item)
@@ -203,6 +236,9 @@ def build_csc_streaming(
         mm = np.lib.format.open_memmap(final, mode="w+", dtype=idx_dtype, shape=(num_edges,))
         header = int(mm.offset)
         del mm
+    if k:
+        with open(vraw, "wb") as f:
+            f.truncate(num_edges * k * 8)
     sleep = _test_sleep()
     new_counts = np.zeros(num_nodes, dtype=np.int64) if dedupe else None
     kept = []  # (window base, kept edges) for compaction
@@ -215,21 +251,28 @@ def build_csc_streaming(
             out = np.memmap(target, dtype=idx_dtype, mode="r+", offset=header + base * item, shape=(end - base,))
         else:
             out = np.zeros(0, dtype=idx_dtype)
+        if k and end > base:
+            vout = np.memmap(vraw, dtype=np.float64, mode="r+", offset=base * k * 8, shape=(end - base, k))
+        else:
+            vout = np.zeros((end - base, k), dtype=np.float64)
         cursor = indptr[lo:hi].copy()
         if end > base:
-            for s, d in edges:
-                scatter_window(s, d, lo, hi, base, cursor, out, undirected, drop_self_loops)
+            for s, d, vals in edges:
+                scatter_window(s, d, vals, lo, hi, base, cursor, out, vout, undirected, drop_self_loops)
                 progress.update(getattr(edges, "bytes_done", 0))
                 if sleep:
                     time.sleep(sleep)
         assert np.array_equal(cursor, indptr[lo + 1 : hi + 1]), "pass 2 disagrees with pass 1"
         if dedupe:
             local = indptr[lo : hi + 1] - base
-            w = dedupe_window(local, out, marker, new_counts[lo:hi]) if end > base else 0
+            w = dedupe_window(local, out, vout, marker, new_counts[lo:hi]) if end > base else 0
             kept.append((base, int(w)))
-        if isinstance(out, np.memmap):
-            out.flush()
-        del out
+        else:
+            kept.append((base, end - base))
+        for m in (out, vout):
+            if isinstance(m, np.memmap):
+                m.flush()
+        del out, vout
         progress.done()
 
     if dedupe:
@@ -239,50 +282,132 @@ def build_csc_streaming(
         _compact(target, final, idx_dtype, num_edges, kept)
         os.unlink(target)
         indptr = new_indptr
+    values = {}
+    if k:
+        value_paths = dict(value_paths or {})
+        outs = [(Path(value_paths.get(n, out_dir / f"{n}.npy")), value_dtype(n, integral[j]))
+                for j, n in enumerate(names)]
+        _compact_values(vraw, k, num_edges, kept, outs)
+        os.unlink(vraw)
+        values = {n: outs[j] for j, n in enumerate(names)}
     save_npy(out_dir / "indptr.npy", indptr, fsync=False)
-    return CSCBuildResult(num_nodes, num_edges, idx_dtype, len(windows), input_edges)
+    return CSCBuildResult(num_nodes, num_edges, idx_dtype, len(windows), input_edges, values)
+
+
+def _npy_writer(path: Path, dtype: np.dtype, n: int):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "wb")
+    np.lib.format.write_array_header_1_0(
+        f, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (n,)}
+    )
+    return f
 
 
 def _compact(raw: Path, final: Path, dtype: np.dtype, num_edges: int, kept) -> None:
     """Write ``final`` (.npy) from the kept prefix of every window of ``raw``, sequentially."""
     item = dtype.itemsize
-    with open(final, "wb") as f:
-        np.lib.format.write_array_header_1_0(
-            f, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (num_edges,)}
-        )
+    with _npy_writer(final, dtype, num_edges) as f, open(raw, "rb") as r:
+        for base, w in kept:
+            r.seek(base * item)
+            left = w * item
+            while left:
+                buf = r.read(min(left, 16 * 1024 * 1024))
+                if not buf:
+                    raise DatasetError(f"{raw}: unexpected end of file while compacting")
+                f.write(buf)
+                left -= len(buf)
+
+
+def _compact_values(raw: Path, k: int, num_edges: int, kept, outs) -> None:
+    """Split the ``(E, k)`` float64 value rows kept in every window of ``raw`` into one ``.npy``
+    per column (``outs``: ``(path, dtype)``), in one sequential read."""
+    files = [_npy_writer(path, dt, num_edges) for path, dt in outs]
+    try:
+        rows = max(1, (16 * 1024 * 1024) // (8 * k))
         with open(raw, "rb") as r:
             for base, w in kept:
-                r.seek(base * item)
-                left = w * item
-                while left:
-                    buf = r.read(min(left, 16 * 1024 * 1024))
-                    if not buf:
+                for a in range(0, w, rows):
+                    n = min(rows, w - a)
+                    r.seek((base + a) * k * 8)
+                    block = np.frombuffer(r.read(n * k * 8), dtype=np.float64)
+                    if block.shape[0] != n * k:
                         raise DatasetError(f"{raw}: unexpected end of file while compacting")
-                    f.write(buf)
-                    left -= len(buf)
+                    block = block.reshape(n, k)
+                    for j, f in enumerate(files):
+                        f.write(np.ascontiguousarray(block[:, j]).astype(outs[j][1]).tobytes())
+    finally:
+        for f in files:
+            f.close()
 
 
 # --------------------------------------------------------------------------- features
+def convert_checked(block: np.ndarray, want: np.dtype, where: str, row0: int = 0) -> np.ndarray:
+    """``block`` as ``want``, refusing values the conversion would change beyond rounding: a
+    finite value that overflows to inf (``1e300`` as float16), a fraction, NaN or out-of-range
+    value stored as an integer, anything but 0/1 as bool. The error names the row and value."""
+    want = np.dtype(want)
+    if block.dtype == want:
+        return block
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = block.astype(want)
+        if want.kind == "f":
+            bad = ~np.isfinite(out) & (np.isfinite(block) if block.dtype.kind == "f" else True)
+            why = f"it overflows {want} (largest {np.finfo(want).max:g})"
+        elif want.kind in "iu":
+            if block.dtype.kind == "f":
+                bad = ~np.isfinite(block) | (out.astype(np.float64) != block)
+            else:
+                bad = out != block
+            why = f"{want} holds only integers in [{np.iinfo(want).min}, {np.iinfo(want).max}]"
+        elif want.kind == "b":
+            bad = (block != 0) & (block != 1)
+            why = "bool holds only 0 and 1"
+        else:  # pragma: no cover - dtype_name refuses other dtypes earlier
+            return out
+    bad = np.asarray(bad)
+    if bad.any():
+        pos = tuple(int(i) for i in np.argwhere(bad)[0])
+        at = f"row {row0 + pos[0]}" + (f", column {pos[1]}" if len(pos) > 1 else "")
+        raise DatasetError(f"{where}: value {block[pos]!r} at {at} cannot be stored as {want}: {why}; "
+                           f"choose a wider --feature-dtype")
+    return out
+
+
 def write_feature(source, out_path: Path, *, dtype=None, progress: Optional[Progress] = None,
-                  block_bytes: int = 8 * 1024 * 1024) -> tuple[tuple[int, ...], np.dtype]:
+                  block_bytes: int = 8 * 1024 * 1024, num_nodes: Optional[int] = None
+                  ) -> tuple[tuple[int, ...], np.dtype]:
     """Write one node-feature table to ``out_path`` (.npy) and return ``(shape, dtype)``.
 
     ``source``: an array, a ``.npy`` path (copied by the kernel when no conversion is needed,
-    else converted in row chunks), or a CSV/TSV text path (optionally gzipped; parsed in
-    blocks, default ``float32``). Memory stays at one block.
+    else converted in row chunks), a CSV/TSV text path (optionally gzipped; parsed in blocks,
+    default ``float32``), or a sparse table: a JSON file of feature ids per node
+    (``{"<node>": [ids]}`` or ``[[ids], ...]``) or a scipy sparse ``.npz`` (``save_npz``),
+    stored dense (default ``float32``, refused when it would not fit on the disk).
+    ``FILE.npz:KEY`` takes one dense array from an ``.npz``. Memory stays at one block (the
+    sparse inputs and ``.npz`` members are read whole). A conversion to ``dtype`` that would
+    change a value (overflow, fraction to integer) is an error naming the row.
     """
-    from ._readers import NpyRows, read_float_blocks
+    from ._readers import NpyRows, load_array_file, read_float_blocks, read_sparse, split_npz_key
 
     progress = progress or Progress(False)
     out_path = Path(out_path)
+    where = str(source) if isinstance(source, (str, os.PathLike)) else "features"
     if not isinstance(source, (str, os.PathLike)):
         arr = np.asarray(source)
         if dtype is not None:
-            arr = arr.astype(dtype, copy=False)
+            arr = convert_checked(arr, np.dtype(dtype), where)
         save_npy(out_path, arr, fsync=False)
         return tuple(arr.shape), arr.dtype
-    path = Path(source)
-    if path.name.lower().endswith(".npy"):
+    path, key = split_npz_key(source)
+    path = Path(path)
+    lower = path.name.lower()
+    sparse = read_sparse(path, num_nodes=num_nodes) if key is None and lower.endswith((".json", ".npz")) else None
+    if sparse is not None:
+        return write_dense_from_csr(sparse, out_path, np.dtype(dtype or np.float32), where, block_bytes, progress)
+    if lower.endswith(".npz"):
+        arr = load_array_file(source, what="features")
+        return write_feature(arr, out_path, dtype=dtype, progress=progress, block_bytes=block_bytes)
+    if lower.endswith(".npy"):
         r = NpyRows(path)
         want = np.dtype(dtype) if dtype is not None else r.dtype.newbyteorder("=")
         if not r.transposed and r.dtype == want and r.dtype.byteorder in "=|<":
@@ -307,7 +432,8 @@ def write_feature(source, out_path: Path, *, dtype=None, progress: Optional[Prog
         with open(out_path, "r+b") as f:
             f.seek(hdr)
             for a in range(0, shape[0], rows):
-                f.write(np.ascontiguousarray(get(a, min(shape[0], a + rows)), dtype=want).tobytes())
+                block = convert_checked(get(a, min(shape[0], a + rows)), want, where, a)
+                f.write(np.ascontiguousarray(block).tobytes())
                 progress.update(a)
         progress.done()
         return tuple(shape), want
@@ -319,7 +445,7 @@ def write_feature(source, out_path: Path, *, dtype=None, progress: Optional[Prog
     with open(raw, "wb") as f:
         for block, tb in read_float_blocks(path, block_bytes=block_bytes, dtype=np.float64):
             ncols = block.shape[1]
-            f.write(np.ascontiguousarray(block, dtype=want).tobytes())
+            f.write(np.ascontiguousarray(convert_checked(block, want, where, nrows)).tobytes())
             nrows += block.shape[0]
             progress.update(tb.bytes_done)
     progress.done()
@@ -334,3 +460,27 @@ def write_feature(source, out_path: Path, *, dtype=None, progress: Optional[Prog
             shutil.copyfileobj(r, f, 16 * 1024 * 1024)
     os.unlink(raw)
     return shape, want
+
+
+def write_dense_from_csr(sp, out_path: Path, want: np.dtype, where: str, block_bytes: int,
+                         progress: Progress) -> tuple[tuple[int, int], np.dtype]:
+    """Write sparse rows ``sp`` (:class:`~graphfeed.datasets._readers.SparseRows`) as a dense
+    ``(n, m)`` ``.npy``, one block of rows at a time. Dense costs ``n * m * itemsize`` bytes on
+    disk (and in RAM when loaded whole) whatever the sparsity; it is refused when it would not fit
+    on the disk."""
+    n, m = sp.shape
+    nbytes = n * m * want.itemsize
+    check_disk_space(nbytes, out_path.parent, f"{where}: dense features {n} x {m} {want}")
+    mm = np.lib.format.open_memmap(out_path, mode="w+", dtype=want, shape=(n, m))
+    hdr = int(mm.offset)
+    del mm
+    rows = max(1, block_bytes // max(1, m * want.itemsize))
+    progress.start(f"densifying {Path(where).name}", n)
+    with open(out_path, "r+b") as f:
+        f.seek(hdr)
+        for a in range(0, n, rows):
+            b = min(n, a + rows)
+            f.write(np.ascontiguousarray(convert_checked(sp.dense_rows(a, b), want, where, a)).tobytes())
+            progress.update(b)
+    progress.done()
+    return (n, m), want

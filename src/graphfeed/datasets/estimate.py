@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Union
 
 from ..errors import GraphfeedError
-from .build import format_bytes
+from .._units import format_bytes
 
 
 @dataclass(frozen=True)

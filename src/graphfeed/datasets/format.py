@@ -17,6 +17,8 @@ Writers build the folder under a temporary name, validate it, fsync and rename i
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 import fcntl
 import os
 import shutil
@@ -25,7 +27,7 @@ from typing import Iterator, Mapping, Optional
 
 import numpy as np
 
-from .._io import atomic_dir, save_npy
+from .._io import atomic_dir, fsync_dir, save_npy
 from ..errors import DatasetError, GraphfeedError
 from .schema import (
     FORMAT_VERSION,
@@ -48,10 +50,12 @@ SPLIT_NAMES = ("train", "valid", "test")
 @contextlib.contextmanager
 def _publish_lock(final: Path) -> Iterator[None]:
     """One writer per output folder. While we hold the lock, temporary folders left by a killed
-    writer (``.name.tmp-*``) are garbage and are removed."""
+    writer (``.name.tmp-*``) are garbage and are removed, and an ``--overwrite`` swap that was
+    interrupted between its two renames is repaired (:func:`recover_interrupted_swap`), both
+    when the lock is taken (after a kill) and when it is released (after an exception)."""
     final.parent.mkdir(parents=True, exist_ok=True)
     lock_path = final.parent / f".{final.name}.lock"
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -59,9 +63,65 @@ def _publish_lock(final: Path) -> Iterator[None]:
             raise DatasetError(f"{final}: another process is writing this dataset right now") from None
         for stale in final.parent.glob(f".{final.name}.tmp-*"):
             shutil.rmtree(stale, ignore_errors=True)
-        yield
+        recover_interrupted_swap(final)
+        try:
+            yield
+        finally:
+            recover_interrupted_swap(final)
     finally:
         os.close(fd)
+
+
+def recover_interrupted_swap(final: Path) -> Optional[Path]:
+    """Repair what an interrupted replacement of ``final`` left behind; call it holding the lock.
+
+    ``--overwrite`` publishes in two renames (``final -> .final.old-PID``, then the new folder
+    ``-> final``) and then deletes the old copy. Killed between the renames, ``final`` is missing
+    and the previous complete dataset sits in ``.final.old-PID``: it is renamed back (the new one
+    was never published). Killed after the second rename, the ``.old-*`` copies are garbage and
+    are removed. Returns the restored folder, or ``None``.
+    """
+    olds = [p for p in final.parent.glob(f".{final.name}.old-*") if p.is_dir() and not p.is_symlink()]
+    if not olds:
+        return None
+    restored = None
+    if not (final.exists() or final.is_symlink()):
+        complete = [p for p in olds if (p / METADATA_FILE).is_file()]
+        if complete:
+            restored = max(complete, key=lambda p: p.stat().st_mtime)
+            os.replace(restored, final)
+            fsync_dir(final.parent)
+            olds.remove(restored)
+    for p in olds:
+        shutil.rmtree(p, ignore_errors=True)
+    return final if restored is not None else None
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where Linux allows (``/proc``)."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # pragma: no cover - not Linux
+    os.umask(mask)
+    return mask
+
+
+def apply_umask(root: Path) -> None:
+    """Give ``root`` and everything in it the modes a plain ``mkdir``/``open`` would under the
+    current umask (temporary files and folders are created 0600/0700, which would make a dataset
+    unreadable to the rest of a team sharing it)."""
+    mask = _umask()
+    for dirpath, _dirs, files in os.walk(root):
+        os.chmod(dirpath, 0o777 & ~mask)
+        for f in files:
+            p = os.path.join(dirpath, f)
+            if not os.path.islink(p):
+                os.chmod(p, 0o666 & ~mask)
 
 
 class DatasetWriter:
@@ -125,6 +185,7 @@ class DatasetWriter:
         tmp = self.root / (METADATA_FILE + ".tmp")
         tmp.write_text(metadata.dumps(), encoding="utf-8")
         os.replace(tmp, self.root / METADATA_FILE)
+        apply_umask(self.root)
         if self.validate:
             from .validate import load_folder
 
@@ -156,22 +217,27 @@ def write_dataset(
     extra: Optional[dict] = None,
     edge_features: Optional[Mapping[str, np.ndarray]] = None,
     undirected: bool = False,
+    class_names=None,
 ) -> Path:
     """Write an in-memory dataset to folder ``path`` atomically and return ``path``.
 
     ``graph``: a :class:`~graphfeed.graph.csc.CSCGraph`; ``node_features``: name -> array with one
     row per node (numpy or torch; the ``target`` labels are one of them, integer, 1-D);
-    ``splits``: name -> node ids (``"train"``, ``"valid"``, ``"test"``); ``edge_features``: name ->
-    array with one row per stored edge, in ``graph.indices`` order. The folder is validated before
-    it is published; an invalid input raises ``DatasetError`` and leaves nothing at ``path``.
+    ``splits``: name -> node ids (``"train"``, ``"valid"``, ``"test"``), or a list of id arrays
+    for several split sets (split indices ``0..k-1``; every split holds k sets or one shared
+    set); ``edge_features``: name -> array with one row per stored edge, in ``graph.indices``
+    order; ``class_names``: optional text of each class. The folder is validated before it is
+    published; an invalid input raises ``DatasetError`` and leaves nothing at ``path``.
     """
     from ..graph.csc import CSCGraph
 
     path = Path(path)
     if not isinstance(graph, CSCGraph):
         raise GraphfeedError(f"graph must be a CSCGraph, got {type(graph).__name__}")
-    if isinstance(num_classes, bool) or int(num_classes) != num_classes or num_classes < 1:
+    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or num_classes < 1:
         raise GraphfeedError(f"num_classes must be a positive integer, got {num_classes!r}")
+    if class_names is not None:
+        class_names = tuple(str(c) for c in class_names)
     if target not in node_features:
         raise GraphfeedError(f"target {target!r} is not one of node_features {sorted(node_features)}")
     if extra is not None:
@@ -206,20 +272,26 @@ def write_dataset(
             efeats[fname] = _feature_spec(fname, arr, rel)
             w.save_array(rel, arr)
         split_specs = {}
-        for sname, ids in splits.items():
-            ids = _to_numpy(ids, f"split {sname!r}")
-            if ids.ndim != 1 or ids.dtype.kind not in "iu":
-                raise DatasetError(f"split {sname!r} must be 1-D integer node ids, got {ids.dtype} {ids.shape}")
-            rel = f"splits/{sname}.npy"
-            w.save_array(rel, ids.astype(np.int64, copy=False))
-            split_specs[sname] = SplitSpec(rel, int(ids.shape[0]))
+        for sname, sets in splits.items():
+            sets = list(sets) if isinstance(sets, (list, tuple)) else [sets]
+            rels, sizes = [], []
+            for i, ids in enumerate(sets):
+                ids = _to_numpy(ids, f"split {sname!r}")
+                if ids.ndim != 1 or ids.dtype.kind not in "iu":
+                    raise DatasetError(f"split {sname!r} must be 1-D integer node ids, got {ids.dtype} {ids.shape}")
+                rels.append(f"splits/{sname}.npy" if len(sets) == 1 else f"splits/{sname}.{i}.npy")
+                w.save_array(rels[-1], ids.astype(np.int64, copy=False))
+                sizes.append(int(ids.shape[0]))
+            if not rels:
+                raise DatasetError(f"split {sname!r} holds no set of ids")
+            split_specs[sname] = SplitSpec(tuple(rels), tuple(sizes))
         meta = _metadata(
             name or path.name,
             num_nodes,
             GraphSpec(graph.num_edges, "graph/indptr.npy", "graph/indices.npy", weights_rel, bool(undirected)),
             feats,
             split_specs,
-            TaskSpec("node_classification", target, int(num_classes)),
+            TaskSpec("node_classification", target, int(num_classes), class_names),
             efeats,
             dict(extra or {}),
         )
@@ -231,6 +303,7 @@ def _metadata(name, num_nodes, graph, feats, splits, task, efeats, extra) -> Met
     from .schema import parse_metadata
 
     meta = Metadata(
+        format_version=1,
         name=str(name),
         num_nodes=int(num_nodes),
         graph=graph,
@@ -240,6 +313,8 @@ def _metadata(name, num_nodes, graph, feats, splits, task, efeats, extra) -> Met
         edge_features=efeats,
         extra=extra,
     )
+    # the oldest version that holds it, so older readers keep reading plain datasets
+    meta = dataclasses.replace(meta, format_version=meta.required_version())
     # round-trip through the parser so a writer can never produce a file the reader rejects
     return parse_metadata(meta.to_json(), "metadata being written")
 
@@ -266,11 +341,17 @@ class Dataset:
     ``graph`` (:class:`~graphfeed.graph.csc.CSCGraph` over read-only memory maps, or loaded arrays
     with ``in_memory=True``), ``features`` (a :class:`~graphfeed.features.FeatureStore` of
     ``InMemoryFeature`` over those arrays, labels included under ``target``), ``num_classes``,
-    ``target``, ``train_ids`` / ``valid_ids`` / ``test_ids`` (int64 numpy arrays; empty when the
-    dataset has no such split), ``split(name)``, ``node_feature(name, backend)``.
+    ``target``, ``class_names`` (text of each class, or ``None``), ``train_ids`` / ``valid_ids`` /
+    ``test_ids`` (int64 numpy arrays of the selected split set; empty when the dataset has no such
+    split), ``split(name)``, ``node_feature(name, backend)``.
+
+    Several split sets (e.g. the 10 standard splits of a benchmark): ``num_split_sets`` says how
+    many, ``split_index`` which one ``train_ids`` & co. return; choose it with
+    ``Dataset.open(path, split=i)`` or ``ds.with_split(i)`` (a view sharing every array), or read
+    any with ``ds.split(name, index=i)``.
     """
 
-    def __init__(self, path: Path, arrays, in_memory: bool):
+    def __init__(self, path: Path, arrays, in_memory: bool, split: int = 0):
         from ..features.base import FeatureStore
         from ..features.memory import InMemoryFeature
         from ..graph.csc import CSCGraph
@@ -289,9 +370,31 @@ class Dataset:
                 raise DatasetError(f"{arrays.paths[f'node_features.{fname}']}: {e}") from None
         self.features = FeatureStore(feats)
         self.edge_features = dict(arrays.edge_features)
+        self.split_index = self._check_index(split)
+
+    def _check_index(self, index) -> int:
+        k = self.num_split_sets
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < k:
+            raise GraphfeedError(
+                f"dataset {self.name!r} has {k} split set{'s' if k > 1 else ''} (indices 0..{k - 1}); "
+                f"got split index {index!r}"
+            )
+        return int(index)
+
+    @property
+    def num_split_sets(self) -> int:
+        """How many split sets the dataset holds (1 unless it was prepared with several)."""
+        return self.metadata.num_split_sets
+
+    def with_split(self, index: int) -> "Dataset":
+        """This dataset with split set ``index`` selected (shares the graph, features and maps)."""
+        index = self._check_index(index)
+        other = copy.copy(self)
+        other.split_index = index
+        return other
 
     @classmethod
-    def open(cls, path, *, in_memory: bool = False, validate=True) -> "Dataset":
+    def open(cls, path, *, in_memory: bool = False, validate=True, split: int = 0) -> "Dataset":
         """Open a prepared dataset folder.
 
         ``in_memory=False`` memory-maps every array read-only: opening reads only headers (plus
@@ -300,6 +403,8 @@ class Dataset:
         O(N + E) scans (indptr monotone, ids in range, splits disjoint, labels in range);
         ``"quick"`` checks the metadata, headers, shapes, dtypes and indptr ends only; ``False``
         is the same as ``"quick"`` (headers are always checked: a corrupt file never loads).
+        ``split``: which split set ``train_ids`` / ``valid_ids`` / ``test_ids`` return, in
+        ``0..num_split_sets - 1`` (datasets prepared with several stored splits).
         """
         from .validate import load_folder
 
@@ -307,7 +412,7 @@ class Dataset:
             raise GraphfeedError(f"validate must be True, False, 'full' or 'quick', got {validate!r}")
         full = validate is True or validate == "full"
         arrays = load_folder(path, mmap=not in_memory, full=full)
-        return cls(Path(path), arrays, in_memory)
+        return cls(Path(path), arrays, in_memory, split)
 
     # ------------------------------------------------------------------ task
     @property
@@ -334,13 +439,20 @@ class Dataset:
     def split_names(self) -> list[str]:
         return list(self.metadata.splits)
 
-    def split(self, name: str) -> np.ndarray:
-        """Node ids of split ``name`` as int64 numpy (a read-only memory map when int64 on disk)."""
+    @property
+    def class_names(self) -> Optional[tuple]:
+        """Text of each class (``class_names[i]`` for label ``i``) when the labels were strings."""
+        return self.metadata.task.class_names
+
+    def split(self, name: str, index: Optional[int] = None) -> np.ndarray:
+        """Node ids of split ``name`` in split set ``index`` (default: the selected
+        ``split_index``) as int64 numpy (a read-only memory map when int64 on disk)."""
         try:
-            ids = self._arrays.splits[name]
+            sets = self._arrays.splits[name]
         except KeyError:
             raise GraphfeedError(f"dataset {self.name!r} has no split {name!r}; it has {self.split_names}") from None
-        return ids.astype(np.int64, copy=False)
+        i = self.split_index if index is None else self._check_index(index)
+        return sets[i if len(sets) > 1 else 0].astype(np.int64, copy=False)
 
     def _split_or_empty(self, name: str) -> np.ndarray:
         if name in self._arrays.splits:
@@ -392,5 +504,7 @@ class Dataset:
         return (
             f"Dataset({self.name!r}, num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
             f"features={list(self.metadata.node_features)}, num_classes={self.num_classes}, "
-            f"splits={ {k: v.size for k, v in self.metadata.splits.items()} })"
+            f"splits={ {k: v.size_of(self.split_index) for k, v in self.metadata.splits.items()} }"
+            + (f", split_index={self.split_index} of {self.num_split_sets}" if self.num_split_sets > 1 else "")
+            + ")"
         )

@@ -38,7 +38,9 @@ import numpy as np
 
 from ..errors import DatasetError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: the most classes a dataset may declare (a classifier's output layer is hidden x classes)
+MAX_NUM_CLASSES = 1_000_000
 METADATA_FILE = "graphfeed.json"
 TASK_TYPES = ("node_classification",)
 SPLIT_KINDS = ("node_ids",)
@@ -82,12 +84,42 @@ class GraphSpec:
 
 @dataclass(frozen=True)
 class SplitSpec:
-    path: str
-    size: int
+    """One split (``train``, ``valid``, ...): one id file per split set (``paths[i]`` holds the
+    ids of split index ``i``; a single path is shared by every index)."""
+
+    paths: tuple
+    sizes: tuple
     kind: str = "node_ids"
 
+    def __post_init__(self):
+        if isinstance(self.paths, str):  # SplitSpec("splits/train.npy", 140): one set
+            object.__setattr__(self, "paths", (self.paths,))
+        if isinstance(self.sizes, int):
+            object.__setattr__(self, "sizes", (self.sizes,))
+        assert len(self.paths) == len(self.sizes) >= 1, "one size per path"
+
+    @property
+    def num_sets(self) -> int:
+        return len(self.paths)
+
+    def path_of(self, index: int) -> str:
+        return self.paths[index if len(self.paths) > 1 else 0]
+
+    def size_of(self, index: int) -> int:
+        return self.sizes[index if len(self.sizes) > 1 else 0]
+
+    @property
+    def path(self) -> str:
+        return self.paths[0]
+
+    @property
+    def size(self) -> int:
+        return self.sizes[0]
+
     def to_json(self) -> dict:
-        return {"path": self.path, "kind": self.kind, "size": self.size}
+        if len(self.paths) == 1:
+            return {"path": self.paths[0], "kind": self.kind, "size": self.sizes[0]}
+        return {"paths": list(self.paths), "kind": self.kind, "sizes": list(self.sizes)}
 
 
 @dataclass(frozen=True)
@@ -95,9 +127,14 @@ class TaskSpec:
     type: str
     target: str
     num_classes: int
+    #: text of each class (string labels), ``class_names[i]`` for class ``i``; format_version 2
+    class_names: Optional[tuple] = None
 
     def to_json(self) -> dict:
-        return {"type": self.type, "target": self.target, "num_classes": self.num_classes}
+        d = {"type": self.type, "target": self.target, "num_classes": self.num_classes}
+        if self.class_names is not None:
+            d["class_names"] = list(self.class_names)
+        return d
 
 
 @dataclass(frozen=True)
@@ -111,6 +148,16 @@ class Metadata:
     edge_features: dict[str, ArraySpec] = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
+
+    @property
+    def num_split_sets(self) -> int:
+        """How many split sets (split indices ``0..k-1``) the dataset holds (1 for most)."""
+        return max((v.num_sets for v in self.splits.values()), default=1)
+
+    def required_version(self) -> int:
+        """The oldest format_version that can hold this metadata: 2 for class names or several
+        split sets, else 1 (so older readers keep reading what they can)."""
+        return 2 if self.task.class_names is not None or self.num_split_sets > 1 else 1
 
     def to_json(self) -> dict:
         return {
@@ -138,7 +185,8 @@ class Metadata:
         for k, v in self.edge_features.items():
             out[f"edge_features.{k}"] = v.path
         for k, v in self.splits.items():
-            out[f"splits.{k}"] = v.path
+            for i, p in enumerate(v.paths):
+                out[f"splits.{k}" + (f".{i}" if v.num_sets > 1 else "")] = p
         return out
 
 
@@ -319,18 +367,47 @@ def parse_metadata(raw: Any, source: str = METADATA_FILE) -> Metadata:
     for k, v in d["splits"].items():
         where = f"splits.{k}"
         c.name(k, "splits key")
-        s = c.obj(v, where, ("path", "size"), ("kind",))
+        if isinstance(v, dict) and "paths" in v:
+            s = c.obj(v, where, ("paths", "sizes"), ("kind",))
+            if ver < 2:
+                raise c.err(where, "several split sets ('paths') need format_version 2")
+            ps, ss = s["paths"], s["sizes"]
+            if not isinstance(ps, list) or not isinstance(ss, list) or not ps or len(ps) != len(ss):
+                raise c.err(where, "'paths' and 'sizes' must be non-empty lists of the same length")
+            if len(ps) > 1000:
+                raise c.err(where, f"{len(ps)} split sets; at most 1000")
+            paths = tuple(c.path(x, f"{where}.paths[{i}]") for i, x in enumerate(ps))
+            sizes = tuple(c.int_(x, f"{where}.sizes[{i}]") for i, x in enumerate(ss))
+        else:
+            s = c.obj(v, where, ("path", "size"), ("kind",))
+            paths, sizes = (c.path(s["path"], f"{where}.path"),), (c.int_(s["size"], f"{where}.size"),)
         kind = s.get("kind", "node_ids")
         if kind not in SPLIT_KINDS:
             raise c.err(f"{where}.kind", f"unsupported split kind {_short(kind)}; allowed: {list(SPLIT_KINDS)}")
-        splits[k] = SplitSpec(c.path(s["path"], f"{where}.path"), c.int_(s["size"], f"{where}.size"), kind)
+        splits[k] = SplitSpec(paths, sizes, kind)
+    counts = {v.num_sets for v in splits.values()} - {1}
+    if len(counts) > 1:
+        raise c.err("splits", f"splits hold different numbers of sets {sorted(counts)}; each must hold "
+                              f"the same number (or one shared set)")
 
-    t = c.obj(d["task"], "task", ("type",), ("target", "num_classes"))
+    t = c.obj(d["task"], "task", ("type",), ("target", "num_classes", "class_names"))
     ttype = t["type"]
     if ttype not in TASK_TYPES:
         raise c.err("task.type", f"unsupported task type {_short(ttype)}; format_version 1 knows {list(TASK_TYPES)}")
-    c.obj(t, "task", ("type", "target", "num_classes"))
-    task = TaskSpec(ttype, c.name(t["target"], "task.target"), c.int_(t["num_classes"], "task.num_classes", lo=1))
+    c.obj(t, "task", ("type", "target", "num_classes"), ("class_names",))
+    num_classes = c.int_(t["num_classes"], "task.num_classes", lo=1)
+    if num_classes > MAX_NUM_CLASSES or num_classes > max(1, num_nodes):
+        raise c.err("task.num_classes", f"{num_classes} classes is more than the {num_nodes} nodes or the "
+                                        f"limit of {MAX_NUM_CLASSES:,}")
+    class_names = None
+    if "class_names" in t:
+        if ver < 2:
+            raise c.err("task.class_names", "needs format_version 2")
+        names = t["class_names"]
+        if not isinstance(names, list) or len(names) != num_classes or not all(isinstance(x, str) for x in names):
+            raise c.err("task.class_names", f"expected a list of {num_classes} strings (one per class)")
+        class_names = tuple(names)
+    task = TaskSpec(ttype, c.name(t["target"], "task.target"), num_classes, class_names)
     if task.target not in node_features:
         raise c.err("task.target", f"{task.target!r} is not one of node_features {sorted(node_features)}")
 
@@ -359,7 +436,11 @@ def read_metadata(folder: Path) -> Metadata:
     folder = Path(folder)
     path = folder / METADATA_FILE
     if not folder.is_dir():
-        raise DatasetError(f"{folder}: not a dataset folder (not a directory)")
+        stranded = sorted(folder.parent.glob(f".{folder.name}.old-*")) if folder.name else []
+        hint = (f"; an interrupted --overwrite left the previous copy at {stranded[-1]} (the next "
+                f"prepare of {folder} puts it back)" if stranded else "")
+        what = "does not exist" if not folder.exists() else "not a directory"
+        raise DatasetError(f"{folder}: not a dataset folder ({what}){hint}")
     if not path.is_file():
         raise DatasetError(f"{path}: metadata file not found; is {folder} a prepared graphfeed dataset?")
     resolve_inside(folder, METADATA_FILE, str(path))
@@ -369,11 +450,15 @@ def read_metadata(folder: Path) -> Metadata:
         if len(data) > 16 * 1024 * 1024:
             raise DatasetError(f"{path}: metadata file is larger than 16 MiB")
         raw = json.loads(data.decode("utf-8"), parse_constant=_no_constants)
+        return parse_metadata(raw, str(path))
+    except RecursionError:
+        raise DatasetError(f"{path}: JSON nested too deeply") from None
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot read ({e.strerror or e})") from None
     except (UnicodeDecodeError, ValueError) as e:
         if isinstance(e, DatasetError):
             raise
         raise DatasetError(f"{path}: malformed JSON ({e})") from None
-    return parse_metadata(raw, str(path))
 
 
 def dtype_name(dtype) -> str:

@@ -30,14 +30,17 @@ class LoadedArrays:
     weights: Optional[np.ndarray]
     node_features: dict
     edge_features: dict
-    splits: dict
+    splits: dict  # name -> list of id arrays, one per split set (a single one is shared)
     paths: dict  # role -> absolute Path
 
 
 def _open(root: Path, rel: str, role: str, mmap: bool, paths: dict) -> np.ndarray:
+    from ._readers import check_input_file
+
     where = f"{root / 'graphfeed.json'}: {role}"
     path = resolve_inside(root, rel, where)
     paths[role] = path
+    check_input_file(path, "dataset array")  # a FIFO or a folder is named as such
     arr = load_npy(path, mmap=mmap)
     return arr
 
@@ -121,13 +124,16 @@ def load_folder(folder, *, mmap: bool = True, full: bool = True) -> LoadedArrays
 
     splits = {}
     for name, spec in meta.splits.items():
-        role = f"splits.{name}"
-        arr = _open(root, spec.path, role, mmap, paths)
-        if arr.ndim != 1 or arr.dtype.kind not in "iu":
-            raise DatasetError(f"{paths[role]}: split ids must be a 1-D integer array, got {arr.dtype} {arr.shape}")
-        if arr.shape[0] != spec.size:
-            raise DatasetError(f"{paths[role]}: holds {arr.shape[0]} ids, metadata says size = {spec.size}")
-        splits[name] = arr
+        sets = []
+        for i, (rel, size) in enumerate(zip(spec.paths, spec.sizes)):
+            role = f"splits.{name}" + (f".{i}" if spec.num_sets > 1 else "")
+            arr = _open(root, rel, role, mmap, paths)
+            if arr.ndim != 1 or arr.dtype.kind not in "iu":
+                raise DatasetError(f"{paths[role]}: split ids must be a 1-D integer array, got {arr.dtype} {arr.shape}")
+            if arr.shape[0] != size:
+                raise DatasetError(f"{paths[role]}: holds {arr.shape[0]} ids, metadata says size = {size}")
+            sets.append(arr)
+        splits[name] = sets
 
     if full:
         _check_contents(meta, indptr, indices, target, splits, paths)
@@ -151,26 +157,36 @@ def _check_contents(meta, indptr, indices, target, splits, paths) -> None:
         )
     if len(splits) > 250:
         raise DatasetError(f"{paths.get('graph.indptr')}: too many splits ({len(splits)})")
-    marks = np.zeros(n, dtype=np.uint8)
-    names = list(splits)
     tgt = np.asarray(target)
-    for t, name in enumerate(names, start=1):
-        ids = np.asarray(splits[name]).astype(np.int64, copy=False)
-        p = paths[f"splits.{name}"]
-        code, pos, other = mark_split(ids, marks, t, n)
-        if code == 1:
-            raise DatasetError(f"{p}: split {name!r} id {int(ids[pos])} (position {pos}) is out of range [0, {n})")
-        if code == 2:
-            raise DatasetError(f"{p}: split {name!r} repeats node id {int(ids[pos])} (position {pos})")
-        if code == 3:
-            raise DatasetError(
-                f"{p}: node id {int(ids[pos])} is in both split {names[other - 1]!r} and split {name!r}; "
-                f"splits must be disjoint"
-            )
-        bad = check_labels(tgt, ids, meta.task.num_classes)
-        if bad >= 0:
-            v = int(ids[bad])
-            raise DatasetError(
-                f"{paths[f'node_features.{meta.task.target}']}: label of node {v} (in split {name!r}) is "
-                f"{int(tgt[v])}, outside [0, num_classes = {meta.task.num_classes})"
-            )
+    names = list(splits)
+    marks = np.zeros(n, dtype=np.uint8)
+    for index in range(meta.num_split_sets):
+        # within one split set the splits are disjoint; different sets may overlap
+        if index:
+            marks[:] = 0
+        for t, name in enumerate(names, start=1):
+            sets = splits[name]
+            shared = len(sets) == 1  # one set used by every split index
+            ids = np.asarray(sets[0 if shared else index]).astype(np.int64, copy=False)
+            role = f"splits.{name}" + ("" if len(sets) == 1 else f".{index}")
+            p = paths[role]
+            label = repr(name) + ("" if meta.num_split_sets == 1 else f" (split set {index})")
+            code, pos, other = mark_split(ids, marks, t, n)
+            if code == 1:
+                raise DatasetError(f"{p}: split {label} id {int(ids[pos])} (position {pos}) is out of range [0, {n})")
+            if code == 2:
+                raise DatasetError(f"{p}: split {label} repeats node id {int(ids[pos])} (position {pos})")
+            if code == 3:
+                raise DatasetError(
+                    f"{p}: node id {int(ids[pos])} is in both split {names[other - 1]!r} and split {label}; "
+                    f"splits must be disjoint"
+                )
+            if shared and index:
+                continue  # labels of a shared set were checked at index 0
+            bad = check_labels(tgt, ids, meta.task.num_classes)
+            if bad >= 0:
+                v = int(ids[bad])
+                raise DatasetError(
+                    f"{paths[f'node_features.{meta.task.target}']}: label of node {v} (in split {label}) is "
+                    f"{int(tgt[v])}, outside [0, num_classes = {meta.task.num_classes})"
+                )

@@ -12,6 +12,7 @@ their inputs:
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -21,10 +22,13 @@ from typing import Mapping, Optional, Sequence, Union
 import numpy as np
 
 from ...errors import DatasetError
+from ..schema import MAX_NUM_CLASSES
 from ..._memory import peak_rss_bytes
-from ..build import DEFAULT_MEMORY_BUDGET, Progress, build_csc_streaming, format_bytes, write_feature
+from ..._units import format_bytes
+from ..build import DEFAULT_MEMORY_BUDGET, Progress, build_csc_streaming, write_feature
 
-__all__ = ["IMPORTERS", "PrepareReport", "SplitRule", "prepare", "load_labels", "load_ids"]
+__all__ = ["IMPORTERS", "Labels", "MAX_NUM_CLASSES", "PrepareReport", "SplitRule", "prepare", "load_labels",
+           "load_ids", "load_split_sets", "read_labels"]
 
 #: importer name -> module (each has ``add_arguments(parser)`` and ``run(args, progress)``)
 IMPORTERS = {
@@ -49,10 +53,14 @@ class SplitRule:
     sizes: tuple
     seed: int = 0
 
+    def __post_init__(self):
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise DatasetError(f"split seed must be an integer >= 0, got {self.seed!r}")
+
     @classmethod
     def parse(cls, text: str, seed: int = 0) -> "SplitRule":
         """``"0.8,0.1,0.1"`` or ``"per-class:20,500,1000"``."""
-        t = text.strip()
+        t = str(text).strip()
         kind = "random"
         if t.startswith("per-class:"):
             kind, t = "per-class", t[len("per-class:"):]
@@ -60,13 +68,15 @@ class SplitRule:
             vals = tuple(float(x) for x in t.split(","))
         except ValueError:
             raise DatasetError(f"cannot parse split {text!r}; use e.g. 0.8,0.1,0.1 or per-class:20,500,1000") from None
-        if len(vals) != 3 or any(v < 0 for v in vals):
-            raise DatasetError(f"split {text!r} needs three non-negative numbers (train, valid, test)")
+        if len(vals) != 3 or not all(math.isfinite(v) and v >= 0 for v in vals):
+            raise DatasetError(f"split {text!r} needs three finite non-negative numbers (train, valid, test)")
         if kind == "random" and sum(vals) > 1.0 + 1e-9:
             raise DatasetError(f"split fractions {text!r} sum to {sum(vals):g} > 1")
         if kind == "per-class":
+            if any(v != int(v) or v > 2**62 for v in vals):
+                raise DatasetError(f"per-class split {text!r} needs three whole counts")
             vals = tuple(int(v) for v in vals)
-        return cls(kind, vals, int(seed))
+        return cls(kind, vals, seed)
 
     def apply(self, labels: np.ndarray, num_classes: int) -> dict:
         rng = np.random.default_rng(self.seed)
@@ -94,6 +104,15 @@ class SplitRule:
         return {k: np.sort(v).astype(np.int64) for k, v in zip(("train", "valid", "test"), parts)}
 
 
+@dataclass(frozen=True)
+class Labels:
+    """Node labels as int64 (``-1`` = unlabelled) and, for string labels, the class names
+    (``class_names[i]`` is the text of class ``i``; sorted)."""
+
+    values: np.ndarray
+    class_names: Optional[tuple] = None
+
+
 @dataclass
 class PrepareReport:
     path: Path
@@ -106,6 +125,7 @@ class PrepareReport:
     peak_rss_bytes: int
     dataset_bytes: int
     windows: int = 1
+    num_split_sets: int = 1
     notes: list = field(default_factory=list)
 
     def summary(self) -> str:
@@ -117,77 +137,275 @@ class PrepareReport:
             f"time {self.seconds:.1f} s, dataset {format_bytes(self.dataset_bytes)}, peak RSS "
             f"{format_bytes(self.peak_rss_bytes)} ({ratio:.2f}x the dataset)"
             + (f", {self.windows} windows" if self.windows > 1 else "")
+            + (f"\n{self.num_split_sets} split sets (choose one with Dataset.open(path, split=i))"
+               if self.num_split_sets > 1 else "")
         )
 
 
 ArraySource = Union[np.ndarray, str, os.PathLike]
+LABEL_NAMES = ("target", "label", "labels", "class", "y", "category")
+ID_NAMES = ("id", "node", "node_id", "nodeid", "node_idx", "index", "idx")
+_MISSING = ("", "nan", "NaN", "NAN")
 
 
-def load_ids(source: ArraySource, what: str) -> np.ndarray:
-    """Node ids from an array, ``.npy``/``.npz`` or a text file with one id per line."""
-    from .._readers import load_array_file, read_int_table
+def _source_name(source, what: str) -> str:
+    return str(source) if isinstance(source, (str, os.PathLike)) else what
 
-    if not isinstance(source, (str, os.PathLike)):
-        a = np.asarray(source)
-    else:
+
+def load_split_sets(source: ArraySource, what: str, num_nodes: Optional[int] = None) -> list:
+    """Node-id sets of one split (``what``), one per split index.
+
+    From an array or a file (``.npy``, ``.npz`` with one array or ``FILE.npz:KEY``, or text with
+    one id per line): 1-D integer ids (one set); a 1-D boolean mask of one entry per node (one
+    set); a 2-D boolean mask ``(num_nodes, k)`` (PyG's layout) or ``(k, num_nodes)``: ``k`` sets,
+    one per column (row); a 2-D integer array ``(k, m)``: ``k`` sets of ``m`` ids.
+    """
+    from .._readers import as_int64_ids, load_array_file, read_int_table
+
+    name = _source_name(source, what)
+    if isinstance(source, (str, os.PathLike)):
         a = load_array_file(source, what=what)
         if a is None:
             a = read_int_table(source, 1)[:, 0]
-    if a.ndim != 1 or a.dtype.kind not in "iu":
-        raise DatasetError(f"{source if isinstance(source, (str, os.PathLike)) else what}: "
-                           f"{what} must be 1-D integer ids, got {a.dtype} {a.shape}")
-    return a.astype(np.int64, copy=False)
+    else:
+        a = np.asarray(source)
+    if a.ndim == 2 and a.shape[1] == 1 and a.dtype.kind != "b":
+        a = a[:, 0]
+    if a.dtype.kind == "b":
+        if num_nodes is None:
+            raise DatasetError(f"{name}: a boolean {what} mask needs the node count (features, labels or --num-nodes)")
+        if a.ndim == 1:
+            a = a[None, :] if a.shape[0] == num_nodes else a
+        elif a.ndim == 2 and a.shape[0] == num_nodes:
+            a = a.T
+        if a.ndim != 2 or a.shape[1] != num_nodes:
+            raise DatasetError(f"{name}: a boolean {what} mask must have one entry per node ({num_nodes}) "
+                               f"(shape (N,) or (N, k) for k splits), got shape {a.shape}")
+        return [np.flatnonzero(row).astype(np.int64) for row in a]
+    if a.dtype.kind not in "iu" or a.ndim not in (1, 2):
+        raise DatasetError(f"{name}: {what} must be integer node ids or a boolean mask, got {a.dtype} {a.shape}")
+    rows = a[None, :] if a.ndim == 1 else a
+    return [as_int64_ids(np.ascontiguousarray(r), name) for r in rows]
 
 
-def load_labels(source: ArraySource, num_nodes: Optional[int] = None) -> np.ndarray:
-    """Labels as int64 with -1 for "no label".
+def load_ids(source: ArraySource, what: str) -> np.ndarray:
+    """Node ids (one set) from an array, ``.npy``/``.npz`` or a text file with one id per line."""
+    sets = load_split_sets(source, what)
+    if len(sets) != 1:
+        raise DatasetError(f"{_source_name(source, what)}: {what}: expected one set of ids, found {len(sets)}")
+    return sets[0]
 
-    From an array, ``.npy``/``.npz`` (integers, or floats where NaN means no label; shape
-    ``(N,)`` or ``(N, 1)``) or text: one label per line in node order (``nan`` or empty allowed),
-    or two columns ``node_id,label`` (nodes not listed get -1).
+
+def read_labels(source: ArraySource, num_nodes: Optional[int] = None, *, label_col=None, id_col=None,
+                count_from: str = "") -> Labels:
+    """Labels of every node.
+
+    ``source``: an array or a ``.npy``/``.npz`` file (integers; floats where NaN means
+    unlabelled; strings, which become classes; shape ``(N,)`` or ``(N, 1)``), or a text table:
+    one label per line in node order, or a node id column and a label column. A header line
+    names the columns: the label column is the one named ``target``/``label``/``labels``/
+    ``class``/``y``/``category`` (or ``label_col``, a name or a 0-based index), the id column the
+    one named ``id``/``node``/``node_id``/... (or ``id_col``); without names, two columns are
+    ``id,label``. A table whose label column is ambiguous is an error listing the columns.
+    Labels that are not numbers (``"Neural_Networks"``) map to classes ``0..C-1`` in sorted
+    order and ``class_names`` keeps the text. Empty fields and ``nan`` mean unlabelled (-1).
+    A node listed twice, an id outside ``[0, num_nodes)`` or a label below -1 is an error.
+    ``count_from`` names where ``num_nodes`` came from, for messages.
     """
-    from .._readers import load_array_file, read_float_blocks
+    from .._readers import load_array_file
 
-    name = str(source) if isinstance(source, (str, os.PathLike)) else "labels"
+    name = _source_name(source, "labels")
+    ids = None
     if isinstance(source, (str, os.PathLike)):
         a = load_array_file(source, what="labels")
         if a is None:
-            parts = [b for b, _ in read_float_blocks(source, dtype=np.float64)]
-            if not parts:
-                raise DatasetError(f"{name}: no labels found")
-            a = np.concatenate(parts)
-            if a.shape[1] == 2:
-                ids, vals = a[:, 0], a[:, 1]
-                if np.any(ids != np.floor(ids)) or (ids.size and ids.min() < 0):
-                    raise DatasetError(f"{name}: first column must be node ids")
-                n = int(num_nodes) if num_nodes is not None else int(ids.max()) + 1
-                if ids.size and ids.max() >= n:
-                    raise DatasetError(f"{name}: node id {int(ids.max())} is out of range [0, {n})")
-                out = np.full(n, np.nan)
-                out[ids.astype(np.int64)] = vals
-                a = out
-            elif a.shape[1] != 1:
-                raise DatasetError(f"{name}: expected one label per line or node_id,label; got {a.shape[1]} columns")
-            else:
-                a = a[:, 0]
+            ids, a, lines = _read_label_text(Path(source), label_col, id_col)
     else:
         a = np.asarray(source)
     if a.ndim == 2 and a.shape[1] == 1:
         a = a[:, 0]
     if a.ndim != 1:
         raise DatasetError(f"{name}: labels must be 1-D (one per node), got shape {a.shape}")
+    values, class_names = _label_values(a, name)
+    if ids is None:
+        if num_nodes is not None and values.shape[0] != num_nodes:
+            raise DatasetError(f"{name} has {values.shape[0]} labels but {count_from or 'num_nodes'} says "
+                               f"{num_nodes} nodes; they must agree (one label per node; pass --num-nodes "
+                               f"if one of them is right)")
+        return Labels(values, class_names)
+    return Labels(_scatter_by_id(ids, values, lines, num_nodes, name, count_from), class_names)
+
+
+def load_labels(source: ArraySource, num_nodes: Optional[int] = None) -> np.ndarray:
+    """Labels as int64 with -1 for "no label" (see :func:`read_labels`; string labels map to
+    their sorted class index)."""
+    return read_labels(source, num_nodes).values
+
+
+def _label_values(a: np.ndarray, name: str):
+    if a.dtype.kind in "US":
+        text = a.astype(str)
+        missing = np.isin(text, _MISSING)
+        try:
+            a = np.where(missing, "nan", text).astype(np.float64)
+        except ValueError:  # not numbers: classes by name
+            names, inv = np.unique(text[~missing], return_inverse=True)
+            out = np.full(text.shape[0], -1, dtype=np.int64)
+            out[~missing] = inv
+            return out, tuple(str(x) for x in names)
     if a.dtype.kind == "f":
-        bad = ~np.isnan(a) & (a != np.floor(a))
+        bad = ~np.isnan(a) & ((a != np.floor(a)) | (np.abs(a) > 2.0**62))
         if bad.any():
             raise DatasetError(f"{name}: label {a[np.flatnonzero(bad)[0]]} is not an integer")
         a = np.where(np.isnan(a), -1, a).astype(np.int64)
     elif a.dtype.kind in "iu":
-        a = a.astype(np.int64, copy=False)
+        from .._readers import as_int64_ids
+
+        a = as_int64_ids(a, f"{name}: labels")
     else:
-        raise DatasetError(f"{name}: labels must be integers, got dtype {a.dtype}")
+        raise DatasetError(f"{name}: labels must be integers or text, got dtype {a.dtype}")
     if a.size and a.min() < -1:
         raise DatasetError(f"{name}: label {int(a.min())} is negative (use -1 for unlabelled nodes)")
-    return a
+    return a, None
+
+
+def _scatter_by_id(ids, values, lines, num_nodes, name: str, count_from: str) -> np.ndarray:
+    from ..build import check_allocation
+
+    if ids.size:
+        order = np.argsort(ids, kind="stable")
+        same = np.flatnonzero(ids[order][1:] == ids[order][:-1])
+        if same.size:
+            i, j = order[same[0]], order[same[0] + 1]
+            raise DatasetError(f"{name}: node {int(ids[i])} is listed twice (lines {int(lines[i])} and "
+                               f"{int(lines[j])}); give each node one label")
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0:
+            raise DatasetError(f"{name}: line {int(lines[int(np.argmin(ids))])}: negative node id {lo}")
+    n = int(num_nodes) if num_nodes is not None else (int(ids.max()) + 1 if ids.size else 0)
+    if ids.size and hi >= n:
+        raise DatasetError(f"{name}: line {int(lines[int(np.argmax(ids))])}: node id {hi} is out of range "
+                           f"[0, {n})" + (f" ({count_from})" if count_from else ""))
+    check_allocation(n * 8, f"{name}: labels of {n} nodes", "is the id column right? pass --num-nodes")
+    out = np.full(n, -1, dtype=np.int64)
+    out[ids] = values
+    return out
+
+
+def _read_label_text(path: Path, label_col, id_col, strings: bool = False):
+    """``(ids or None, labels, line numbers)`` of a label table. Labels are float64 (NaN for a
+    missing one) block by block while they are numbers; the first block that is not makes the
+    whole table re-read as strings (classes by name)."""
+    import csv
+
+    from .._readers import TextBlocks, looks_like_header, numbered_lines, sniff_delimiter
+
+    tb = TextBlocks(path, skip_header=False)
+    ids_parts, lab_parts, line_parts = [], [], []
+    lab_i = id_i = delim = None
+    need = 0
+    for block, line_no in tb:
+        lines = numbered_lines(block, line_no, tb.path)
+        if not lines:
+            continue
+        if lab_i is None:
+            delim = sniff_delimiter(lines[0][1])
+        split = (lambda ts: list(csv.reader(ts, delimiter=delim))) if delim else \
+            (lambda ts: [t.split() for t in ts])
+        rows = split([t for _, t in lines])
+        if lab_i is None:
+            first = [f.strip() for f in rows[0]]
+            named = any(isinstance(c, str) and not c.lstrip("-").isdigit() for c in (label_col, id_col))
+            header = named or (looks_like_header(",".join(first)) if len(first) > 1
+                               else first[0].lower() in LABEL_NAMES)
+            lab_i, id_i = _label_columns(path, first, header, label_col, id_col)
+            need = max(lab_i, -1 if id_i is None else id_i) + 1
+            if header:
+                rows, lines = rows[1:], lines[1:]
+        for (no, text), r in zip(lines, rows):
+            if len(r) < need:
+                raise DatasetError(f"{path}: line {no}: {len(r)} column(s), expected at least {need}: {text[:80]!r}")
+        labs = np.array([r[lab_i].strip() for r in rows], dtype=str)
+        if not strings:
+            try:  # keep 8 bytes per label, not the text
+                labs = np.where(np.isin(labs, _MISSING), "nan", labs).astype(np.float64)
+            except ValueError:
+                return _read_label_text(path, label_col, id_col, strings=True)
+        lab_parts.append(labs)
+        line_parts.append(np.fromiter((no for no, _ in lines), dtype=np.int64, count=len(lines)))
+        if id_i is not None:
+            col = [r[id_i].strip() for r in rows]
+            try:
+                ids_parts.append(np.array(col, dtype=str).astype(np.int64))
+            except (ValueError, OverflowError):
+                k = next(i for i, t in enumerate(col) if not _is_int(t))
+                raise DatasetError(f"{path}: line {lines[k][0]}: node id {col[k]!r} is not an integer "
+                                   f"(column {id_i})") from None
+    if lab_i is None:
+        raise DatasetError(f"{path}: no labels found")
+    cat = lambda parts, dt: np.concatenate(parts) if parts else np.zeros(0, dt)  # noqa: E731
+    ids = cat(ids_parts, np.int64) if id_i is not None else None
+    return ids, cat(lab_parts, str if strings else np.float64), cat(line_parts, np.int64)
+
+
+def _is_int(t: str) -> bool:
+    try:
+        int(t)
+        return abs(int(t)) < 2**63
+    except ValueError:
+        return False
+
+
+def _label_columns(path: Path, first: list, header: bool, label_col, id_col):
+    """(label column, id column or None) of a label table whose first line is ``first``."""
+    ncols = len(first)
+    names = [f.lower() for f in first] if header else None
+
+    def pick(col, what):
+        if isinstance(col, str) and not col.lstrip("-").isdigit():
+            if names is None or col.lower() not in names:
+                raise DatasetError(f"{path}: no column named {col!r} for the {what}; columns: {first}")
+            return names.index(col.lower())
+        c = int(col)
+        if not 0 <= c < ncols:
+            raise DatasetError(f"{path}: {what} column {c} is out of range; the table has {ncols} column(s)"
+                               + (f": {first}" if header else ""))
+        return c
+
+    if label_col is not None:
+        lab = pick(label_col, "label")
+    elif names is not None and any(n in LABEL_NAMES for n in names):
+        lab = next(i for i, n in enumerate(names) if n in LABEL_NAMES)
+    elif ncols <= 2:
+        lab = ncols - 1
+    else:
+        raise DatasetError(
+            f"{path}: {ncols} columns {first if header else ''} and none is named "
+            f"{'/'.join(LABEL_NAMES[:4])}; say which holds the label with --label-col (name or 0-based index)"
+        )
+    if id_col is not None:
+        idc = pick(id_col, "node id")
+    elif names is not None and any(n in ID_NAMES for i, n in enumerate(names) if i != lab):
+        idc = next(i for i, n in enumerate(names) if n in ID_NAMES and i != lab)
+    elif ncols == 2:
+        idc = 1 - lab
+    else:
+        idc = None
+    if idc == lab:
+        raise DatasetError(f"{path}: the label and the node id cannot both be column {lab}")
+    return lab, idc
+
+
+def check_num_classes(num_classes, num_nodes: Optional[int] = None, where: str = "num_classes") -> int:
+    """``num_classes`` as an int in ``[1, MAX_NUM_CLASSES]`` and at most the node count."""
+    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or num_classes < 1:
+        raise DatasetError(f"{where} must be a positive integer, got {num_classes!r}")
+    if num_classes > MAX_NUM_CLASSES:
+        raise DatasetError(f"{where} = {num_classes} is above the limit of {MAX_NUM_CLASSES:,} classes; "
+                           f"is the label column right?")
+    if num_nodes is not None and num_classes > max(1, num_nodes):
+        raise DatasetError(f"{where} = {num_classes} is more than the {num_nodes} nodes; is the label column right?")
+    return int(num_classes)
 
 
 def prepare(
@@ -196,7 +414,7 @@ def prepare(
     edges,
     features: Optional[Mapping[str, ArraySource]] = None,
     labels: Optional[ArraySource] = None,
-    splits: Union[Mapping[str, ArraySource], SplitRule, None] = None,
+    splits: Union[Mapping[str, object], SplitRule, None] = None,
     num_classes: Optional[int] = None,
     num_nodes: Optional[int] = None,
     undirected: bool = False,
@@ -209,18 +427,41 @@ def prepare(
     target: str = "label",
     extra: Optional[dict] = None,
     progress: Optional[Progress] = None,
+    label_col=None,
+    id_col=None,
 ) -> PrepareReport:
     """Build dataset folder ``out`` from an edge source, features, labels and splits.
 
-    ``edges``: a :class:`~graphfeed.datasets._readers.EdgeSource` (file or arrays);
-    ``features``: name -> array or file (``.npy`` copied/streamed, CSV parsed in blocks);
-    ``labels``: see :func:`load_labels` (stored as int64 ``target``, -1 = unlabelled);
-    ``splits``: name -> ids (array or file), or a :class:`SplitRule`; ``num_nodes`` defaults to
-    the feature rows, else the label count, else ``max edge id + 1``. Peak memory is O(num_nodes)
-    plus one block plus the indices window (``memory_budget``), never the whole edge list.
+    ``edges``: a :class:`~graphfeed.datasets._readers.EdgeSource` (file or arrays; its value
+    columns ``weight`` become ``graph/weights.npy`` (float32) and any other (``timestamp``) an
+    edge feature, in ``indices`` order); ``features``: name -> array or file (``.npy``
+    copied/streamed, CSV parsed in blocks, sparse JSON / scipy ``.npz`` densified); ``labels``:
+    see :func:`read_labels` (stored as int64 ``target``, -1 = unlabelled; string labels keep their
+    class names in the metadata); ``splits``: name -> ids, masks or a list of them (see
+    :func:`load_split_sets`; several sets make split indices ``0..k-1``), or a
+    :class:`SplitRule`. ``num_nodes`` defaults to the feature rows, else the label count, else
+    ``max edge id + 1``. Peak memory is O(num_nodes) plus one block plus the indices window
+    (``memory_budget``), never the whole edge list. Any error leaves ``out`` untouched.
     """
+    try:
+        return _prepare(out, edges=edges, features=features, labels=labels, splits=splits,
+                        num_classes=num_classes, num_nodes=num_nodes, undirected=undirected,
+                        drop_self_loops=drop_self_loops, dedupe=dedupe, name=name, overwrite=overwrite,
+                        memory_budget=memory_budget, feature_dtype=feature_dtype, target=target, extra=extra,
+                        progress=progress, label_col=label_col, id_col=id_col)
+    except FileExistsError:
+        raise
+    except OSError as e:  # a full or read-only disk, a vanished folder: one clear line
+        where = e.filename or out
+        raise DatasetError(f"cannot prepare {out}: {where}: {e.strerror or e}") from None
+
+
+def _prepare(out, *, edges, features, labels, splits, num_classes, num_nodes, undirected, drop_self_loops,
+             dedupe, name, overwrite, memory_budget, feature_dtype, target, extra, progress, label_col,
+             id_col) -> PrepareReport:
     from ..format import DatasetWriter, _metadata
-    from ..schema import ArraySpec, GraphSpec, SplitSpec, TaskSpec, check_json_value, dtype_name
+    from ..schema import (ArraySpec, GraphSpec, SplitSpec, TaskSpec, check_json_value, check_name,
+                          dtype_name)
 
     t0 = time.perf_counter()
     progress = progress or Progress(False)
@@ -229,65 +470,114 @@ def prepare(
         raise DatasetError("labels are required for a node classification dataset")
     if extra is not None:
         check_json_value(extra, "extra")
+    if num_classes is not None:
+        check_num_classes(num_classes, where="num_classes")
+    if num_nodes is not None and (isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer))
+                                  or num_nodes < 0):
+        raise DatasetError(f"num_nodes must be an integer >= 0, got {num_nodes!r}")
+    if feature_dtype is not None:
+        feature_dtype = np.dtype(dtype_name(_dtype(feature_dtype)))
+    if isinstance(memory_budget, bool) or not isinstance(memory_budget, (int, np.integer)) or memory_budget < 1:
+        raise DatasetError(f"memory budget must be a positive number of bytes, got {memory_budget!r}")
     features = dict(features or {})
     if target in features:
         raise DatasetError(f"feature name {target!r} is reserved for the labels")
-    from ..schema import check_name
-
     for fname in features:  # names become file names: check them before anything is written
         check_name(fname, f"{out}: node feature")
+    count_from = "--num-nodes" if num_nodes is not None else ""
     with DatasetWriter(out, overwrite=overwrite) as w:
         specs = {}
         for fname, src in features.items():
             rel = f"node_features/{fname}.npy"
-            shape, dt = write_feature(src, w.path_for(rel), dtype=feature_dtype, progress=progress)
+            shape, dt = write_feature(src, w.path_for(rel), dtype=feature_dtype, progress=progress,
+                                      num_nodes=num_nodes)
             specs[fname] = ArraySpec(rel, dtype_name(dt), tuple(int(x) for x in shape))
-        y = load_labels(labels, num_nodes)
-        if num_nodes is None:
-            num_nodes = next(iter(specs.values())).shape[0] if specs else y.shape[0]
-        num_nodes = int(num_nodes)
-        for fname, spec in specs.items():
-            if spec.shape[0] != num_nodes:
-                raise DatasetError(
-                    f"{features[fname]}: feature {fname!r} has {spec.shape[0]} rows, expected one per node ({num_nodes})"
-                )
-        if y.shape[0] != num_nodes:
-            raise DatasetError(f"{labels if isinstance(labels, (str, os.PathLike)) else 'labels'}: "
-                               f"{y.shape[0]} labels, expected one per node ({num_nodes})")
+            what = _source_name(src, f"feature {fname!r}")
+            if num_nodes is None:
+                num_nodes, count_from = specs[fname].shape[0], f"{what} has {specs[fname].shape[0]} rows"
+            elif specs[fname].shape[0] != num_nodes:
+                raise DatasetError(f"{what} has {specs[fname].shape[0]} rows but {count_from or 'num_nodes'} "
+                                   f"says {num_nodes} nodes; every feature needs one row per node")
+        lab = read_labels(labels, num_nodes, label_col=label_col, id_col=id_col, count_from=count_from)
+        y = lab.values
+        num_nodes = int(y.shape[0])
+        top = int(y.max()) + 1 if y.size and y.max() >= 0 else 1
+        lname = _source_name(labels, "labels")
+        if lab.class_names is not None:
+            if num_classes is not None and num_classes != len(lab.class_names):
+                raise DatasetError(f"{lname}: {len(lab.class_names)} class names {_preview(lab.class_names)}, "
+                                   f"but num_classes = {num_classes}")
+            num_classes = len(lab.class_names)
         if num_classes is None:
-            num_classes = int(y.max()) + 1 if y.size and y.max() >= 0 else 1
+            check_num_classes(top, num_nodes, f"{lname}: the largest label + 1 (number of classes)")
+            num_classes = top
+        else:
+            check_num_classes(num_classes, num_nodes)
+            if top > num_classes:
+                raise DatasetError(f"{lname}: labels go up to {top - 1}, but num_classes = {num_classes}")
         rel = f"node_features/{target}.npy"
         w.save_array(rel, y)
         specs[target] = ArraySpec(rel, "int64", (num_nodes,))
 
+        value_paths = {n: w.path_for("graph/weights.npy" if n == "weight" else f"edge_features/{n}.npy")
+                       for n in getattr(edges, "value_names", ())}
+        for n in value_paths:
+            check_name(n, f"{out}: edge value")
         res = build_csc_streaming(
             edges, w.root / "graph", num_nodes=num_nodes, undirected=undirected,
             drop_self_loops=drop_self_loops, dedupe=dedupe, memory_budget=memory_budget, progress=progress,
+            value_paths=value_paths,
         )
+        efeats = {n: ArraySpec(f"edge_features/{n}.npy", dtype_name(dt), (res.num_edges,))
+                  for n, (_, dt) in res.values.items() if n != "weight"}
         if isinstance(splits, SplitRule):
-            split_arrays = splits.apply(y, int(num_classes))
+            split_sets = {k: [v] for k, v in splits.apply(y, int(num_classes)).items()}
         else:
-            split_arrays = {k: load_ids(v, f"split {k!r}") for k, v in (splits or {}).items()}
+            split_sets = {}
+            for k, v in (splits or {}).items():
+                check_name(k, f"{out}: split")
+                srcs = v if isinstance(v, (list, tuple)) else [v]
+                split_sets[k] = [ids for src in srcs for ids in load_split_sets(src, f"split {k!r}", num_nodes)]
+        num_sets = max((len(v) for v in split_sets.values()), default=1)
         split_specs = {}
-        for sname, ids in split_arrays.items():
-            srel = f"splits/{sname}.npy"
-            w.save_array(srel, ids)
-            split_specs[sname] = SplitSpec(srel, int(ids.shape[0]))
+        for sname, sets in split_sets.items():
+            if len(sets) not in (1, num_sets):
+                raise DatasetError(f"split {sname!r} has {len(sets)} sets, the others {num_sets}; "
+                                   f"give every split {num_sets} sets (or one shared by all)")
+            rels = []
+            for i, ids in enumerate(sets):
+                rels.append(f"splits/{sname}.npy" if len(sets) == 1 else f"splits/{sname}.{i}.npy")
+                w.save_array(rels[-1], ids)
+            split_specs[sname] = SplitSpec(tuple(rels), tuple(int(ids.shape[0]) for ids in sets))
         meta = _metadata(
             name or out.name, num_nodes,
-            GraphSpec(res.num_edges, "graph/indptr.npy", "graph/indices.npy", None, bool(undirected)),
-            specs, split_specs, TaskSpec("node_classification", target, int(num_classes)), {},
-            dict(extra or {}),
+            GraphSpec(res.num_edges, "graph/indptr.npy", "graph/indices.npy",
+                      "graph/weights.npy" if "weight" in res.values else None, bool(undirected)),
+            specs, split_specs,
+            TaskSpec("node_classification", target, int(num_classes), lab.class_names),
+            efeats, dict(extra or {}),
         )
         progress.note("validating ...")
         w.finish(meta)
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     return PrepareReport(
         path=out, num_nodes=num_nodes, num_edges=res.num_edges, input_edges=res.input_edges,
-        num_classes=int(num_classes), split_sizes={k: int(v.shape[0]) for k, v in split_arrays.items()},
+        num_classes=int(num_classes),
+        split_sizes={k: int(v[0].shape[0]) for k, v in split_sets.items()},
         seconds=time.perf_counter() - t0, peak_rss_bytes=peak_rss_bytes(), dataset_bytes=size,
-        windows=res.windows,
+        windows=res.windows, num_split_sets=num_sets,
     )
+
+
+def _dtype(value):
+    try:
+        return np.dtype(value)
+    except TypeError:
+        raise DatasetError(f"unknown dtype {value!r}") from None
+
+
+def _preview(names, k: int = 5) -> str:
+    return str(list(names[:k]))[:-1] + (", ...]" if len(names) > k else "]")
 
 
 def parse_features_arg(values: Sequence[str]) -> dict:

@@ -17,14 +17,13 @@ written through the same :func:`~graphfeed.datasets.importers.prepare` driver as
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from ...errors import DatasetError
-from .._readers import EdgeSource, load_npz, read_int_table
-from . import PrepareReport, SplitRule, prepare
+from .._readers import DEFAULT_BLOCK, EdgeSource, SparseRows, load_npz, read_sparse
+from . import PrepareReport, SplitRule, prepare, read_labels
 
 HELP = {
     "cora-text": "Cora text layout: *_edges.csv, *_features.json, *_target.csv",
@@ -51,42 +50,21 @@ def row_normalize(x: np.ndarray) -> np.ndarray:
 
 
 def prepare_cora_text(src, out, *, split=None, num_features=None, normalize_features: bool = False,
-                      **kw) -> PrepareReport:
+                      label_col=None, **kw) -> PrepareReport:
+    """A folder with ``*_edges.csv``, ``*_features.json`` and ``*_target.csv``. The label is the
+    target file's column named ``target``/``label``/``class`` (or ``label_col``); a table whose
+    label column is ambiguous (``id,facebook_id,page_name,page_type``) is an error listing its
+    columns, never a silent pick of the second one. String labels become classes."""
+    from ..build import check_allocation
+
     src = Path(src)
     if not src.is_dir():
         raise DatasetError(f"{src}: expected a folder with *_edges.csv, *_features.json, *_target.csv")
     edges_f, feats_f, target_f = _one(src, "_edges.csv"), _one(src, "_features.json"), _one(src, "_target.csv")
-    target = read_int_table(target_f, 2)
-    n = int(target[:, 0].max()) + 1 if target.size else 0
-    y = np.full(n, -1, dtype=np.int64)
-    y[target[:, 0]] = target[:, 1]
-    try:
-        with open(feats_f, "rb") as f:
-            raw = json.load(f)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise DatasetError(f"{feats_f}: malformed JSON ({e})") from None
-    if not isinstance(raw, dict):
-        raise DatasetError(f"{feats_f}: expected an object of node id -> feature indices")
-    rows, cols = [], []
-    for k, v in raw.items():
-        try:
-            node = int(k)
-            idx = [int(i) for i in v]
-        except (TypeError, ValueError):
-            raise DatasetError(f"{feats_f}: entry {k!r} is not node id -> list of integers") from None
-        if not 0 <= node < n:
-            raise DatasetError(f"{feats_f}: node id {node} is out of range [0, {n}) (from {target_f.name})")
-        rows.extend([node] * len(idx))
-        cols.extend(idx)
-    rows_a = np.asarray(rows, dtype=np.int64)
-    cols_a = np.asarray(cols, dtype=np.int64)
-    if cols_a.size and cols_a.min() < 0:
-        raise DatasetError(f"{feats_f}: negative feature index {int(cols_a.min())}")
-    f_dim = int(num_features) if num_features else (int(cols_a.max()) + 1 if cols_a.size else 1)
-    if cols_a.size and cols_a.max() >= f_dim:
-        raise DatasetError(f"{feats_f}: feature index {int(cols_a.max())} >= num_features {f_dim}")
-    x = np.zeros((n, f_dim), dtype=np.float32)
-    x[rows_a, cols_a] = 1.0
+    n = read_labels(target_f, label_col=label_col).values.shape[0]
+    sp = read_sparse(feats_f, num_nodes=n, num_features=num_features)
+    check_allocation(n * sp.shape[1] * 4, f"{feats_f}: dense features {n} x {sp.shape[1]}")
+    x = sp.dense_rows(0, n).astype(np.float32)
     if normalize_features:
         x = row_normalize(x)
     if split is None:
@@ -94,9 +72,9 @@ def prepare_cora_text(src, out, *, split=None, num_features=None, normalize_feat
             raise DatasetError(f"{src}: no standard split known for {n} nodes; pass --split")
         split = {k: np.arange(a, b, dtype=np.int64) for k, (a, b) in CORA_PLANETOID.items()}
     kw.setdefault("name", src.parent.name if src.name == "text" else src.name)
-    kw.pop("block_bytes", None)
-    return prepare(out, edges=EdgeSource(edges_f), features={"feat": x}, labels=y, splits=split,
-                   num_nodes=n, **kw)
+    block_bytes = kw.pop("block_bytes", DEFAULT_BLOCK)
+    return prepare(out, edges=EdgeSource(edges_f, block_bytes=block_bytes), features={"feat": x},
+                   labels=target_f, label_col=label_col, splits=split, num_nodes=n, **kw)
 
 
 def prepare_planetoid_npz(src, out, *, split=None, normalize_features: bool = False, **kw) -> PrepareReport:
@@ -115,10 +93,13 @@ def prepare_planetoid_npz(src, out, *, split=None, normalize_features: bool = Fa
     if "has_label" in z:
         y = np.where(z["has_label"].astype(bool), y, -1)
     if split is None:
-        keys = {"train": "train_idx", "valid": "val_idx", "test": "test_idx"}
-        if not all(v in z for v in keys.values()):
-            raise DatasetError(f"{src}: no train_idx/val_idx/test_idx inside; pass --split")
-        split = {k: z[v] for k, v in keys.items()}
+        split = {}
+        for k, names in (("train", ("train_idx", "train_mask")), ("valid", ("val_idx", "val_mask")),
+                         ("test", ("test_idx", "test_mask"))):
+            found = [z[nm] for nm in names if nm in z]
+            if not found:
+                raise DatasetError(f"{src}: no {names[0]} or {names[1]} inside; pass --split")
+            split[k] = found[0]  # ids, a boolean mask, or an (N, k) mask for k stored splits
     kw.setdefault("name", src.stem.split("_")[0])
     kw.pop("block_bytes", None)
     feature_dtype = kw.pop("feature_dtype", None) or np.float32
@@ -129,19 +110,16 @@ def prepare_planetoid_npz(src, out, *, split=None, normalize_features: bool = Fa
 
 
 def _csr_dense(z, prefix: str, src: Path, dtype) -> np.ndarray:
+    from ..build import check_allocation
+
     try:
-        data, indices, indptr, shape = (z[f"{prefix}_{k}"] for k in ("data", "indices", "indptr", "shape"))
+        parts = [z[f"{prefix}_{k}"] for k in ("indptr", "indices", "data", "shape")]
     except KeyError:
         raise DatasetError(f"{src}: missing {prefix}_data/indices/indptr/shape") from None
-    n, m = (int(s) for s in shape)
-    if indptr.shape[0] != n + 1 or indices.shape != data.shape or int(indptr[-1]) != indices.shape[0]:
-        raise DatasetError(f"{src}: inconsistent CSR parts for {prefix!r}")
-    if indices.size and (indices.min() < 0 or indices.max() >= m):
-        raise DatasetError(f"{src}: {prefix}_indices hold an id outside [0, {m})")
-    out = np.zeros((n, m), dtype=dtype)
-    rows = np.repeat(np.arange(n), np.diff(indptr))
-    out[rows, indices] = data
-    return out
+    sp = SparseRows.checked(*parts, f"{src}: {prefix!r}")
+    n, m = sp.shape
+    check_allocation(n * m * np.dtype(dtype).itemsize, f"{src}: dense {prefix} {n} x {m}")
+    return sp.dense_rows(0, n).astype(dtype)
 
 
 def prepare_csr_npz(src, out, *, split=None, normalize_features: bool = False, **kw) -> PrepareReport:
@@ -173,10 +151,15 @@ def add_arguments(p, fmt: str) -> None:
     p.add_argument("out", metavar="OUT", help="dataset folder to create")
     p.add_argument("--normalize-features", action="store_true",
                    help="divide each feature row by its sum (GCN's preprocessing)")
+    if fmt == "cora-text":
+        p.add_argument("--label-col", help="label column of *_target.csv (name or 0-based index; "
+                                           "default: the column named target/label/class)")
 
 
 def run(args, common: dict) -> PrepareReport:
     split = SplitRule.parse(args.split, args.seed) if args.split else None
     fn = {"cora-text": prepare_cora_text, "planetoid-npz": prepare_planetoid_npz,
           "csr-npz": prepare_csr_npz}[args.format]
+    if args.format == "cora-text" and args.label_col is not None:
+        common = dict(common, label_col=args.label_col)
     return fn(args.src, args.out, split=split, normalize_features=args.normalize_features, **common)
