@@ -19,7 +19,6 @@ the ``graphfeed.features`` logger.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import logging
 import os
@@ -76,6 +75,20 @@ def default_rows_per_chunk(row_nbytes: int) -> int:
     """About ``DEFAULT_CHUNK_BYTES`` per chunk, at least 1 row, a power of two."""
     r = max(1, DEFAULT_CHUNK_BYTES // max(1, row_nbytes))
     return 1 << (r.bit_length() - 1)
+
+
+class _RawBytes:
+    """A numpy view of ``n`` bytes at address ``addr``, through the array interface. (A ctypes
+    ``c_ubyte * n`` type per read would be a new type object each time: cyclic garbage that
+    only the cycle collector frees.) Flagged writable so the gather kernel keeps one compiled
+    variant; nothing writes to it."""
+
+    __slots__ = ("__array_interface__",)
+
+    def __init__(self, addr: int, n: int):
+        self.__array_interface__ = {
+            "data": (addr, False), "shape": (n,), "typestr": "|u1", "version": 3,
+        }
 
 
 def _buffer_address(buf) -> int:
@@ -300,7 +313,7 @@ class LMDBFeature(Feature):
             # read transaction pins the snapshot.
             lo = int(addrs.min())
             hi = int((addrs + lens).max())
-            base = np.frombuffer((ctypes.c_ubyte * (hi - lo)).from_address(lo), dtype=np.uint8)
+            base = np.asarray(_RawBytes(lo, hi - lo))
             chunk_off = np.full(present.shape[0], -1, dtype=np.int64)
             chunk_off[chunks] = addrs - lo
             # copy whole words when every row is word-aligned (LMDB values start 8-aligned)
