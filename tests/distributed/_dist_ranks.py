@@ -184,3 +184,23 @@ def pin_shared_in_place():
         ro_pinned = f"{type(e).__name__}: {e}"
     return {"in_place": same, "is_pinned": bool(pinned.is_pinned()), "gpu_sum": gpu_sum,
             "read_only": ro_pinned}
+
+
+def run_until_killed(outdir: str):
+    """Rank 0 creates a shared segment it never unlinks; every rank writes
+    ``<rank>.json`` (pid, parent pid, run id) and then sleeps until something kills it."""
+    import json
+
+    from graphfeed.distributed.shm import RUN_ID_ENV, SharedArrays, segment_path
+
+    rank = int(os.environ["RANK"])
+    run = os.environ[RUN_ID_ENV]
+    if rank == 0:
+        SharedArrays.create(segment_path(run, "lifeline"), {"a": np.ones(1 << 12)})
+    info = {"pid": os.getpid(), "ppid": os.getppid(), "run_id": run}
+    tmp = os.path.join(outdir, f".{rank}.json")
+    with open(tmp, "w") as f:
+        json.dump(info, f)
+    os.rename(tmp, os.path.join(outdir, f"{rank}.json"))
+    while True:
+        time.sleep(0.1)

@@ -118,7 +118,7 @@ def test_save_load_round_trip(tmp_path, weighted, mmap):
     assert sorted(p.name for p in path.iterdir()) == (
         ["indices.npy", "indptr.npy"] + (["weights.npy"] if weighted else [])
     )
-    h = CSCGraph.load(path, mmap=mmap, validate=True)
+    h = CSCGraph.load(path, mmap=mmap)
     assert np.array_equal(h.indptr, g.indptr) and np.array_equal(h.indices, g.indices)
     assert h.indices.dtype == g.indices.dtype
     assert (h.weights is None) == (not weighted)
@@ -151,16 +151,17 @@ def test_load_inconsistent_arrays_is_a_dataset_error(tmp_path):
 
 
 def test_validate_catches_decreasing_indptr():
-    g = CSCGraph(np.array([0, 3, 1, 3]), np.array([0, 1, 2], dtype=np.int32))
+    # trusted=True skips the constructor's scan; validate() still runs it on demand
+    g = CSCGraph(np.array([0, 3, 1, 3]), np.array([0, 1, 2], dtype=np.int32), trusted=True)
     with pytest.raises(DatasetError, match=r"indptr decreases at position 1 \(3 -> 1\)"):
         g.validate()
-    with pytest.raises(DatasetError):
-        CSCGraph(np.array([0, 3, 1, 3]), np.array([0, 1, 2], dtype=np.int32), validate=True)
+    with pytest.raises(GraphfeedError, match=r"indptr decreases at position 1 \(3 -> 1\)"):
+        CSCGraph(np.array([0, 3, 1, 3]), np.array([0, 1, 2], dtype=np.int32))
 
 
 @pytest.mark.parametrize("bad", [3, -1, 1000])
 def test_validate_catches_out_of_range_index(bad):
-    g = CSCGraph(np.array([0, 1, 3, 3]), np.array([0, bad, 2], dtype=np.int64))
+    g = CSCGraph(np.array([0, 1, 3, 3]), np.array([0, bad, 2], dtype=np.int64), trusted=True)
     with pytest.raises(DatasetError, match=rf"indices\[1\] = {bad} is out of range \[0, 3\)"):
         g.validate(source="mygraph")
 

@@ -12,15 +12,32 @@ collective timeout, and calls ``fn(*args)`` in each. The parent returns the rank
 rank order, or, as soon as one rank fails, stops the others and raises :class:`RankFailedError`
 naming the failed rank and its error. Every shared-memory segment of the run is removed at the
 end, whatever happened (see :mod:`graphfeed.distributed.shm`).
+
+Processes we start die with us. The chain is launcher -> fork server -> ranks, and each link is
+covered:
+
+- **Launcher dies, even by SIGKILL:** every rank holds the read end of a pipe whose only write end
+  is in the launcher (multiprocessing's parent sentinel). A watchdog thread in each rank waits on
+  it; at EOF it removes the run's ``/dev/shm`` segments and ends the rank. A parent-death signal
+  cannot do this job: with a fork server, the ranks' parent is the server, not the launcher.
+- **Fork server:** it exits by itself once no launcher and no rank holds its "alive" pipe, so it
+  follows the ranks (it is kept single-threaded and is not touched here).
+- **Fork server dies first** (killed by someone): the ranks have ``PR_SET_PDEATHSIG`` = SIGKILL
+  (Linux), so they follow it, and the launcher reports them.
+- **SIGTERM / SIGHUP to the launcher** while ranks run: it stops the ranks (SIGTERM, then SIGKILL
+  after :data:`TERMINATE_GRACE_S`), removes the segments and raises :class:`LaunchTerminated`,
+  which the CLI prints as one line (exit status 2).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -30,7 +47,7 @@ from ..errors import GraphfeedError
 from .shm import RUN_ID_ENV, remove_segments
 from .world import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
 
-__all__ = ["launch", "RankFailedError", "RankFailure", "free_port"]
+__all__ = ["launch", "RankFailedError", "RankFailure", "LaunchTerminated", "free_port"]
 
 #: Seconds a rank gets between SIGTERM and SIGKILL when the parent stops it.
 TERMINATE_GRACE_S = 5.0
@@ -73,6 +90,18 @@ class RankFailedError(GraphfeedError):
         super().__init__(msg)
 
 
+class LaunchTerminated(GraphfeedError):
+    """The launcher got SIGTERM or SIGHUP while its ranks ran: they were stopped and the run's
+    shared-memory segments removed. ``signum`` is the signal."""
+
+    def __init__(self, signum: int, nproc: int):
+        self.signum = int(signum)
+        super().__init__(
+            f"stopped by {signal.Signals(signum).name}: {nproc} rank(s) stopped, "
+            "shared memory removed"
+        )
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that was free a moment ago (the usual small race applies)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -86,8 +115,59 @@ def _exception_line(exc: BaseException) -> str:
     return text[-1] if text else type(exc).__name__
 
 
+#: prctl(2) option: the signal a process gets when the thread that forked it ends (Linux).
+_PR_SET_PDEATHSIG = 1
+
+
+def _set_parent_death_signal(sig: int) -> bool:
+    """``prctl(PR_SET_PDEATHSIG, sig)`` through libc; False where unsupported (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+    except (OSError, AttributeError):  # pragma: no cover - no prctl symbol
+        return False
+
+
+def _follow_parents(rank: int, run_id: str) -> None:
+    """Rank side: end this rank when its launcher or its fork server dies (see the module doc).
+
+    The launcher is watched through multiprocessing's parent sentinel (the read end of a pipe
+    whose write end only the launcher holds: it reads EOF when the launcher dies, however it
+    died). The watchdog is a daemon thread blocked in ``wait``; it removes the run's segments and
+    calls ``os._exit``, which needs neither the main thread nor a working process group.
+    """
+    import multiprocessing
+    import multiprocessing.connection as mpc
+
+    forker = os.getppid()
+    # the fork server (or, with spawn, the launcher's thread): SIGKILL us when it ends
+    if _set_parent_death_signal(signal.SIGKILL) and os.getppid() != forker:
+        os._exit(1)  # it ended before the signal was armed
+    parent = multiprocessing.parent_process()
+    if parent is None:  # pragma: no cover - always set for spawned / forkserver children
+        return
+
+    def watch() -> None:
+        mpc.wait([parent.sentinel])
+        with contextlib.suppress(Exception):
+            sys.stderr.write(
+                f"[graphfeed rank {rank}] the launcher (pid {parent.pid}) is gone: stopping\n"
+            )
+            sys.stderr.flush()
+        with contextlib.suppress(Exception):
+            remove_segments(run_id)
+        os._exit(1)
+
+    threading.Thread(target=watch, name=f"graphfeed-rank{rank}-lifeline", daemon=True).start()
+
+
 def _rank_main(rank: int, nproc: int, env: dict, conn, fn, args) -> None:
     """Entry point of each spawned rank: set torchrun's variables, run ``fn``, report."""
+    _follow_parents(rank, env[RUN_ID_ENV])
     os.environ.update(env)
     os.environ.update(
         RANK=str(rank),
@@ -108,8 +188,12 @@ def _rank_main(rank: int, nproc: int, env: dict, conn, fn, args) -> None:
     except BaseException as e:  # noqa: BLE001 - everything is reported to the parent
         code = 1
         tb = traceback.format_exc()
-        sys.stderr.write(f"[graphfeed rank {rank}] {tb}")
-        sys.stderr.flush()
+        # a rank told to stop (SIGTERM -> SystemExit, Ctrl-C) is no error worth a traceback
+        stopped = isinstance(e, (SystemExit, KeyboardInterrupt))
+        with contextlib.suppress(OSError):
+            sys.stderr.write(f"[graphfeed rank {rank}] " + (
+                f"stopped ({_exception_line(e)})\n" if stopped else tb))
+            sys.stderr.flush()
         try:
             conn.send(("error", _exception_line(e), tb))
         except Exception:  # pragma: no cover - parent gone or unpicklable
@@ -178,7 +262,9 @@ def launch(
       the ranks) or ``"spawn"`` (every rank imports everything itself).
     - Every ``/dev/shm`` segment of this run (``graphfeed-<run id>-*``) is removed before
       returning or raising, including after SIGKILL of a rank. ``KeyboardInterrupt`` in the parent
-      stops every rank.
+      stops every rank; so does SIGTERM or SIGHUP (called from the main thread), which then raises
+      :class:`LaunchTerminated`. If the launcher is killed outright (SIGKILL), each rank sees it
+      and ends itself within a moment, removing the segments; the fork server follows.
     """
     import multiprocessing.connection as mpc
 
@@ -208,19 +294,21 @@ def launch(
     results: dict = {}
     failures: list[RankFailure] = []
     reported: set = set()
+    signals = _StopSignals(nproc)
+    signals.install()
     try:
         for rank in range(nproc):
             parent_conn, child_conn = ctx.Pipe(duplex=False)
+            conns.append(parent_conn)
             p = ctx.Process(
                 target=_rank_main,
                 args=(rank, nproc, child_env, child_conn, fn, args),
                 name=f"graphfeed-rank{rank}",
                 daemon=False,
             )
+            procs.append(p)  # before start: a signal during start() must still stop it
             p.start()
             child_conn.close()
-            procs.append(p)
-            conns.append(parent_conn)
         by_conn = {c: r for r, c in enumerate(conns)}
         by_sentinel = {p.sentinel: r for r, p in enumerate(procs)}
         open_conns = set(conns)
@@ -299,17 +387,67 @@ def launch(
                         failures.append(RankFailure(r, 0, "exited without returning a result"))
             if failures and first_failure_at is None:
                 first_failure_at = time.monotonic()
-    except BaseException:
-        _stop(procs)
-        raise
     finally:
+        signals.hold()  # a signal from here on waits until the cleanup below is done
         _stop(procs)
         for c in conns:
             c.close()
         remove_segments(run_id)
+        signals.restore()  # raises LaunchTerminated for a signal that came during the cleanup
     if failures:
         raise RankFailedError(failures, nproc)
     return [results[r] for r in range(nproc)]
+
+
+class _StopSignals:
+    """SIGTERM / SIGHUP to the launcher while ranks run: raise :class:`LaunchTerminated` in the
+    main thread, so that ``launch``'s ``finally`` stops the ranks and removes the segments (the
+    default action would kill the launcher and leave both behind). Only the first signal raises;
+    after :meth:`hold` one is remembered and raised by :meth:`restore`, which puts the previous
+    handlers back and then defers to a previous Python handler. Signals set to be ignored stay
+    ignored. Outside the main thread nothing is installed (Python only allows it there)."""
+
+    def __init__(self, nproc: int):
+        self.nproc = nproc
+        self.received: Optional[int] = None
+        self._holding = False
+        self._raised = False
+        self._previous: dict = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+            if sig is None:
+                continue
+            prev = signal.getsignal(sig)
+            if prev is signal.SIG_IGN or prev is None:  # ignored, or set outside Python
+                continue
+            self._previous[sig] = prev
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        if self.received is not None:
+            return  # already stopping
+        self.received = signum
+        if not self._holding:
+            self._raised = True
+            raise LaunchTerminated(signum, self.nproc)
+
+    def hold(self) -> None:
+        self._holding = True
+
+    def restore(self) -> None:
+        previous, self._previous = self._previous, {}
+        for sig, prev in previous.items():
+            signal.signal(sig, prev)
+        if self.received is None:
+            return
+        prev = previous.get(self.received)
+        if callable(prev):
+            prev(self.received, None)
+        if not self._raised:
+            raise LaunchTerminated(self.received, self.nproc)
 
 
 def _stop(procs) -> set:

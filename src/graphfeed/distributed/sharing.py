@@ -256,14 +256,14 @@ def share_dataset(
         garrays["weights"] = g.weights
     mapped = all(is_file_backed(a) for a in garrays.values())
     if private_copy:
-        graph = CSCGraph(**_private(garrays))
+        graph = CSCGraph(**_private(garrays), trusted=True)  # a copy of a checked graph
         placement["graph"] = "private"
     elif mapped or not sharing:
         graph = g
         placement["graph"] = "mmap" if mapped else "private"
     else:
         shared = share_arrays("graph", garrays, world, pinnable=pinnable)
-        graph = CSCGraph(shared["indptr"], shared["indices"], shared.get("weights"))
+        graph = CSCGraph(shared["indptr"], shared["indices"], shared.get("weights"), trusted=True)
         placement["graph"] = "shm"
 
     # -- features

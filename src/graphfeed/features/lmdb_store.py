@@ -8,24 +8,34 @@ sort in chunk order, so building appends.
 A batched read groups ids by chunk inside one read transaction, fetches each chunk once as a
 zero-copy buffer into LMDB's memory map, and gathers the rows with a nogil numba kernel. Many
 readers (threads and processes) can read at once; each process opens the environment lazily.
+
+A store in a folder this process cannot write (a read-only mount, a dataset shared by another
+user) opens read-only without a lock file; :func:`open_or_build` then never tries to build or
+lock anything there. A build writes into a hidden ``.<name>.tmp-*`` sibling that it holds a
+``flock`` on; a later build removes the ones whose builder died (killed mid-build) and says so on
+the ``graphfeed.features`` logger.
 """
 
 from __future__ import annotations
 
-import ctypes
+import contextlib
 import json
+import logging
 import os
 import shutil
+import socket
 import struct
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterable, Optional, Union
+from typing import Callable, Iterable, Optional, Union
 
 import numpy as np
 import torch
 
-from .._io import atomic_dir, load_npy
+from .._io import atomic_dir, file_lock, load_npy
+from .._units import format_bytes
 from ..errors import DatasetError, GraphfeedError, MissingDependencyError
 from .base import Feature, as_id_tensor, check_id_range
 from .disk import PARALLEL_MIN_ROWS, _split, gather_chunked, torch_dtype, word_dtype
@@ -37,6 +47,14 @@ META_KEY = b"graphfeed-meta"
 #: of 400 bytes keeps a 150k-id batch over 1M rows at ~1k chunk lookups).
 DEFAULT_CHUNK_BYTES = 1 << 19  # ~512 KiB per value
 DEFAULT_MAP_SIZE = 1 << 40  # virtual reservation only; LMDB grows the file as needed
+#: Inside a temporary build folder: the builder holds an exclusive ``flock`` on it for the whole
+#: build and writes ``pid host`` into it (for the message when a later build removes the folder).
+BUILD_CLAIM = ".graphfeed-build"
+#: A temporary build folder without a claim file (left by a graphfeed that did not write one, or
+#: killed between creating the folder and claiming it) is stale once this old.
+UNCLAIMED_STALE_S = 60.0
+
+log = logging.getLogger("graphfeed.features")
 
 
 def _lmdb():
@@ -57,6 +75,20 @@ def default_rows_per_chunk(row_nbytes: int) -> int:
     """About ``DEFAULT_CHUNK_BYTES`` per chunk, at least 1 row, a power of two."""
     r = max(1, DEFAULT_CHUNK_BYTES // max(1, row_nbytes))
     return 1 << (r.bit_length() - 1)
+
+
+class _RawBytes:
+    """A numpy view of ``n`` bytes at address ``addr``, through the array interface. (A ctypes
+    ``c_ubyte * n`` type per read would be a new type object each time: cyclic garbage that
+    only the cycle collector frees.) Flagged writable so the gather kernel keeps one compiled
+    variant; nothing writes to it."""
+
+    __slots__ = ("__array_interface__",)
+
+    def __init__(self, addr: int, n: int):
+        self.__array_interface__ = {
+            "data": (addr, False), "shape": (n,), "typestr": "|u1", "version": 3,
+        }
 
 
 def _buffer_address(buf) -> int:
@@ -86,6 +118,12 @@ def _forget_inherited_envs() -> None:
         _ENVS_PID = os.getpid()
 
 
+def folder_writable(path: Path) -> bool:
+    """Whether this process may create files in folder ``path`` (False on a read-only mount
+    (``EROFS``) or without write permission)."""
+    return os.access(path, os.W_OK)
+
+
 def _acquire_env(path: Path):
     lmdb = _lmdb()
     key = os.path.realpath(path)
@@ -96,7 +134,7 @@ def _acquire_env(path: Path):
             # Opened writable where the folder is (update() needs it; readers never take the
             # write lock); with the lock file readers register themselves, so an update() in
             # another process never recycles pages they are reading.
-            writable = os.access(path, os.W_OK)
+            writable = folder_writable(path)
             kw = dict(subdir=True, create=False, readahead=False, max_readers=1024,
                       max_spare_txns=0)  # no reader slot survives a read (fork-safe)
             try:
@@ -275,7 +313,7 @@ class LMDBFeature(Feature):
             # read transaction pins the snapshot.
             lo = int(addrs.min())
             hi = int((addrs + lens).max())
-            base = np.frombuffer((ctypes.c_ubyte * (hi - lo)).from_address(lo), dtype=np.uint8)
+            base = np.asarray(_RawBytes(lo, hi - lo))
             chunk_off = np.full(present.shape[0], -1, dtype=np.int64)
             chunk_off[chunks] = addrs - lo
             # copy whole words when every row is word-aligned (LMDB values start 8-aligned)
@@ -344,6 +382,9 @@ class LMDBFeature(Feature):
         with _ENVS_LOCK:
             if os.path.realpath(path) in _ENVS and _ENVS_PID == os.getpid():
                 raise GraphfeedError(f"{path}: the store is open in this process; close it before rebuilding")
+        if path.parent.is_dir() and not folder_writable(path.parent):
+            raise DatasetError(f"{path.parent}: read-only, cannot build an LMDB store there")
+        remove_stale_builds(path)
         blocks, first = _as_blocks(source)
         row_shape = tuple(first.shape[1:])
         np_dtype = first.dtype
@@ -352,7 +393,8 @@ class LMDBFeature(Feature):
         rpc = int(rows_per_chunk) if rows_per_chunk else default_rows_per_chunk(row_nbytes)
         if rpc < 1:
             raise GraphfeedError(f"rows_per_chunk must be >= 1, got {rows_per_chunk}")
-        with atomic_dir(path, overwrite=overwrite, markers=("data.mdb",)) as tmp:
+        with atomic_dir(path, overwrite=overwrite, markers=("data.mdb",)) as tmp, \
+                _claim_build(tmp):
             env = lmdb.open(
                 str(tmp), map_size=int(map_size or DEFAULT_MAP_SIZE), subdir=True,
                 readahead=False, sync=False, metasync=False, max_dbs=0,
@@ -438,6 +480,139 @@ def _as_blocks(source):
         yield from it
 
     return chain(), first[:0]
+
+
+@contextlib.contextmanager
+def _claim_build(tmp: Path):
+    """Hold an exclusive ``flock`` on ``tmp/BUILD_CLAIM`` while building in ``tmp``: the kernel
+    drops it when the builder dies, however it dies, which is how a later build tells a
+    leftover from a build in progress (also for another host's builder on NFS, where a pid
+    would mean nothing). The file goes before the folder is published."""
+    import fcntl
+
+    claim = tmp / BUILD_CLAIM
+    fd = os.open(claim, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, f"{os.getpid()} {socket.gethostname()}".encode())
+        yield
+        os.unlink(claim)
+    finally:
+        os.close(fd)
+
+
+def _dead_builder(tmp: Path) -> Optional[str]:
+    """Who left ``tmp`` (``"process 123 on host"``) if its builder is gone, else ``None``."""
+    import fcntl
+
+    claim = tmp / BUILD_CLAIM
+    try:
+        fd = os.open(claim, os.O_RDONLY)
+    except FileNotFoundError:
+        # no claim: an older graphfeed's leftover, or killed right after creating the folder
+        age = time.time() - tmp.stat().st_mtime
+        return "an unknown process" if age > UNCLAIMED_STALE_S else None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None  # its builder still runs
+        pid, _, host = os.read(fd, 256).decode(errors="replace").partition(" ")
+        return f"process {pid or '?'}" + (f" on {host}" if host else "")
+    finally:
+        os.close(fd)
+
+
+def _folder_bytes(path: Path) -> int:
+    total = 0
+    for p in path.rglob("*"):
+        with contextlib.suppress(OSError):
+            if p.is_file() and not p.is_symlink():
+                total += p.stat().st_size
+    return total
+
+
+def remove_stale_builds(path: str | os.PathLike) -> list[Path]:
+    """Remove the temporary folders (``.<name>.tmp-*`` beside ``path``) of builds whose builder
+    died: a killed build leaves about one copy of the feature there, which nothing else would
+    ever remove. Builds still running (their builder holds the folder's ``flock``) are left
+    alone. Each removal is logged at WARNING on ``graphfeed.features``; returns the folders."""
+    path = Path(path)
+    removed = []
+    try:
+        candidates = sorted(path.parent.glob(f".{path.name}.tmp-*"))
+    except OSError:
+        return removed
+    for tmp in candidates:
+        try:
+            if tmp.is_symlink() or not tmp.is_dir():
+                continue
+            who = _dead_builder(tmp)
+        except OSError:
+            continue  # vanished meanwhile, or unreadable: not ours to judge
+        if who is None:
+            continue
+        size = _folder_bytes(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not tmp.exists():
+            removed.append(tmp)
+            log.warning("removed %s (%s) left by an interrupted LMDB build (%s, no longer running)",
+                        tmp, format_bytes(size), who)
+    return removed
+
+
+def open_or_build(
+    store_path: str | os.PathLike,
+    source: str | os.PathLike,
+    *,
+    is_current: Callable[[LMDBFeature], bool] = lambda store: True,
+    on_built: Optional[Callable[[], None]] = None,
+    rows_per_chunk: Optional[int] = None,
+    num_threads: int = 2,
+) -> LMDBFeature:
+    """The LMDB copy of ``.npy`` file ``source`` at ``store_path``: opened if it exists and
+    ``is_current(store)``, else (re)built from ``source`` (then ``on_built()`` runs).
+
+    - A writable folder: check-then-build runs under a ``flock`` on ``.<name>.lock`` beside the
+      store, so several processes opening it first build it once; leftovers of killed builds
+      are removed (:func:`remove_stale_builds`).
+    - A folder this process cannot write (read-only dataset): no lock file is created and
+      nothing is built; an existing current store opens read-only (LMDB ``lock=False``). A
+      missing or outdated store is a :class:`DatasetError` that says so.
+    """
+    store_path, source = Path(store_path), Path(source)
+    folder = store_path.parent
+    if folder.is_dir() and not folder_writable(folder):
+        if not (store_path / "data.mdb").is_file():
+            raise DatasetError(
+                f"{store_path}: no LMDB store here, and {folder} is read-only so none can be "
+                "built; build it once where the folder is writable, or use the disk backend"
+            )
+        store = LMDBFeature(store_path, num_threads=num_threads)
+        if not is_current(store):
+            store.close()
+            raise DatasetError(
+                f"{store_path}: the LMDB store does not match {source}, and {folder} is "
+                "read-only so it cannot be rebuilt"
+            )
+        return store
+    with file_lock(folder / f".{store_path.name}.lock"):
+        if store_path.exists():
+            store = None
+            try:
+                store = LMDBFeature(store_path, num_threads=num_threads)
+                if is_current(store):
+                    return store
+            except DatasetError:
+                pass
+            if store is not None:
+                store.close()
+        if not source.is_file():
+            raise DatasetError(f"{source}: file not found (needed to build {store_path})")
+        LMDBFeature.build(store_path, source, rows_per_chunk=rows_per_chunk, overwrite=True).close()
+        if on_built is not None:
+            on_built()
+        return LMDBFeature(store_path, num_threads=num_threads)
 
 
 def remove_store(path: str | os.PathLike) -> None:

@@ -12,6 +12,7 @@ from .._io import atomic_dir, load_npy, save_npy
 from ..errors import DatasetError, GraphfeedError
 
 INT32_MAX = np.iinfo(np.int32).max
+INT64_MAX = np.iinfo(np.int64).max
 
 
 def index_dtype(num_nodes: int) -> np.dtype:
@@ -35,52 +36,105 @@ def _as_int_array(name: str, a) -> np.ndarray:
     return a
 
 
+def _error(filename, name: str, msg: str) -> GraphfeedError:
+    """A :class:`DatasetError` naming the file for an array mapped from disk (a dataset's
+    ``.npy``: ``np.memmap.filename``), else a :class:`GraphfeedError`."""
+    if filename:
+        return DatasetError(f"{filename}: {name}{msg}")
+    return GraphfeedError(f"{name}{msg}")
+
+
+def _content_error(indptr: np.ndarray, indices: np.ndarray, num_nodes: int):
+    """The O(N + E) scan (one numba pass, no allocation): ``None`` if ``indptr`` is
+    non-decreasing and every index is in ``[0, num_nodes)``, else ``(array role, name,
+    message)`` with role ``"indptr"`` or ``"indices"``."""
+    from ._kernels import check_csc
+
+    code, pos = check_csc(indptr, indices, num_nodes)
+    if code == 1:
+        return "indptr", "indptr", (
+            f" decreases at position {pos} ({int(indptr[pos])} -> {int(indptr[pos + 1])})"
+        )
+    if code == 2:
+        return "indices", f"indices[{pos}]", (
+            f" = {int(indices[pos])} is out of range [0, {num_nodes})"
+        )
+    return None
+
+
 class CSCGraph:
     """A graph stored column-wise: the in-neighbours of node ``v`` are
     ``indices[indptr[v]:indptr[v + 1]]``.
 
     - ``indptr``: int64, shape ``(num_nodes + 1,)``, non-decreasing, ``indptr[0] == 0``,
       ``indptr[-1] == num_edges``.
-    - ``indices``: int32 when ``num_nodes`` fits in int32, else int64; shape ``(num_edges,)``.
-    - ``weights``: optional per-edge array aligned with ``indices``.
+    - ``indices``: int32 when ``num_nodes`` fits in int32, else int64; shape ``(num_edges,)``;
+      every entry in ``[0, num_nodes)``.
+    - ``weights``: optional real-valued per-edge array aligned with ``indices``.
 
     Arrays are numpy arrays and may be read-only memory maps (``CSCGraph.load``), so every process
-    on a machine shares one copy through the page cache. The sampling kernels read them directly.
+    on a machine shares one copy through the page cache. The sampling kernels read them directly,
+    without bounds checks, so the constructor checks everything they rely on (see ``__init__``).
     """
 
     __slots__ = ("indptr", "indices", "weights", "_in_degrees", "_tensors", "_pinned")
 
-    def __init__(self, indptr, indices, weights=None, *, validate: bool = False):
+    def __init__(self, indptr, indices, weights=None, *, trusted: bool = False):
+        """Check and wrap the arrays (no copy when they already have the stored dtypes).
+
+        Shapes, dtypes, ``indptr[0] == 0`` and ``indptr[-1] == len(indices)`` are always checked.
+        Unless ``trusted``, the contents are checked too, in O(N + E) (one numba pass over both
+        arrays, reading a memory-mapped graph once): ``indptr`` non-decreasing and every index in
+        ``[0, num_nodes)``. Bad arrays raise :class:`GraphfeedError` (:class:`DatasetError`
+        naming the file for a memory-mapped array) instead of corrupting memory when sampled.
+        ``trusted=True`` is for arrays known to be valid (a copy of an already checked graph).
+        """
+        # np.asarray drops np.memmap (and its filename): note the files first, for the errors
+        files = {"indptr": getattr(indptr, "filename", None),
+                 "indices": getattr(indices, "filename", None),
+                 "weights": getattr(weights, "filename", None)}
         indptr = _as_int_array("indptr", indptr)
         indices = _as_int_array("indices", indices)
         if indptr.shape[0] < 1:
             raise GraphfeedError("indptr must have num_nodes + 1 >= 1 entries")
-        if indptr.dtype != np.int64:
-            indptr = indptr.astype(np.int64)
         num_nodes = indptr.shape[0] - 1
+        if indptr.dtype != np.int64:
+            if indptr.dtype == np.uint64 and int(indptr.max()) > INT64_MAX:
+                raise _error(files["indptr"], "indptr", f" holds {int(indptr.max())}, beyond int64")
+            indptr = indptr.astype(np.int64)
         if indices.dtype not in (np.int32, np.int64):
+            # a cast could wrap an out-of-range id into range: check before casting
+            if indices.dtype.kind == "u" and indices.shape[0] and int(indices.max()) >= num_nodes:
+                pos = int(np.argmax(indices))
+                raise _error(files["indices"], f"indices[{pos}]",
+                             f" = {int(indices[pos])} is out of range [0, {num_nodes})")
             indices = indices.astype(index_dtype(num_nodes))
         if indices.dtype == np.int32 and num_nodes > INT32_MAX + 1:
             raise GraphfeedError(f"{num_nodes} nodes do not fit int32 indices; use int64")
         if int(indptr[0]) != 0 or int(indptr[-1]) != indices.shape[0]:
-            raise GraphfeedError(
-                f"indptr must start at 0 and end at the edge count {indices.shape[0]}, "
+            raise _error(files["indptr"], "indptr",
+                f" must start at 0 and end at the edge count {indices.shape[0]}, "
                 f"got indptr[0]={int(indptr[0])}, indptr[-1]={int(indptr[-1])}"
             )
         if weights is not None:
             weights = np.asarray(weights)
             if weights.shape != indices.shape:
-                raise GraphfeedError(
-                    f"weights must have one entry per edge: shape {weights.shape} != {indices.shape}"
+                raise _error(files["weights"], "weights",
+                    f" must have one entry per edge: shape {weights.shape} != {indices.shape}"
                 )
+            if weights.dtype.kind not in "fiu":
+                raise _error(files["weights"], "weights",
+                             f" must be real numbers, got dtype {weights.dtype}")
+        if not trusted:
+            bad = _content_error(indptr, indices, num_nodes)
+            if bad is not None:
+                raise _error(files[bad[0]], *bad[1:])
         self.indptr = indptr
         self.indices = indices
         self.weights = weights
         self._in_degrees = None
         self._tensors = {}
         self._pinned = None
-        if validate:
-            self.validate()
 
     # ------------------------------------------------------------------ properties
     @property
@@ -112,20 +166,12 @@ class CSCGraph:
 
     # ------------------------------------------------------------------ checks
     def validate(self, *, source: str = "graph") -> None:
-        """Full O(N + E) check: indptr non-decreasing, every index in ``[0, num_nodes)``."""
-        from ._kernels import check_csc
-
-        code, pos = check_csc(self.indptr, self.indices, self.num_nodes)
-        if code == 1:
-            raise DatasetError(
-                f"{source}: indptr decreases at position {pos} "
-                f"({int(self.indptr[pos])} -> {int(self.indptr[pos + 1])})"
-            )
-        if code == 2:
-            raise DatasetError(
-                f"{source}: indices[{pos}] = {int(self.indices[pos])} is out of range "
-                f"[0, {self.num_nodes})"
-            )
+        """Full O(N + E) check: indptr non-decreasing, every index in ``[0, num_nodes)``
+        (the constructor runs it unless ``trusted``); raises :class:`DatasetError` naming
+        ``source``."""
+        bad = _content_error(self.indptr, self.indices, self.num_nodes)
+        if bad is not None:
+            raise DatasetError(f"{source}: {bad[1]}{bad[2]}")
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -187,7 +233,7 @@ class CSCGraph:
             num_edges = int(indptr[-1])
             indices = indices[:num_edges].copy()
             out_w = out_w[:num_edges].copy() if has_w else out_w
-        return cls(indptr, indices, out_w if has_w else None)
+        return cls(indptr, indices, out_w if has_w else None, trusted=True)  # valid by construction
 
     # ------------------------------------------------------------------ storage
     def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
@@ -202,16 +248,27 @@ class CSCGraph:
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, mmap: bool = True, validate: bool = False) -> "CSCGraph":
+    def load(
+        cls,
+        path: str | os.PathLike,
+        *,
+        mmap: bool = True,
+        trusted: bool = False,
+        validate: Optional[bool] = None,
+    ) -> "CSCGraph":
         """Open a folder written by :meth:`save` (or any folder with ``indptr.npy`` and
-        ``indices.npy``). With ``mmap=True`` the arrays are read-only memory maps."""
+        ``indices.npy``). With ``mmap=True`` the arrays are read-only memory maps. The contents
+        are checked as in the constructor (reading the files once) unless ``trusted``;
+        ``validate`` is accepted for compatibility and changes nothing. Errors are
+        :class:`DatasetError` naming the folder or file."""
+        del validate  # the contents are always checked unless trusted
         path = Path(path)
         indptr = load_npy(path / "indptr.npy", mmap=mmap)
         indices = load_npy(path / "indices.npy", mmap=mmap)
         wpath = path / "weights.npy"
         weights = load_npy(wpath, mmap=mmap) if wpath.exists() else None
         try:
-            return cls(indptr, indices, weights, validate=validate)
+            return cls(indptr, indices, weights, trusted=trusted)
         except DatasetError:
             raise
         except GraphfeedError as e:

@@ -7,6 +7,7 @@ a serial stage. The sampler returns ids only; ``FetchFeatures`` reads the rows o
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Mapping, Optional
 
 import torch
@@ -38,6 +39,13 @@ class SampleNeighbors:
         mb.epoch = batch.epoch
         mb.batch_index = batch.index
         return mb
+
+
+def _count_take(stats: LoaderStats, reused: bool) -> None:
+    # a function over the stats, not a bound method of FetchFeatures: a pool holding a method of
+    # its owner is a reference cycle, which kept every dropped loader's buffers until the cycle
+    # collector ran
+    stats.add("buffers_reused" if reused else "buffers_allocated", 1)
 
 
 class FetchFeatures:
@@ -73,11 +81,14 @@ class FetchFeatures:
                 if f.device.type == "cpu":
                     self.pools[key] = BufferPool(
                         f.row_shape, f.dtype, pin_memory=pin_memory,
-                        max_buffers=max_buffers, on_take=self._count,
+                        max_buffers=max_buffers, on_take=partial(_count_take, self.stats),
                     )
 
-    def _count(self, reused: bool) -> None:
-        self.stats.add("buffers_reused" if reused else "buffers_allocated", 1)
+    def clear_buffers(self) -> None:
+        """Let go of the pooled buffers (batches still holding one keep it alive); the next
+        read allocates again."""
+        for pool in self.pools.values():
+            pool.clear()
 
     def _read(self, key: str, feature: Feature, ids: torch.Tensor) -> torch.Tensor:
         if ids.device != feature.device and feature.device.type == "cpu":

@@ -14,7 +14,13 @@ threads then stop.
 Shutdown is prompt on every path: exhaustion, an error, ``close()``, garbage collection of the
 mapper (a ``weakref.finalize``; the threads hold only a shared ``_State``, never the mapper) and
 interpreter exit (daemon threads, and the finalizer runs at exit). Threads poll a stop event
-every ``_POLL_S`` seconds while idle; a thread inside ``fn`` finishes that item first.
+every ``_POLL_S`` seconds while idle; a thread inside ``fn`` finishes that item first. Closing
+waits for the threads with ONE deadline for all of them (``_JOIN_TIMEOUT_S`` in total, not per
+thread): a thread stuck in a slow read is left to finish that item on its own (it is a daemon;
+its result is dropped), so Ctrl-C during a slow feature read returns within about a second.
+
+``next()`` is thread-safe: several consumer threads may share one mapper; each item is handed
+out exactly once, in source order (a consumer lock serialises the hand-out).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from __future__ import annotations
 import threading
 import weakref
 from itertools import count
-from time import perf_counter
+from time import monotonic, perf_counter
 from typing import Any, Callable, Optional
 
 from .base import LoaderStats, Stage
@@ -30,7 +36,8 @@ from .base import LoaderStats, Stage
 __all__ = ["ParallelMapper"]
 
 _POLL_S = 0.05
-_JOIN_TIMEOUT_S = 5.0
+#: Total seconds ``close()`` waits for all the threads together.
+_JOIN_TIMEOUT_S = 1.0
 _thread_ids = count()
 
 
@@ -111,12 +118,18 @@ def _shutdown(state: _State, threads: list[threading.Thread], close_source: bool
         # garbage collection ran the finalizer inside a worker (maybe under source_lock): the
         # stop event is set, the threads end by themselves; leave the source to the collector
         return
+    deadline = monotonic() + _JOIN_TIMEOUT_S  # one deadline for all: not N x the timeout
     for t in threads:
         if t.is_alive():
-            t.join(_JOIN_TIMEOUT_S)
+            t.join(max(0.0, deadline - monotonic()))
     if close_source:
-        with state.source_lock:
-            state.source.close()
+        # a thread still pulling from the source holds the lock: then it closes nothing and
+        # the source (a generator) is closed when it is freed
+        if state.source_lock.acquire(timeout=max(0.0, deadline - monotonic())):
+            try:
+                state.source.close()
+            finally:
+                state.source_lock.release()
 
 
 class ParallelMapper(Stage):
@@ -140,6 +153,7 @@ class ParallelMapper(Stage):
         self._stats = stats
         self._fn = fn
         self._name = name
+        self._consumer = threading.Lock()  # next() from several threads: one at a time
         self._start()
 
     def _start(self) -> None:
@@ -158,6 +172,10 @@ class ParallelMapper(Stage):
             t.start()
 
     def __next__(self) -> Any:
+        with self._consumer:
+            return self._next_item()
+
+    def _next_item(self) -> Any:
         if self._closed:
             raise StopIteration
         state, seq = self._state, self._next

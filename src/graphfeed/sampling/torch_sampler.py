@@ -24,6 +24,33 @@ FLOYD_MAX_K = 32
 _RAND_HIGH = 1 << 62
 
 
+def _check_csc_tensors(indptr: torch.Tensor, indices: torch.Tensor) -> None:
+    """What the gathers rely on, vectorised on the tensors' device (O(N + E)): ``indptr`` starts
+    at 0, ends at ``len(indices)`` and never decreases; every index is in ``[0, num_nodes)``.
+    Out-of-range gathers are an exception on CPU but a device-side assert on CUDA."""
+    num_nodes = indptr.numel() - 1
+    first, last = int(indptr[0]), int(indptr[-1])
+    if first != 0 or last != indices.numel():
+        raise GraphfeedError(
+            f"indptr must start at 0 and end at the edge count {indices.numel()}, "
+            f"got indptr[0]={first}, indptr[-1]={last}"
+        )
+    if num_nodes > 0:
+        down = torch.nonzero(indptr[1:] < indptr[:-1])
+        if down.numel():
+            pos = int(down[0, 0])
+            raise GraphfeedError(
+                f"indptr decreases at position {pos} ({int(indptr[pos])} -> {int(indptr[pos + 1])})"
+            )
+    if indices.numel():
+        bad = torch.nonzero((indices < 0) | (indices >= num_nodes))
+        if bad.numel():
+            pos = int(bad[0, 0])
+            raise GraphfeedError(
+                f"indices[{pos}] = {int(indices[pos])} is out of range [0, {num_nodes})"
+            )
+
+
 class TorchNeighborSampler(Sampler):
     """Uniform neighbour sampling of CSC tensors with torch ops only (no loop over nodes).
 
@@ -43,6 +70,9 @@ class TorchNeighborSampler(Sampler):
       destinations to subsample, unique node count).
     - Seeds must be distinct ids in ``[0, num_nodes)``; a duplicate or out-of-range id raises
       ``GraphfeedError``.
+    - The constructor checks the CSC tensors in O(N + E) on their device (``indptr`` monotone
+      from 0 to ``len(indices)``, indices in range) unless ``trusted=True``; :meth:`from_graph`
+      trusts a ``CSCGraph``, which checked its arrays when it was built.
     """
 
     def __init__(
@@ -54,6 +84,7 @@ class TorchNeighborSampler(Sampler):
         replace: bool = False,
         seed: int = 0,
         return_edge_ids: bool = False,
+        trusted: bool = False,
     ):
         if not isinstance(indptr, torch.Tensor) or not isinstance(indices, torch.Tensor):
             raise GraphfeedError("indptr and indices must be torch tensors")
@@ -70,6 +101,8 @@ class TorchNeighborSampler(Sampler):
             raise GraphfeedError(
                 f"indptr and indices are on different devices: {indptr.device} != {indices.device}"
             )
+        if not trusted:
+            _check_csc_tensors(indptr, indices)
         self.indptr = indptr
         self.indices = indices
         self.device = indptr.device
@@ -93,8 +126,11 @@ class TorchNeighborSampler(Sampler):
         """A sampler over ``graph.tensors(device)`` (CPU: shares memory with the graph's arrays;
         other devices: a copy cached by the graph)."""
         indptr, indices = graph.tensors(device)
+        # a CSCGraph checked its arrays when it was built: no second O(E) pass (over PCIe for
+        # pinned-host views)
         return cls(
-            indptr, indices, fanouts, replace=replace, seed=seed, return_edge_ids=return_edge_ids
+            indptr, indices, fanouts, replace=replace, seed=seed, return_edge_ids=return_edge_ids,
+            trusted=True,
         )
 
     def __repr__(self) -> str:
