@@ -8,6 +8,7 @@ import ctypes
 import subprocess
 import sys
 import types
+import warnings
 
 import numpy as np
 import pytest
@@ -196,7 +197,8 @@ def test_read_only_mapping_registers_read_only_first(fake_driver, tmp_path):
 
     np.save(tmp_path / "a.npy", np.arange(4096, dtype=np.float32))
     m = np.load(tmp_path / "a.npy", mmap_mode="r")
-    with pytest.warns(UserWarning):  # torch warns that the array is not writable
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch: the array is not writable (once)
         t = torch.from_numpy(m)
     assert pinned.pin_tensor(t) is t
     assert fake_driver.calls == [("register", t.data_ptr(), 4096 * 4, RO, 0)]

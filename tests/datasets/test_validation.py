@@ -281,13 +281,16 @@ def test_pickled_array_is_never_unpickled(tmp_path, golden, monkeypatch):
         Dataset.open(root)
 
 
-def test_quick_validation_skips_content_scan_but_checks_headers(tmp_path, golden):
+def test_quick_validation_still_checks_the_graph_and_headers(tmp_path, golden):
     root = tmp_path / "ds"
     shutil.copytree(golden, root)
     a = _load(root / "graph/indices.npy")
     a[0] = N + 5
     _save(root / "graph/indices.npy", a)
-    Dataset.open(root, validate="quick")  # content scan skipped on request
+    # quick skips the dataset's content scan, but the graph checks its own arrays (O(N + E)):
+    # out-of-range ids would crash the sampler
+    with pytest.raises(DatasetError, match="indices.npy"):
+        Dataset.open(root, validate="quick")
     with pytest.raises(DatasetError, match=r"indices\[0\] = 17"):
         Dataset.open(root)
     with open(root / "graph/indices.npy", "r+b") as f:

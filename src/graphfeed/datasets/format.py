@@ -351,7 +351,7 @@ class Dataset:
     any with ``ds.split(name, index=i)``.
     """
 
-    def __init__(self, path: Path, arrays, in_memory: bool, split: int = 0):
+    def __init__(self, path: Path, arrays, in_memory: bool, split: int = 0, graph_checked: bool = False):
         from ..features.base import FeatureStore
         from ..features.memory import InMemoryFeature
         from ..graph.csc import CSCGraph
@@ -361,7 +361,8 @@ class Dataset:
         self.in_memory = in_memory
         self.metadata: Metadata = arrays.metadata
         self.name = self.metadata.name
-        self.graph = CSCGraph(arrays.indptr, arrays.indices, arrays.weights)
+        # a full validation already scanned the graph's arrays; otherwise the graph checks them
+        self.graph = CSCGraph(arrays.indptr, arrays.indices, arrays.weights, trusted=graph_checked)
         feats = {}
         for fname, arr in arrays.node_features.items():
             try:
@@ -412,7 +413,7 @@ class Dataset:
             raise GraphfeedError(f"validate must be True, False, 'full' or 'quick', got {validate!r}")
         full = validate is True or validate == "full"
         arrays = load_folder(path, mmap=not in_memory, full=full)
-        return cls(Path(path), arrays, in_memory, split)
+        return cls(Path(path), arrays, in_memory, split, graph_checked=full)
 
     # ------------------------------------------------------------------ task
     @property

@@ -29,6 +29,7 @@ _EXPORTS = {
     "launch": ".launcher",
     "RankFailedError": ".launcher",
     "RankFailure": ".launcher",
+    "LaunchTerminated": ".launcher",
     "share_arrays": ".sharing",
     "share_dataset": ".sharing",
     "SharedDataset": ".sharing",
@@ -47,7 +48,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .launcher import RankFailedError, RankFailure, launch
+    from .launcher import LaunchTerminated, RankFailedError, RankFailure, launch
     from .pinned import register_pinned
     from .pss import pss_bytes
     from .sharing import SharedDataset, run_id, share_arrays, share_dataset

@@ -97,29 +97,17 @@ def open_feature(
         _no_extra({k: v for k, v in kw.items() if k not in allowed}, name)
         feature: Feature = DiskFeature(path, **kw)
     else:
-        from .lmdb_store import LMDBFeature
+        from .lmdb_store import open_or_build
 
         rpc = kw.pop("rows_per_chunk", None)
         num_threads = kw.pop("num_threads", 2)
         _no_extra(kw, name)
         store_path = Path(lmdb_path) if lmdb_path is not None else lmdb_path_for(path)
-        feature = None
-        # several ranks may open the same store first: one builds, the others wait and reuse it
-        with file_lock(store_path.with_name(f".{store_path.name}.lock")):
-            if store_path.exists():
-                try:
-                    feature = LMDBFeature(store_path, num_threads=num_threads)
-                    if not _lmdb_matches(feature, path, store_path):
-                        feature.close()
-                        feature = None
-                except DatasetError:
-                    feature = None
-            if feature is None:
-                if not path.is_file():
-                    raise DatasetError(f"{path}: file not found (needed to build {store_path})")
-                LMDBFeature.build(store_path, path, rows_per_chunk=rpc, overwrite=True).close()
-                _record_source(store_path, path)
-                feature = LMDBFeature(store_path, num_threads=num_threads)
+        # several ranks may open the same store first: one builds, the others wait and reuse it;
+        # a read-only dataset folder opens an existing store without a lock file
+        feature = open_or_build(store_path, path, rows_per_chunk=rpc, num_threads=num_threads,
+                                is_current=lambda s: _lmdb_matches(s, path, store_path),
+                                on_built=lambda: _record_source(store_path, path))
     if cache_bytes > 0:
         from .cache import CachedFeature
 
