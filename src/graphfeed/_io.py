@@ -1,15 +1,20 @@
 """Atomic, pickle-free file helpers shared by every writer and reader.
 
 Writers go to a temporary sibling, fsync it, then ``os.replace`` it into place, so an interrupted
-job never leaves a half-written file or folder under the final name.
+job never leaves a half-written file or folder under the final name. What they publish gets the
+modes a plain ``open``/``mkdir`` would under the process umask (``tempfile`` creates 0600/0700,
+which would make a dataset shared by a team readable only by its owner).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
+import stat
 import tempfile
+import threading
 import tokenize
 from pathlib import Path
 from typing import Iterator
@@ -33,6 +38,51 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
+_UMASK_LOCK = threading.Lock()
+
+
+def process_umask() -> int:
+    """The process umask. On Linux it is read from ``/proc/self/status`` without changing it;
+    elsewhere it is set and restored under a lock, to 0o077 meanwhile, so a file another thread
+    creates in that instant is at worst too private, never too open."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:  # pragma: no cover - not Linux (or no /proc)
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
+
+
+def umask_modes() -> tuple:
+    """``(folder mode, file mode)`` that ``mkdir``/``open`` give under the current umask."""
+    mask = process_umask()
+    return 0o777 & ~mask, 0o666 & ~mask
+
+
+def apply_umask(root: str | os.PathLike, *, fsync: bool = False) -> None:
+    """Give folder ``root`` and everything below it the :func:`umask_modes` (symbolic links are
+    neither followed nor changed); with ``fsync=True`` also fsync every regular file, in the
+    same walk. O(number of entries)."""
+    dmode, fmode = umask_modes()
+    for dirpath, _dirs, files in os.walk(root):
+        os.chmod(dirpath, dmode)
+        for name in files:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            if not stat.S_ISREG(st.st_mode):
+                continue  # a link, a FIFO, a socket: never opened here
+            if stat.S_IMODE(st.st_mode) != fmode:
+                os.chmod(p, fmode)
+            if fsync:
+                with open(p, "rb") as f:
+                    os.fsync(f.fileno())
+
+
 def save_npy(path: str | os.PathLike, array: np.ndarray, *, fsync: bool = True) -> None:
     """Write ``array`` to ``path`` as ``.npy`` via a temp file and an atomic rename."""
     path = Path(path)
@@ -41,6 +91,7 @@ def save_npy(path: str | os.PathLike, array: np.ndarray, *, fsync: bool = True) 
         raise DatasetError(f"{path}: refusing to save an object array (it would need pickle)")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, umask_modes()[1])  # mkstemp makes 0600
         with os.fdopen(fd, "wb") as f:
             np.lib.format.write_array(f, np.ascontiguousarray(array), allow_pickle=False)
             f.flush()
@@ -55,14 +106,42 @@ def save_npy(path: str | os.PathLike, array: np.ndarray, *, fsync: bool = True) 
         fsync_dir(path.parent)
 
 
+_NOT_A_FILE = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def check_regular_file(path: str | os.PathLike, what: str = ".npy file") -> os.stat_result:
+    """``os.stat(path)`` if ``path`` is a regular file (or a link to one); else a
+    ``DatasetError`` naming ``path`` and saying what it is: missing, a broken link, a folder, a
+    FIFO, a device, a socket. Only ``stat`` is used: opening a FIFO to look at it would block."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise DatasetError(f"{path}: broken symbolic link (to {os.readlink(path)!r})") from None
+        raise DatasetError(f"{path}: {what} not found") from None
+    except NotADirectoryError:
+        raise DatasetError(f"{path}: {what} not found (a parent of it is not a folder)") from None
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot access the {what} ({e.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((k for test, k in _NOT_A_FILE if test(st.st_mode)), "something other than a regular file")
+        raise DatasetError(f"{path}: is {kind}, not a {what}")
+    return st
+
+
 def load_npy(path: str | os.PathLike, *, mmap: bool = True) -> np.ndarray:
     """Open a ``.npy`` file without ever unpickling; errors name the file.
 
     With ``mmap=True`` nothing is read into RAM until used (read-only mapping).
     """
     path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"{path}: file not found")
+    check_regular_file(path)
     try:
         arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except (ValueError, SyntaxError, TypeError, KeyError, OverflowError, MemoryError,
@@ -106,10 +185,7 @@ def atomic_dir(
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
     try:
         yield tmp
-        for p in tmp.rglob("*"):
-            if p.is_file():
-                with open(p, "rb") as f:
-                    os.fsync(f.fileno())
+        apply_umask(tmp, fsync=True)  # mkdtemp makes 0700; stores such as LMDB pick their own modes
         fsync_dir(tmp)
         if final.exists():
             old = final.with_name(f".{final.name}.old-{os.getpid()}")
@@ -126,13 +202,21 @@ def atomic_dir(
 
 @contextlib.contextmanager
 def file_lock(path: str | os.PathLike) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (created if missing), waiting for other holders:
-    serialises check-then-build sequences across processes (ranks opening the same store)."""
+    """Hold an exclusive ``flock`` on ``path`` (created if missing, with the umask's file mode
+    like any ``open``), waiting for other holders: serialises check-then-build sequences across
+    processes (ranks opening the same store). A lock file this user may not write (another team
+    member's, or on a read-only mount) is locked through a read-only descriptor, which ``flock``
+    allows."""
     import fcntl
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as e:
+        if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS) or not path.is_file():
+            raise
+        fd = os.open(path, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

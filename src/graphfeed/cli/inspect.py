@@ -1,4 +1,5 @@
-"""``graphfeed inspect PATH``: counts, degree statistics, feature sizes and a memory estimate."""
+"""``graphfeed inspect PATH``: counts, degree statistics, class balance, feature sizes and a memory
+estimate."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from ._args import positive_int, size
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "inspect",
-        help="describe a prepared dataset: counts, degrees, features, memory per placement",
+        help="describe a prepared dataset: counts, degrees, class balance, features, memory per placement",
         description="Describe a prepared dataset folder and estimate its memory per placement.",
     )
     p.add_argument("path", metavar="PATH", help="prepared dataset folder")
@@ -29,8 +30,9 @@ def describe(path, *, nproc: int, cache_bytes: int, validate=True) -> dict:
     """The facts ``inspect`` prints, as a dict (also used by tests)."""
     import numpy as np
 
-    from ..datasets.estimate import estimate_memory
+    from ..datasets.estimate import class_balance, estimate_memory
     from ..datasets.validate import load_folder
+    from ..errors import DatasetError, GraphfeedError
 
     arrays = load_folder(path, mmap=True, full=validate)
     meta = arrays.metadata
@@ -43,7 +45,17 @@ def describe(path, *, nproc: int, cache_bytes: int, validate=True) -> dict:
         }
     else:
         stats = {}
-    y = np.asarray(arrays.node_features[meta.task.target])
+    task = meta.task
+    y = arrays.node_features[task.target]  # a memory map: counted block by block
+    balance = {}
+    if "train" in arrays.splits:
+        try:
+            balance["train"] = class_balance(y, task.num_classes, ids=arrays.splits["train"][0],
+                                             class_names=task.class_names)
+        except GraphfeedError as e:  # ids out of range: only when the content checks were skipped
+            where = arrays.paths.get("splits.train") or arrays.paths.get("splits.train.0")
+            raise DatasetError(f"{where}: {e}") from None
+    balance["labelled"] = class_balance(y, task.num_classes, class_names=task.class_names)
     est = [estimate_memory(path, nproc=k, cache_bytes=cache_bytes).to_json() for k in sorted({1, nproc})]
     return {
         "path": str(path), "name": meta.name, "format_version": meta.format_version,
@@ -51,14 +63,63 @@ def describe(path, *, nproc: int, cache_bytes: int, validate=True) -> dict:
         "undirected": meta.graph.undirected, "index_dtype": str(arrays.indices.dtype),
         "in_degree": stats,
         "task": {"type": meta.task.type, "target": meta.task.target, "num_classes": meta.task.num_classes,
-                 "labelled": int(np.count_nonzero(y >= 0))},
+                 "labelled": balance["labelled"].labelled},
         "splits": {k: v.size for k, v in meta.splits.items()},
         "split_sets": meta.num_split_sets,
         "class_names": list(meta.task.class_names) if meta.task.class_names is not None else None,
         "features": {k: {"dtype": str(a.dtype), "shape": list(a.shape), "bytes": int(a.nbytes)}
                      for k, a in arrays.node_features.items()},
+        "class_balance": {k: b.to_json() for k, b in balance.items()},
+        "warnings": balance_warnings(balance),
         "estimates": est,
     }
+
+
+_POPULATION = {"train": "training split", "labelled": "labelled nodes"}
+
+
+def balance_warnings(balance: dict) -> list:
+    """One line per problem: a majority class above ``IMBALANCE_WARN_SHARE`` (where plain accuracy
+    misleads), labels outside ``0..num_classes-1`` (seen only with ``--no-validate``)."""
+    from ..datasets.estimate import IMBALANCE_WARN_SHARE
+
+    out = []
+    worst = max(balance, key=lambda k: balance[k].majority_share)
+    b = balance[worst]
+    if b.imbalanced():
+        out.append(
+            f"class {b.name(b.majority_class)!r} holds {b.majority_share:.1%} of the {_POPULATION[worst]} "
+            f"(more than {IMBALANCE_WARN_SHARE:.0%}): always answering it scores that accuracy, so watch "
+            f"ROC-AUC (binary) or macro-F1 instead of plain accuracy"
+        )
+    every = balance["labelled"]
+    if every.out_of_range:
+        out.append(f"{every.out_of_range:,} labels are >= num_classes ({len(every.counts)}); "
+                   f"run without --no-validate for details")
+    return out
+
+
+def _balance_lines(info: dict) -> list:
+    """The class balance as table rows: every class when there are at most 10, else the 10
+    largest among the labelled nodes."""
+    bal = info["class_balance"]
+    pops = list(bal)
+    counts_all = bal["labelled"]["counts"]
+    k = len(counts_all)
+    order = range(k) if k <= 10 else sorted(range(k), key=lambda c: -counts_all[c])[:10]
+    names = info["class_names"]
+    label = [(names[c] if names else str(c)) for c in order]
+    label = [x if len(x) <= 24 else x[:23] + "~" for x in label]
+    heads = [f"{_POPULATION[p]} ({bal[p]['labelled']:,})" for p in pops]
+    rows = [[f"{bal[p]['counts'][c]:,} {bal[p]['shares'][c]:>6.1%}" for p in pops] for c in order]
+    widths = [max(len(x) for x in col) for col in zip(heads, *rows)]
+    w = max(len(x) for x in label + ["class"])
+    lines = ["  class balance"]
+    for name, row in zip(["class", *label], [heads, *rows]):
+        lines.append(f"    {name:<{w}}" + "".join(f"  {x:>{cw}}" for x, cw in zip(row, widths)))
+    if k > 10:
+        lines.append(f"    ... and {k - 10:,} smaller classes")
+    return lines
 
 
 def run(args) -> int:
@@ -86,9 +147,11 @@ def run(args) -> int:
         t = info["task"]
         out.write(f"  task {t['type']}: target {t['target']!r}, {t['num_classes']} classes, "
                   f"{t['labelled']:,} labelled nodes\n")
-        if info["class_names"]:
+        if info["class_names"] and len(info["class_names"]) > 10:  # else the balance table names them
             names = info["class_names"]
             out.write(f"  class names {', '.join(names[:8])}{', ...' if len(names) > 8 else ''}\n")
+        out.write("".join(line + "\n" for line in _balance_lines(info)))
+        out.write("".join(f"  warning: {w}\n" for w in info["warnings"]))
         sets = f" (split set 0 of {info['split_sets']})" if info["split_sets"] > 1 else ""
         out.write("  splits " + ", ".join(f"{k} {v:,}" for k, v in info["splits"].items()) + sets + "\n")
         out.write("  node features\n")

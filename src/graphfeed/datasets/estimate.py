@@ -1,4 +1,5 @@
-"""How much memory a dataset needs under each placement, for 1 or N processes per machine.
+"""How much memory a dataset needs under each placement, for 1 or N processes per machine, and
+how its labels are spread over the classes (:func:`class_balance`).
 
 Only the data is counted (graph arrays, node features, labels); mini-batches, the model and the
 sampler's workspace come on top (the placement planner adds its own workspace term). Sizes come
@@ -24,7 +25,9 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
+
+import numpy as np
 
 from ..errors import GraphfeedError
 from .._units import format_bytes
@@ -128,3 +131,91 @@ def estimate_memory(dataset_or_path: Union["object", str, os.PathLike], *, nproc
         feature_bytes=f, feature_sizes=sizes, nproc=nproc, cache_bytes=cache_bytes,
         placements=_placements(g, f, nproc, cache_bytes),
     )
+
+
+#: majority-class share above which ``inspect`` warns that plain accuracy misleads
+IMBALANCE_WARN_SHARE = 0.7
+_BALANCE_BLOCK = 1 << 22  # labels read per step: bounds the temporaries on a memory map
+
+
+@dataclass(frozen=True)
+class ClassBalance:
+    """How many nodes of a population (a split, or every node) hold each class.
+
+    ``counts[c]``: nodes with label ``c``; ``unlabelled``: nodes with a negative label (-1);
+    ``out_of_range``: labels ``>= num_classes`` (only in a dataset opened without the content
+    checks). ``class_names``: text of each class, or ``None``.
+    """
+
+    counts: tuple
+    unlabelled: int = 0
+    out_of_range: int = 0
+    class_names: Optional[tuple] = None
+
+    @property
+    def labelled(self) -> int:
+        return int(sum(self.counts))
+
+    @property
+    def shares(self) -> tuple:
+        n = self.labelled
+        return tuple(c / n if n else 0.0 for c in self.counts)
+
+    @property
+    def majority_class(self) -> int:
+        """The most frequent class (the lowest index on a tie); -1 without labelled nodes."""
+        return int(np.argmax(self.counts)) if self.labelled else -1
+
+    @property
+    def majority_share(self) -> float:
+        """The accuracy of always answering the majority class (0.0 without labelled nodes)."""
+        return max(self.shares, default=0.0)
+
+    def name(self, c: int) -> str:
+        return self.class_names[c] if self.class_names is not None else str(c)
+
+    def imbalanced(self, threshold: float = IMBALANCE_WARN_SHARE) -> bool:
+        return self.majority_share > threshold
+
+    def to_json(self) -> dict:
+        return {
+            "labelled": self.labelled, "unlabelled": self.unlabelled, "out_of_range": self.out_of_range,
+            "counts": list(self.counts), "shares": [round(x, 6) for x in self.shares],
+            "majority_class": self.majority_class,
+            "majority_name": self.name(self.majority_class) if self.labelled else None,
+            "majority_share": round(self.majority_share, 6),
+        }
+
+
+def class_balance(labels: np.ndarray, num_classes: int, *, ids: Optional[np.ndarray] = None,
+                  class_names: Optional[tuple] = None) -> ClassBalance:
+    """Count each class among ``labels`` (1-D integer, one per node; a memory map is read in
+    blocks of 4M labels, so temporaries stay bounded) or among ``labels[ids]`` when node ids
+    ``ids`` are given. O(N) with ``np.bincount``; negative labels count as unlabelled."""
+    labels = np.asanyarray(labels)
+    if labels.ndim != 1 or labels.dtype.kind not in "iu":
+        raise GraphfeedError(f"labels must be a 1-D integer array, got {labels.dtype} {labels.shape}")
+    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or num_classes < 1:
+        raise GraphfeedError(f"num_classes must be a positive integer, got {num_classes!r}")
+    if class_names is not None and len(class_names) != num_classes:
+        raise GraphfeedError(f"{len(class_names)} class names for {num_classes} classes")
+    if ids is not None:
+        ids = np.asanyarray(ids)
+        if ids.ndim != 1 or ids.dtype.kind not in "iu":
+            raise GraphfeedError(f"ids must be a 1-D integer array, got {ids.dtype} {ids.shape}")
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= labels.shape[0]):
+            raise GraphfeedError(f"node ids must lie in [0, {labels.shape[0]}), got "
+                                 f"{int(ids.min())}..{int(ids.max())}")
+    n = labels.shape[0] if ids is None else ids.shape[0]
+    counts = np.zeros(int(num_classes), dtype=np.int64)
+    unlabelled = out_of_range = 0
+    for s in range(0, n, _BALANCE_BLOCK):
+        block = np.asarray(labels[s:s + _BALANCE_BLOCK] if ids is None else labels[ids[s:s + _BALANCE_BLOCK]])
+        negative = block < 0
+        high = block >= num_classes
+        unlabelled += int(np.count_nonzero(negative))
+        out_of_range += int(np.count_nonzero(high))
+        valid = block[~(negative | high)].astype(np.intp, copy=False)  # bincount refuses uint64
+        counts += np.bincount(valid, minlength=int(num_classes))
+    return ClassBalance(tuple(int(c) for c in counts), unlabelled, out_of_range,
+                        tuple(class_names) if class_names is not None else None)
