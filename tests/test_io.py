@@ -105,8 +105,6 @@ def test_lmdb_store_honours_umask(tmp_path, umask, mask, dmode, fmode):
     assert modes == {".": (True, dmode), "data.mdb": (False, fmode)}
 
 
-@pytest.mark.xfail(strict=True, reason="lmdb_store._acquire_env opens LMDB without mode=0o666, so lock.mdb "
-                   "is 0644 whatever the umask (py-lmdb's default); fix it there, then drop this mark")
 def test_lmdb_lock_file_honours_umask(tmp_path, umask):
     pytest.importorskip("lmdb")
     from graphfeed.features.lmdb_store import LMDBFeature

@@ -14,6 +14,8 @@ _EXPORTS = {
     "FORMAT_VERSION": ".schema",
     "estimate_memory": ".estimate",
     "MemoryEstimate": ".estimate",
+    "class_balance": ".estimate",
+    "ClassBalance": ".estimate",
     "IMPORTERS": ".importers",
     "prepare": ".importers",
 }

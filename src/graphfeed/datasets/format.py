@@ -97,33 +97,6 @@ def recover_interrupted_swap(final: Path) -> Optional[Path]:
     return final if restored is not None else None
 
 
-def _umask() -> int:
-    """The process umask, read without changing it where Linux allows (``/proc``)."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)  # pragma: no cover - not Linux
-    os.umask(mask)
-    return mask
-
-
-def apply_umask(root: Path) -> None:
-    """Give ``root`` and everything in it the modes a plain ``mkdir``/``open`` would under the
-    current umask (temporary files and folders are created 0600/0700, which would make a dataset
-    unreadable to the rest of a team sharing it)."""
-    mask = _umask()
-    for dirpath, _dirs, files in os.walk(root):
-        os.chmod(dirpath, 0o777 & ~mask)
-        for f in files:
-            p = os.path.join(dirpath, f)
-            if not os.path.islink(p):
-                os.chmod(p, 0o666 & ~mask)
-
-
 class DatasetWriter:
     """Builds a dataset folder atomically. Use as a context manager::
 
@@ -184,8 +157,7 @@ class DatasetWriter:
         assert self.root is not None
         tmp = self.root / (METADATA_FILE + ".tmp")
         tmp.write_text(metadata.dumps(), encoding="utf-8")
-        os.replace(tmp, self.root / METADATA_FILE)
-        apply_umask(self.root)
+        os.replace(tmp, self.root / METADATA_FILE)  # modes follow the umask: atomic_dir applies them
         if self.validate:
             from .validate import load_folder
 

@@ -136,7 +136,8 @@ def _acquire_env(path: Path):
             # another process never recycles pages they are reading.
             writable = folder_writable(path)
             kw = dict(subdir=True, create=False, readahead=False, max_readers=1024,
-                      max_spare_txns=0)  # no reader slot survives a read (fork-safe)
+                      max_spare_txns=0,  # no reader slot survives a read (fork-safe)
+                      mode=0o666)  # lock.mdb follows the umask (py-lmdb's default is 0o644)
             try:
                 if writable:
                     env = lmdb.open(str(path), readonly=False, lock=True, map_size=DEFAULT_MAP_SIZE, **kw)
