@@ -36,7 +36,7 @@ def test_train_is_reproducible_across_thread_counts(tiny_dataset):
     "argv, fragment",
     [
         (["train", "--fanouts", "0,3"], "fanouts"),
-        (["train", "--batch-size", "-4"], "positive integer"),
+        (["train", "--batch-size", "-4"], "integer between 1 and"),
         (["train", "--lr", "abc"], "positive number"),
         (["train", "--features", "tape"], "invalid choice"),
         (["train", "--dataset", "/definitely/not/here"], "neither a built-in dataset"),
@@ -63,10 +63,15 @@ def test_cli_train_json_subprocess(tmp_path):
         capture_output=True, text=True, env=env, timeout=240,
     )
     assert out.returncode == 0, out.stderr
-    lines = out.stdout.strip().splitlines()
-    assert any(l.startswith("epoch  0") for l in lines)
-    res = json.loads(lines[-1])
+    # stdout is exactly one JSON object (what `| python -m json.tool` and `| jq` need); the
+    # human lines went to stderr
+    res = json.loads(out.stdout)
+    assert out.stdout.count("\n") == 1
     assert res["mode"] == "cpu-cpu" and len(res["epochs"]) == 1
+    assert any(l.startswith("epoch  0") for l in out.stderr.splitlines()), out.stderr
+    tool = subprocess.run([sys.executable, "-m", "json.tool"], input=out.stdout, capture_output=True,
+                          text=True, timeout=60)
+    assert tool.returncode == 0, tool.stderr
 
 
 @pytest.mark.parametrize("features, cache_size", [("disk", 0), ("disk", 200_000), ("lmdb", 0)])

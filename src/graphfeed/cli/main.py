@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # options whose value may start with "-" ("--fanouts -1,-1"); argparse would take it for an option
-_NEGATIVE_VALUED = ("--fanouts",)
+_NEGATIVE_VALUED = ("--fanouts", "--eval-fanouts")
 
 
 def _join_negative_values(argv: list) -> list:
