@@ -50,15 +50,18 @@ class BlockGNN(nn.Module):
         self.activation = activation
         self.input_dropout = input_dropout
 
-    def forward(self, x: torch.Tensor, blocks: Sequence[Block]) -> torch.Tensor:
+    def _layer(self, conv: nn.Module, x: torch.Tensor, block: Block) -> torch.Tensor:
         from .trainer.adapter import apply_conv
 
+        return apply_conv(conv, x, block)
+
+    def forward(self, x: torch.Tensor, blocks: Sequence[Block]) -> torch.Tensor:
         if len(blocks) != len(self.convs):
             raise ValueError(f"the model has {len(self.convs)} layers but the batch {len(blocks)} blocks")
         if self.input_dropout:
             x = F.dropout(x, p=self.dropout, training=self.training)
         for i, (conv, block) in enumerate(zip(self.convs, blocks)):
-            x = apply_conv(conv, x, block)
+            x = self._layer(conv, x, block)
             if i < len(self.convs) - 1:
                 if self.norms:
                     x = self.norms[i](x)
@@ -83,13 +86,47 @@ def GraphSAGE(in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: 
     return BlockGNN(convs, norms, dropout=dropout)
 
 
-def GCN(in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5) -> BlockGNN:
-    """Kipf & Welling's GCN: ``GCNConv`` (self-loops, symmetric normalisation) on each block's
-    union node set, ReLU and dropout (also on the input features) between layers."""
+class _GraphNormGCN(BlockGNN):
+    """GCN layers normalised with the whole graph's in-degrees ``d`` (held as a buffer, not saved
+    in the state dict): the edge ``u -> v`` weighs ``(d_v / k_v) / sqrt((d_u + 1)(d_v + 1))``
+    where ``k_v`` is how many in-edges of ``v`` the block sampled, and ``v``'s self-loop
+    ``1 / (d_v + 1)``. With every neighbour sampled (``k_v = d_v``) a layer computes exactly the
+    full-graph ``D^-1/2 (A + I) D^-1/2 X W`` at the block's destinations; with fewer, the
+    ``d_v / k_v`` factor keeps the neighbour sum unbiased."""
+
+    def __init__(self, convs, in_degrees, **kw):
+        super().__init__(convs, **kw)
+        self.register_buffer("in_degrees", torch.as_tensor(in_degrees, dtype=torch.float32),
+                             persistent=False)
+
+    def _layer(self, conv, x, block):
+        src, dst = block.edge_index[0], block.edge_index[1]
+        deg = self.in_degrees[block.src_nodes]  # (num_src,), destinations first
+        deg_dst = deg[: block.num_dst]
+        k = torch.bincount(dst, minlength=block.num_dst).to(deg.dtype)
+        scale = torch.where(k > 0, deg_dst / k.clamp(min=1), torch.zeros_like(k))
+        inv = (deg + 1).rsqrt()
+        w = scale[dst] * inv[src] * inv[dst]
+        loops = torch.arange(block.num_dst, device=dst.device)
+        edge_index = torch.cat([block.edge_index, torch.stack([loops, loops])], dim=1)
+        weight = torch.cat([w, 1.0 / (deg_dst + 1)])
+        return conv(x, edge_index, weight)[: block.num_dst]
+
+
+def GCN(in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5,
+        in_degrees=None) -> BlockGNN:
+    """Kipf & Welling's GCN: ReLU and dropout (also on the input features) between layers.
+
+    With ``in_degrees`` (the graph's, ``(num_nodes,)``) the normalisation uses the whole graph's
+    degrees (:class:`_GraphNormGCN`: exact on full neighbourhoods); without, stock ``GCNConv``
+    runs on each block's union node set and normalises with in-block degrees."""
     pyg = _pyg_nn()
     d = _dims(in_dim, hidden, out_dim, num_layers)
-    convs = [pyg.GCNConv(d[i], d[i + 1]) for i in range(num_layers)]
-    return BlockGNN(convs, dropout=dropout, input_dropout=True)
+    if in_degrees is None:
+        convs = [pyg.GCNConv(d[i], d[i + 1]) for i in range(num_layers)]
+        return BlockGNN(convs, dropout=dropout, input_dropout=True)
+    convs = [pyg.GCNConv(d[i], d[i + 1], normalize=False) for i in range(num_layers)]
+    return _GraphNormGCN(convs, in_degrees, dropout=dropout, input_dropout=True)
 
 
 def GAT(in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5,
@@ -111,12 +148,13 @@ def GAT(in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float 
 
 
 def build_model(name: str, in_dim: int, hidden: int, out_dim: int, num_layers: int, *,
-                dropout: float = 0.5, heads: int = 8) -> BlockGNN:
-    """The ``--model`` names: ``sage``, ``gcn``, ``gat``."""
+                dropout: float = 0.5, heads: int = 8, in_degrees=None) -> BlockGNN:
+    """The ``--model`` names: ``sage``, ``gcn``, ``gat``. ``in_degrees``: the graph's, for GCN's
+    normalisation (see :func:`GCN`)."""
     if name == "sage":
         return GraphSAGE(in_dim, hidden, out_dim, num_layers, dropout)
     if name == "gcn":
-        return GCN(in_dim, hidden, out_dim, num_layers, dropout)
+        return GCN(in_dim, hidden, out_dim, num_layers, dropout, in_degrees)
     if name == "gat":
         return GAT(in_dim, hidden, out_dim, num_layers, dropout, heads)
     raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")

@@ -150,7 +150,8 @@ def run(setup: RunSetup, model_factory=None, *, on_batch=None, on_epoch=None) ->
     torch.manual_seed(cfg.seed)  # the model's initial weights (check_model_fits ran in preflight)
     if model_factory is None:
         model = build_model(cfg.model, setup.in_dim, cfg.hidden, setup.num_classes, len(cfg.fanouts),
-                            dropout=cfg.dropout, heads=cfg.heads)
+                            dropout=cfg.dropout, heads=cfg.heads,
+                            in_degrees=setup.dataset.graph.in_degrees if cfg.model == "gcn" else None)
     else:
         model = model_factory(setup.in_dim, setup.num_classes)
     model = model.to(device)
