@@ -43,6 +43,25 @@ def test_train_is_reproducible_across_thread_counts(tiny_dataset):
         (["train", "--device", "tpu"], "device"),
         (["train", "--mode", "cuda-cuda", "--device", "cpu", "--dataset", "tiny"], "cuda"),
         (["bench", "sample", "--graph", "/definitely/not/here"], "not a folder"),
+        # issue 12: accepted silently, or a traceback, before
+        (["train", "--fanouts", "15,,5"], "no empty item"),
+        (["train", "--fanouts", "15,5,"], "no empty item"),
+        (["train", "--fanouts", "99999999999999999999,5"], "between 1 and 100,000"),
+        (["train", "--eval-fanouts", "0,5"], "between 1 and 100,000"),
+        (["train", "--seed", "-1"], "between 0 and"),
+        (["train", "--seed", "9" * 30], "between 0 and"),
+        (["train", "--weight-decay=-1"], ">= 0"),
+        (["train", "--weight-decay", "nan"], "finite"),
+        (["train", "--lr", "inf"], "positive number"),
+        (["train", "--dropout", "1"], "[0, 1)"),
+        (["train", "--hidden", "100000000"], "between 1 and 65,536"),
+        (["train", "--dist-timeout", "1e300"], "dist_timeout"),
+        (["train", "--dataset", "tiny", "--cache-size", "1MB"], "cache_size applies to features on disk"),
+        (["train", "--dataset", "tiny", "--fanouts", "5,5", "--eval-fanouts", "5"], "one entry per layer"),
+        (["train", "--dataset", "tiny", "--model", "gat", "--hidden", "30"], "multiple of heads"),
+        (["train", "--dataset", "tiny", "--runs", "2", "--save", "/tmp/x"], "one run"),
+        (["train", "--dataset", "tiny", "--predict", "/definitely/not/here/p.npy"], "does not exist"),
+        (["train", "--dataset", "tiny", "--resume", "/definitely/not/here"], "no checkpoint"),
     ],
 )
 def test_bad_arguments_give_one_line_error(argv, fragment, capsys):
@@ -92,3 +111,30 @@ def test_negative_fanouts_parse_with_a_space():
     assert args.fanouts == [-1, -1]
     args = build_parser().parse_args(_join_negative_values(["bench", "sample", "--fanouts", "-1,5"]))
     assert args.fanouts == [-1, 5]
+
+
+def test_nan_features_exit_2_with_one_line(tmp_path, capsys):
+    import numpy as np
+
+    from graphfeed.datasets import write_dataset
+    from graphfeed.graph.csc import CSCGraph
+
+    rng = np.random.default_rng(0)
+    n = 300
+    g = CSCGraph.from_edges(rng.integers(0, n, 1500), rng.integers(0, n, 1500), n, add_reverse=True)
+    x = rng.normal(size=(n, 4)).astype(np.float32)
+    x[5, 2] = np.nan
+    y = rng.integers(0, 3, n)
+    write_dataset(tmp_path / "nan", graph=g, node_features={"feat": x, "label": y}, num_classes=3,
+                  splits={"train": np.arange(200), "valid": np.arange(200, 250), "test": np.arange(250, 300)})
+    rc = main(["train", "--dataset", str(tmp_path / "nan"), "--epochs", "2", "--no-progress", "--no-mlp"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "loss became nan" in err, err
+
+
+def test_dry_run_checks_without_training(capsys):
+    rc = main(["train", "--dataset", "tiny", "--dry-run", "--json", "--fanouts", "5,5,5"])
+    assert rc == 0
+    plan = json.loads(capsys.readouterr().out)
+    # three layers: the default evaluation cap is floor(10000 ** (1/3)) = 21 per layer
+    assert plan["eval_fanouts"] == [21, 21, 21] and plan["model"] == "sage" and plan["num_classes"] == 5
