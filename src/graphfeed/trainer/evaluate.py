@@ -73,6 +73,13 @@ def with_fanouts(sampler, fanouts: Sequence[int]):
     )
 
 
+def unwrap(model):
+    """The module inside a DistributedDataParallel wrapper, else ``model``."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    return model.module if isinstance(model, DistributedDataParallel) else model
+
+
 def features_as_float(x):
     """Model input: any stored dtype (uint8, float16, ...) as float32 ``(rows, features)``."""
     import torch
@@ -94,6 +101,7 @@ class Evaluator:
         from ..loader.item_sampler import ItemSampler
 
         self.rank, self.world_size = rank, world_size
+        self.device = placed.device
         self.labels = labels
         self.sizes = {k: int(np.asarray(v).shape[0]) for k, v in sets.items()}
         sampler = with_fanouts(placed.sampler, plan.fanouts)
@@ -113,23 +121,26 @@ class Evaluator:
                 prefetch=prefetch,
             )
 
-    def logits(self, model, name: str, *, progress: bool = False):
+    def logits(self, model, name: str, *, progress: bool = False, argmax: bool = False):
         """``(logits (n, C) float32, labels (n,) int64 or None)`` on CPU for set ``name``, in the
-        order of its ids (all ranks' shares gathered)."""
+        order of its ids (all ranks' shares gathered); ``argmax=True`` keeps only each row's
+        predicted class (``(n, 1)``), so predicting every node of a large graph holds 8 bytes a
+        node instead of a row of logits."""
         import torch
 
         from .progress import bar
 
         loader = self.loaders[name]
         outs, ys = [], []
-        net = model.module if hasattr(model, "module") else model  # no DDP collectives here
+        net = unwrap(model)  # the plain module: no DDP collectives in evaluation
         was_training = net.training
         net.eval()
         if loader is not None:
             loader.set_epoch(0)
             with torch.no_grad(), bar(len(loader), f"eval {name}", enabled=progress) as pbar:
                 for batch in loader:
-                    outs.append(net(features_as_float(batch.x), batch.blocks).float().cpu())
+                    out = net(features_as_float(batch.x), batch.blocks)
+                    outs.append((out.argmax(-1, keepdim=True) if argmax else out.float()).cpu())
                     if self.labels:
                         ys.append(batch.labels.to(torch.long).reshape(-1).cpu())
                     pbar.update(1)
@@ -148,7 +159,9 @@ class Evaluator:
         n, w = self.sizes[name], self.world_size
         share = [len(range(r, n, w)) for r in range(w)]
         m = max(share)
-        width = torch.tensor([0 if logits is None else logits.shape[1]], dtype=torch.long)
+        # NCCL moves only CUDA tensors, gloo CPU ones
+        dev = self.device if dist.get_backend() == "nccl" else torch.device("cpu")
+        width = torch.tensor([0 if logits is None else logits.shape[1]], dtype=torch.long, device=dev)
         dist.all_reduce(width, op=dist.ReduceOp.MAX)
         c = int(width)
         pad = torch.zeros((m, c + 1), dtype=torch.float64)
@@ -156,11 +169,12 @@ class Evaluator:
             pad[: logits.shape[0], :c] = logits.double()
             if y is not None:
                 pad[: y.shape[0], c] = y.double()
+        pad = pad.to(dev)
         got = [torch.empty_like(pad) for _ in range(w)]
         dist.all_gather(got, pad)
         out = torch.empty((n, c + 1), dtype=torch.float64)
         for r in range(w):
-            out[r::w] = got[r][: share[r]]
+            out[r::w] = got[r][: share[r]].cpu()
         return out[:, :c].float(), (out[:, c].long() if self.labels else None)
 
     def close(self) -> None:

@@ -24,7 +24,7 @@ from .._units import format_bytes
 from ..errors import GraphfeedError
 from . import checkpoint as ckpt
 from .config import TrainConfig
-from .evaluate import Evaluator, EvalPlan, features_as_float
+from .evaluate import Evaluator, EvalPlan, features_as_float, unwrap
 from .metrics import Task, compute_metrics, format_metrics, is_better, majority_class, task_for
 from .progress import bar
 from .result import EpochStats, TrainResult
@@ -59,12 +59,6 @@ def current_rss_bytes() -> int:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
-
-
-def _unwrap(model):
-    from torch.nn.parallel import DistributedDataParallel
-
-    return model.module if isinstance(model, DistributedDataParallel) else model
 
 
 def check_model_fits(cfg: TrainConfig, in_dim: int, num_classes: int, device: str) -> None:
@@ -159,7 +153,7 @@ def run(setup: RunSetup, model_factory=None, *, on_batch=None, on_epoch=None) ->
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         model = DDP(model, device_ids=[torch.device(device).index] if device.startswith("cuda") else None)
-    net = _unwrap(model)
+    net = unwrap(model)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
     result = TrainResult(mode=placed.mode, placement_reason=placed.placement.reason, world_size=world,
@@ -446,10 +440,10 @@ def write_predictions(setup: RunSetup, model, path, nodes: str) -> str:
     ev = Evaluator(setup.placed, {"predict": ids}, setup.eval_plan, seed=setup.cfg.seed,
                    num_threads=setup.cfg.num_threads, prefetch=setup.cfg.prefetch, labels=False)
     try:
-        logits, _ = ev.logits(model, "predict", progress=setup.cfg.progress)
+        classes, _ = ev.logits(model, "predict", progress=setup.cfg.progress, argmax=True)
     finally:
         ev.close()
-    pred = (logits.argmax(-1).numpy() if logits is not None else np.zeros(0)).astype(np.int64)
+    pred = (classes.reshape(-1).numpy() if classes is not None else np.zeros(0)).astype(np.int64)
     try:
         save_npy(path, pred)
     except OSError as e:
