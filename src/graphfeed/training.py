@@ -23,6 +23,7 @@ import numpy as np
 from .errors import GraphfeedError
 from .trainer.config import TrainConfig
 from .trainer.evaluate import EVAL_BATCH_SIZE, plan_eval
+from .trainer.loop import RunSetup, check_model_fits, run
 from .trainer.result import EpochStats, RunsResult, TrainResult
 
 __all__ = ["TrainConfig", "EpochStats", "TrainResult", "RunsResult", "train", "train_runs",
@@ -197,8 +198,6 @@ def _train_loop(cfg: TrainConfig, dataset, device: str, rank: int, world_size: i
                 on_batch=None, on_epoch=None) -> TrainResult:
     import torch
 
-    from .trainer.loop import RunSetup, run
-
     say = _say(cfg) if rank == 0 else (lambda msg: None)
     if device.startswith("cuda"):
         from .cuda_alloc import configure_cuda_allocator
@@ -287,8 +286,6 @@ def _preflight(cfg: TrainConfig, dataset, device: str, *, verbose: bool) -> _Pre
     if row_shape is None:
         raise GraphfeedError(f"dataset {cfg.dataset!r} has no node feature 'feat'")
     in_dim = int(np.prod(row_shape)) if row_shape else 1
-    from .trainer.loop import check_model_fits
-
     check_model_fits(cfg, in_dim, num_classes, device)
     graph = dataset.graph
     plan = plan_eval(len(cfg.fanouts), cfg.batch_size, int(graph.in_degrees.max(initial=0)),
