@@ -138,3 +138,13 @@ def test_dry_run_checks_without_training(capsys):
     plan = json.loads(capsys.readouterr().out)
     # three layers: the default evaluation cap is floor(10000 ** (1/3)) = 21 per layer
     assert plan["eval_fanouts"] == [21, 21, 21] and plan["model"] == "sage" and plan["num_classes"] == 5
+
+
+def test_a_closed_pipe_ends_quietly():
+    """`graphfeed train ... | head -1`: the reader leaves after one line; no traceback."""
+    proc = subprocess.run(
+        f"{sys.executable} -m graphfeed train --dataset tiny --epochs 4 --no-mlp --no-progress | head -1",
+        shell=True, capture_output=True, text=True, timeout=240, env=dict(os.environ),
+    )
+    assert proc.stdout.count("\n") == 1
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
