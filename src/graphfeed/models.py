@@ -1,11 +1,17 @@
-"""Reference models for ``graphfeed train``: GraphSAGE over sampled blocks, and an MLP baseline.
+"""Reference models for ``graphfeed train`` (``--model sage|gcn|gat``) over sampled blocks, and
+the MLP baseline.
+
+Every model is called as ``model(x, blocks)``: ``x`` float ``(len(input_nodes), in_dim)``, one
+``Block`` per layer, output ``(num_seeds, out_dim)`` logits. Layer ``i`` runs on ``blocks[i]``
+through :func:`graphfeed.trainer.adapter.apply_conv`, so SAGEConv and GATConv get the bipartite
+``(x_src, x_dst)`` pair and GCNConv runs on the block's union node set.
 
 PyG is an optional extra (``graphfeed[pyg]``), imported when a model is built.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import nn
@@ -14,37 +20,153 @@ import torch.nn.functional as F
 from .errors import MissingDependencyError
 from .sampling.base import Block
 
+__all__ = ["BlockGNN", "GraphSAGE", "GCN", "GAT", "MLP", "build_model", "MODEL_NAMES"]
 
-def _sage_conv():
+MODEL_NAMES = ("sage", "gcn", "gat")
+
+
+def _pyg_nn():
     try:
-        from torch_geometric.nn import SAGEConv
+        import torch_geometric.nn as pyg_nn
     except ImportError:
-        raise MissingDependencyError("torch_geometric", "pyg", "GraphSAGE (graphfeed train)") from None
-    return SAGEConv
+        raise MissingDependencyError("torch_geometric", "pyg", "graphfeed's GNN models") from None
+    return pyg_nn
 
 
-class GraphSAGE(nn.Module):
-    """Mean-aggregation GraphSAGE, one ``SAGEConv`` per block (PyG's bipartite form)."""
+class BlockGNN(nn.Module):
+    """``convs[i]`` on ``blocks[i]``, with ``norms[i]`` (or none), ``activation`` and dropout
+    between layers."""
 
-    def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5):
+    def __init__(self, convs: Sequence[nn.Module], norms: Sequence[nn.Module] = (), *,
+                 dropout: float = 0.5, activation: Callable = F.relu, input_dropout: bool = False):
         super().__init__()
-        if num_layers < 1:
-            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-        SAGEConv = _sage_conv()
-        dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
-        self.convs = nn.ModuleList(SAGEConv(dims[i], dims[i + 1]) for i in range(num_layers))
-        self.norms = nn.ModuleList(nn.LayerNorm(hidden) for _ in range(num_layers - 1))
+        if not convs:
+            raise ValueError("a GNN needs at least one layer")
+        if norms and len(norms) != len(convs) - 1:
+            raise ValueError(f"one norm between each two layers: {len(convs) - 1}, got {len(norms)}")
+        self.convs = nn.ModuleList(convs)
+        self.norms = nn.ModuleList(norms)
         self.dropout = dropout
+        self.activation = activation
+        self.input_dropout = input_dropout
+
+    def _layer(self, conv: nn.Module, x: torch.Tensor, block: Block) -> torch.Tensor:
+        from .trainer.adapter import apply_conv
+
+        return apply_conv(conv, x, block)
 
     def forward(self, x: torch.Tensor, blocks: Sequence[Block]) -> torch.Tensor:
-        assert len(blocks) == len(self.convs), "one block per layer"
+        if len(blocks) != len(self.convs):
+            raise ValueError(f"the model has {len(self.convs)} layers but the batch {len(blocks)} blocks")
+        if self.input_dropout:
+            x = F.dropout(x, p=self.dropout, training=self.training)
         for i, (conv, block) in enumerate(zip(self.convs, blocks)):
-            x = conv((x, x[: block.num_dst]), block.edge_index)
+            x = self._layer(conv, x, block)
             if i < len(self.convs) - 1:
-                x = self.norms[i](x)
-                x = F.relu(x)
+                if self.norms:
+                    x = self.norms[i](x)
+                x = self.activation(x)
                 x = F.dropout(x, p=self.dropout, training=self.training)
         return x
+
+
+def _dims(in_dim: int, hidden: int, out_dim: int, num_layers: int) -> list[int]:
+    if num_layers < 1:
+        raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+    return [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
+
+
+def GraphSAGE(in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5) -> BlockGNN:
+    """Mean-aggregation GraphSAGE: bipartite ``SAGEConv`` per block, LayerNorm + ReLU + dropout
+    between layers."""
+    pyg = _pyg_nn()
+    d = _dims(in_dim, hidden, out_dim, num_layers)
+    convs = [pyg.SAGEConv(d[i], d[i + 1]) for i in range(num_layers)]
+    norms = [nn.LayerNorm(hidden) for _ in range(num_layers - 1)]
+    return BlockGNN(convs, norms, dropout=dropout)
+
+
+class _GraphNormGCN(BlockGNN):
+    """GCN layers normalised with the whole graph's in-degrees ``d`` (held as a buffer, not saved
+    in the state dict): the edge ``u -> v`` weighs ``(d_v / k_v) / sqrt((d_u + 1)(d_v + 1))``
+    where ``k_v`` is how many in-edges of ``v`` the block sampled, and ``v``'s self-loop
+    ``1 / (d_v + 1)``. With every neighbour sampled (``k_v = d_v``) a layer computes exactly the
+    full-graph ``D^-1/2 (A + I) D^-1/2 X W`` at the block's destinations; with fewer, the
+    ``d_v / k_v`` factor keeps the neighbour sum unbiased."""
+
+    def __init__(self, convs, in_degrees, **kw):
+        super().__init__(convs, **kw)
+        self.register_buffer("in_degrees", torch.as_tensor(in_degrees, dtype=torch.float32),
+                             persistent=False)
+
+    def _layer(self, conv, x, block):
+        src, dst = block.edge_index[0], block.edge_index[1]
+        deg = self.in_degrees[block.src_nodes]  # (num_src,), destinations first
+        deg_dst = deg[: block.num_dst]
+        k = torch.bincount(dst, minlength=block.num_dst).to(deg.dtype)
+        scale = torch.where(k > 0, deg_dst / k.clamp(min=1), torch.zeros_like(k))
+        inv = (deg + 1).rsqrt()
+        w = scale[dst] * inv[src] * inv[dst]
+        loops = torch.arange(block.num_dst, device=dst.device)
+        edge_index = torch.cat([block.edge_index, torch.stack([loops, loops])], dim=1)
+        weight = torch.cat([w, 1.0 / (deg_dst + 1)])
+        return conv(x, edge_index, weight)[: block.num_dst]
+
+
+def GCN(in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5,
+        in_degrees=None) -> BlockGNN:
+    """Kipf & Welling's GCN: ReLU and dropout (also on the input features) between layers.
+
+    With ``in_degrees`` (the graph's, ``(num_nodes,)``) the normalisation uses the whole graph's
+    degrees (:class:`_GraphNormGCN`: exact on full neighbourhoods); without, stock ``GCNConv``
+    runs on each block's union node set and normalises with in-block degrees."""
+    pyg = _pyg_nn()
+    d = _dims(in_dim, hidden, out_dim, num_layers)
+    if in_degrees is None:
+        convs = [pyg.GCNConv(d[i], d[i + 1]) for i in range(num_layers)]
+        return BlockGNN(convs, dropout=dropout, input_dropout=True)
+    convs = [pyg.GCNConv(d[i], d[i + 1], normalize=False) for i in range(num_layers)]
+    return _GraphNormGCN(convs, in_degrees, dropout=dropout, input_dropout=True)
+
+
+def GAT(in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5,
+        heads: int = 8) -> BlockGNN:
+    """Veličković et al.'s GAT: bipartite ``GATConv``; hidden layers concatenate ``heads`` heads
+    of ``hidden // heads`` features, the output layer has one head; ELU and dropout between
+    layers, dropout on the input features and on the attention coefficients."""
+    if hidden % heads:
+        raise ValueError(f"hidden ({hidden}) must be a multiple of heads ({heads})")
+    pyg = _pyg_nn()
+    convs = []
+    dim = in_dim
+    for i in range(num_layers):
+        last = i == num_layers - 1
+        convs.append(pyg.GATConv(dim, out_dim if last else hidden // heads, heads=1 if last else heads,
+                                 concat=not last, dropout=dropout))
+        dim = hidden
+    return BlockGNN(convs, dropout=dropout, activation=F.elu, input_dropout=True)
+
+
+def build_model(name: str, in_dim: int, hidden: int, out_dim: int, num_layers: int, *,
+                dropout: float = 0.5, heads: int = 8, in_degrees=None) -> BlockGNN:
+    """The ``--model`` names: ``sage``, ``gcn``, ``gat``. ``in_degrees``: the graph's, for GCN's
+    normalisation (see :func:`GCN`)."""
+    if name == "sage":
+        return GraphSAGE(in_dim, hidden, out_dim, num_layers, dropout)
+    if name == "gcn":
+        return GCN(in_dim, hidden, out_dim, num_layers, dropout, in_degrees)
+    if name == "gat":
+        return GAT(in_dim, hidden, out_dim, num_layers, dropout, heads)
+    raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
+
+
+def parameter_count(name: str, in_dim: int, hidden: int, out_dim: int, num_layers: int) -> int:
+    """About how many parameters :func:`build_model` makes (an upper bound within a few
+    percent), computed without allocating them."""
+    d = _dims(in_dim, hidden, out_dim, num_layers)
+    per_layer = 2 if name == "sage" else 1  # SAGEConv: a root and a neighbour weight
+    total = sum(per_layer * d[i] * d[i + 1] + 4 * d[i + 1] for i in range(num_layers))
+    return total + 2 * hidden * (num_layers - 1)
 
 
 class MLP(nn.Module):
@@ -52,7 +174,7 @@ class MLP(nn.Module):
 
     def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int = 2, dropout: float = 0.5):
         super().__init__()
-        dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
+        dims = _dims(in_dim, hidden, out_dim, num_layers)
         self.lins = nn.ModuleList(nn.Linear(dims[i], dims[i + 1]) for i in range(num_layers))
         self.dropout = dropout
 

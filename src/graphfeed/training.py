@@ -1,112 +1,33 @@
-"""Mini-batch GraphSAGE node classification on a graphfeed pipeline (what ``graphfeed train`` runs).
+"""``graphfeed train``: mini-batch node classification on a graphfeed pipeline.
 
 One function, :func:`train`, serves a single process, ``graphfeed train --nproc N`` (spawned
 ranks) and ``torchrun --nproc-per-node N -m graphfeed train`` alike: when a process group is up
 (``WORLD_SIZE > 1``) the model is wrapped in DistributedDataParallel, every rank takes an equal
-share of the training ids each epoch, evaluation is split across ranks and summed, and only
-rank 0 prints.
+share of the training ids each epoch, evaluation is split across ranks and gathered, and only
+rank 0 prints. :func:`train_runs` repeats a run over ``cfg.runs`` seeds and reports mean and
+standard deviation. The pieces live in :mod:`graphfeed.trainer` (config, loop, evaluation,
+metrics, checkpoints, the PyG adapter); this module places the data for a run.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
-import time
+import sys
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional
 
 import numpy as np
 
-from ._memory import peak_rss_bytes, release_free_memory
-from ._units import format_bytes
 from .errors import GraphfeedError
+from .trainer.config import TrainConfig
+from .trainer.evaluate import EVAL_BATCH_SIZE, plan_eval
+from .trainer.loop import RunSetup, check_model_fits, run
+from .trainer.result import EpochStats, RunsResult, TrainResult
 
-
-#: smallest batch used for evaluation (sampled inference)
-EVAL_BATCH_SIZE = 1024
-
-
-@dataclass
-class TrainConfig:
-    dataset: str = "small"  # a built-in name (tiny, small, medium) or a prepared dataset folder
-    fanouts: Sequence[int] = (10, 10)
-    batch_size: int = 1024
-    epochs: int = 5
-    hidden: int = 128
-    lr: float = 3e-3
-    dropout: float = 0.5
-    weight_decay: float = 0.0
-    device: str = "auto"  # auto, cpu, cuda, cuda:N
-    mode: str = "auto"  # auto, cpu-cpu, cpu-cuda, pinned-cuda, cuda-cuda
-    seed: int = 0
-    features: str = "ram"  # ram, disk, lmdb
-    cache_size: int = 0  # bytes of CPU cache in front of disk/lmdb features
-    cache_policy: str = "sieve"
-    replace: bool = False
-    num_threads: int = 2
-    prefetch: int = 2
-    nproc: int = 1
-    dist_timeout: float = 300.0
-    private_copy: bool = False  # for memory comparisons: each rank loads its own copy
-    mlp_baseline: bool = True
-    progress: bool = True
-    data_root: Optional[str] = None  # where built-in datasets are cached
-
-    def validate(self) -> "TrainConfig":
-        fan = list(self.fanouts)
-        if not fan or any((not isinstance(f, (int, np.integer))) or (f < 1 and f != -1) for f in fan):
-            raise GraphfeedError(f"fanouts must be a non-empty list of ints >= 1 or -1, got {fan}")
-        for name in ("batch_size", "epochs", "hidden", "num_threads", "nproc"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, np.integer)) or v < 1:
-                raise GraphfeedError(f"{name} must be an integer >= 1, got {v!r}")
-        if self.prefetch < 1:
-            raise GraphfeedError(f"prefetch must be >= 1, got {self.prefetch}")
-        if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise GraphfeedError(f"lr must be a positive number, got {self.lr}")
-        if not 0 <= self.dropout < 1:
-            raise GraphfeedError(f"dropout must be in [0, 1), got {self.dropout}")
-        if self.features not in ("ram", "disk", "lmdb"):
-            raise GraphfeedError(f"features must be ram, disk or lmdb, got {self.features!r}")
-        if self.cache_size < 0:
-            raise GraphfeedError(f"cache_size must be >= 0, got {self.cache_size}")
-        from .placement import validate_mode
-
-        validate_mode(self.mode)
-        return self
-
-
-@dataclass
-class EpochStats:
-    epoch: int
-    loss: float
-    train_acc: float
-    valid_acc: float
-    test_acc: float
-    seeds_per_s: float
-    batches_per_s: float
-    seconds: float
-    peak_rss_bytes: int
-    peak_gpu_bytes: Optional[int] = None
-
-
-@dataclass
-class TrainResult:
-    epochs: list = field(default_factory=list)
-    best_epoch: int = -1
-    best_valid_acc: float = float("nan")
-    test_acc: float = float("nan")  # at the best validation epoch
-    final_test_acc: float = float("nan")
-    mlp_test_acc: Optional[float] = None
-    mode: str = "cpu-cpu"
-    placement_reason: str = ""
-    world_size: int = 1
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+__all__ = ["TrainConfig", "EpochStats", "TrainResult", "RunsResult", "train", "train_runs",
+           "open_dataset", "resolve_device", "check_run", "EVAL_BATCH_SIZE"]
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -155,28 +76,92 @@ def _dist_world():
     return 0, 1
 
 
-class _Log:
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-
-    def __call__(self, msg: str) -> None:
-        if self.enabled:
-            print(msg, flush=True)
-
-
 # ---------------------------------------------------------------------------- the loop
-def train(cfg: TrainConfig, *, dataset=None) -> TrainResult:
-    """Train GraphSAGE as configured; returns per-epoch figures and test accuracies."""
+def train(cfg: TrainConfig, *, dataset=None, model: Optional[Callable] = None, on_batch=None,
+          on_epoch=None) -> TrainResult:
+    """Train one run as configured (``cfg.runs`` must be 1; see :func:`train_runs`).
+
+    - ``dataset``: an opened ``Dataset`` instead of ``cfg.dataset``.
+    - ``model``: ``factory(in_dim, num_classes) -> nn.Module`` called as ``module(x, blocks)``
+      (e.g. ``lambda i, c: StockModel(torch_geometric.nn.models.GCN(i, 64, 2, c))``, see
+      :mod:`graphfeed.trainer.adapter`); default: ``cfg.model`` from :mod:`graphfeed.models`.
+      With ``nproc > 1`` it must be picklable (a module-level function).
+    - ``on_batch(epoch, batch_index)`` after each optimizer step; ``on_epoch(stats)`` after
+      each epoch (its checkpoint is written by then). Either may raise to stop the run.
+    """
     cfg.validate()
+    if cfg.runs != 1:
+        raise GraphfeedError(f"train() runs once; use train_runs() for runs={cfg.runs}")
     if cfg.nproc > 1 and int(os.environ.get("WORLD_SIZE", "1")) == 1:
         from .distributed import launch
 
-        results = launch(_train_rank, cfg.nproc, cfg, timeout_s=cfg.dist_timeout)
+        results = launch(_train_rank, cfg.nproc, cfg, None, model, timeout_s=cfg.dist_timeout)
         return results[0]
-    return _train_rank(cfg, dataset=dataset)
+    return _train_rank(cfg, dataset, model, on_batch, on_epoch)
 
 
-def _train_rank(cfg: TrainConfig, dataset=None) -> TrainResult:
+def train_runs(cfg: TrainConfig, *, dataset=None, model: Optional[Callable] = None) -> RunsResult:
+    """``cfg.runs`` independent runs (:func:`run_plan`), with the mean and sample standard
+    deviation of each test metric at the best epoch and of the best validation value."""
+    from .trainer.metrics import mean_std
+
+    cfg.validate()
+    if dataset is None and cfg.nproc == 1:
+        dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=True)
+    results = []
+    for spec in run_plan(cfg, dataset):
+        one = dataclasses.replace(cfg, runs=1, seed=spec.seed)
+        if cfg.runs > 1:
+            _say(cfg)(f"graphfeed train: run {len(results) + 1}/{cfg.runs} (seed {spec.seed})")
+        results.append(train(one, dataset=dataset, model=model))
+    main = results[0].main_metric
+    summary = {"best_valid": mean_std(r.best_valid for r in results)}
+    for k in results[0].test:
+        summary[f"test_{k}"] = mean_std(r.test.get(k, float("nan")) for r in results)
+    if results[0].mlp_test is not None:
+        summary["mlp_test_" + main] = mean_std(r.mlp_test[main] for r in results)
+    out = RunsResult(runs=results, main_metric=main, summary=summary)
+    if cfg.runs > 1:
+        say = _say(cfg)
+        for k, v in summary.items():
+            say(f"graphfeed train: {cfg.runs} runs: {k} {v['mean']:.4f} +- {v['std']:.4f}")
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    seed: int
+    split: Optional[int] = None  # a stored split index, for datasets that store several
+
+
+def run_plan(cfg: TrainConfig, dataset) -> list:
+    """One :class:`RunSpec` per run: run ``k`` uses seed ``cfg.seed + k``.
+
+    Hook for datasets with several stored splits: return ``RunSpec(seed, split=k)`` here (and
+    pick that split's ids in :func:`_split_ids`); every run then trains on its own split and the
+    mean/std cover the splits as well as the seeds. Today a dataset stores one split.
+    """
+    return [RunSpec(seed=cfg.seed + k) for k in range(cfg.runs)]
+
+
+def _split_ids(dataset, split: Optional[int]):
+    """``(train, valid, test)`` node ids; ``split`` selects a stored split (see :func:`run_plan`)."""
+    assert split is None, "stored split indices are not supported by this Dataset yet"
+    return (np.asarray(dataset.train_ids), np.asarray(dataset.valid_ids),
+            np.asarray(dataset.test_ids))
+
+
+def _say(cfg: TrainConfig):
+    """Prints human lines to stdout, or to stderr when stdout carries JSON."""
+    stream = sys.stderr if cfg.human_output == "stderr" else sys.stdout
+
+    def say(msg: str) -> None:
+        print(msg, file=stream, flush=True)
+
+    return say
+
+
+def _train_rank(cfg: TrainConfig, dataset=None, model=None, on_batch=None, on_epoch=None) -> TrainResult:
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     device = resolve_device(cfg.device)
     if not device.startswith("cuda") and cfg.mode not in ("auto", "cpu-cpu"):
@@ -193,7 +178,7 @@ def _train_rank(cfg: TrainConfig, dataset=None) -> TrainResult:
             started_group = True
     rank, world_size = _dist_world()
     try:
-        return _train_loop(cfg, dataset, device, rank, world_size)
+        return _train_loop(cfg, dataset, device, rank, world_size, model, on_batch, on_epoch)
     except BaseException as e:
         # the traceback keeps _train_loop's frame, and with it the DDP model, alive: clear it so
         # the model is freed while the process group still exists (see the finally below)
@@ -209,13 +194,11 @@ def _train_rank(cfg: TrainConfig, dataset=None) -> TrainResult:
             shutdown()
 
 
-def _train_loop(cfg: TrainConfig, dataset, device: str, rank: int, world_size: int) -> TrainResult:
+def _train_loop(cfg: TrainConfig, dataset, device: str, rank: int, world_size: int, model=None,
+                on_batch=None, on_epoch=None) -> TrainResult:
     import torch
-    import torch.nn.functional as F
 
-    from .models import GraphSAGE
-
-    log = _Log(rank == 0)
+    say = _say(cfg) if rank == 0 else (lambda msg: None)
     if device.startswith("cuda"):
         from .cuda_alloc import configure_cuda_allocator
 
@@ -225,191 +208,104 @@ def _train_loop(cfg: TrainConfig, dataset, device: str, rank: int, world_size: i
             device = f"cuda:{local_rank}"
             torch.cuda.set_device(local_rank)
 
-    if dataset is None:
-        dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=rank == 0)
+    pre = _preflight(cfg, dataset, device, verbose=rank == 0)
+    dataset = pre.dataset
     graph, feat, labels = _data_for_rank(dataset, cfg, world_size, device)
-    from .loader import node_loader, place
+    from .loader import place
 
     placed = place(graph, {"feat": feat, "label": labels}, list(cfg.fanouts), mode=cfg.mode,
                    device=device, replace=cfg.replace, seed=cfg.seed,
                    ranks_per_machine=int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
     device = str(placed.device)
-    feat, labels = placed.features["feat"], placed.features["label"]
-    log(f"graphfeed: placement {placed.placement.reason}")
-
-    num_classes = int(dataset.num_classes)
-    in_dim = int(np.prod(feat.row_shape)) if feat.row_shape else 1
-    train_ids, valid_ids, test_ids = dataset.train_ids, dataset.valid_ids, dataset.test_ids
-    if len(train_ids) == 0:
-        raise GraphfeedError(f"dataset {cfg.dataset!r} has no training ids")
-    log(
-        f"graphfeed train: dataset {getattr(dataset, 'name', cfg.dataset)} "
-        f"({graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {in_dim} features, "
-        f"{num_classes} classes; train/valid/test {len(train_ids):,}/{len(valid_ids):,}/"
-        f"{len(test_ids):,}); fanouts {list(cfg.fanouts)}, batch {cfg.batch_size}, "
-        f"device {device}, features {cfg.features}"
+    say(f"graphfeed: placement {placed.placement.reason}")
+    train_ids, valid_ids, test_ids = pre.splits
+    say(
+        f"graphfeed train: dataset {dataset.name} ({graph.num_nodes:,} nodes, "
+        f"{graph.num_edges:,} edges, {pre.in_dim} features ({str(feat.dtype).replace('torch.', '')}), "
+        f"{pre.num_classes} classes; train/valid/test {len(train_ids):,}/{len(valid_ids):,}/"
+        f"{len(test_ids):,}); model {cfg.model}, fanouts {list(cfg.fanouts)}, eval fanouts "
+        f"{list(pre.eval_plan.fanouts)} in batches of {pre.eval_plan.batch_size}, batch "
+        f"{cfg.batch_size}, device {device}, features {cfg.features}, seed {cfg.seed}"
         + (f", {world_size} ranks" if world_size > 1 else "")
     )
+    setup = RunSetup(cfg=cfg, dataset=dataset, placed=placed, device=device, rank=rank,
+                     world_size=world_size, in_dim=pre.in_dim, num_classes=pre.num_classes,
+                     train_ids=train_ids, valid_ids=valid_ids, test_ids=test_ids,
+                     eval_plan=pre.eval_plan, say=say)
+    return run(setup, model, on_batch=on_batch, on_epoch=on_epoch)
 
-    torch.manual_seed(cfg.seed)
-    model = GraphSAGE(in_dim, cfg.hidden, num_classes, len(cfg.fanouts), cfg.dropout).to(device)
-    if world_size > 1:
-        from torch.nn.parallel import DistributedDataParallel as DDP
 
-        model = DDP(model, device_ids=[torch.device(device).index] if device.startswith("cuda") else None)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+# ---------------------------------------------------------------------------- checks before a run
+@dataclasses.dataclass
+class _Preflight:
+    dataset: object
+    splits: tuple
+    num_classes: int
+    in_dim: int
+    eval_plan: object
 
-    loader = node_loader(train_ids, placed, batch_size=cfg.batch_size, shuffle=True, seed=cfg.seed,
-                         rank=rank, world_size=world_size, num_threads=cfg.num_threads,
-                         prefetch=cfg.prefetch)
 
-    result = TrainResult(mode=placed.mode, placement_reason=placed.placement.reason,
-                         world_size=world_size)
-    from ._progress import Progress
+def _check_output_path(flag: str, path) -> None:
+    parent = Path(path).resolve().parent
+    if not parent.is_dir():
+        raise GraphfeedError(f"{flag} {path}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise GraphfeedError(f"{flag} {path}: folder {parent} is not writable")
+    if Path(path).is_dir():
+        raise GraphfeedError(f"{flag} {path}: is a folder, expected a file name")
 
-    for epoch in range(cfg.epochs):
-        model.train()
-        t0 = time.perf_counter()
-        total_loss = torch.zeros((), device=device)
-        correct = torch.zeros((), dtype=torch.long, device=device)
-        seen = 0
-        with Progress(len(loader), f"epoch {epoch:2d}", unit="batches",
-                      enabled=cfg.progress and rank == 0) as bar:
-            loader.set_epoch(epoch)
-            for batch in loader:
-                x = batch.x.to(torch.float32).reshape(batch.x.shape[0], -1)
-                y = batch.labels.to(torch.long).reshape(-1)
-                out = model(x, batch.blocks)
-                loss = F.cross_entropy(out, y)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                n = y.shape[0]
-                total_loss += loss.detach() * n
-                correct += (out.argmax(-1) == y).sum()
-                seen += n
-                bar.update(1)
-        seconds = time.perf_counter() - t0
-        train_seen = torch.tensor([seen], dtype=torch.float64)
-        stats = torch.stack([total_loss.double().cpu(), correct.double().cpu()])
-        if world_size > 1:
-            import torch.distributed as dist
 
-            both = torch.cat([stats, train_seen])
-            dist.all_reduce(both)
-            stats, train_seen = both[:2], both[2:]
-        seen_all = float(train_seen[0])
-        valid_acc = evaluate(model, placed, valid_ids, cfg, rank, world_size)
-        test_acc = evaluate(model, placed, test_ids, cfg, rank, world_size)
-        release_free_memory()  # eval loaders' buffers: give them back before the next epoch
-        peak_gpu = torch.cuda.max_memory_allocated() if device.startswith("cuda") else None
-        es = EpochStats(
-            epoch=epoch,
-            loss=float(stats[0]) / max(seen_all, 1),
-            train_acc=float(stats[1]) / max(seen_all, 1),
-            valid_acc=valid_acc,
-            test_acc=test_acc,
-            seeds_per_s=seen_all / seconds,
-            batches_per_s=len(loader) / seconds,
-            seconds=seconds,
-            peak_rss_bytes=peak_rss_bytes(),
-            peak_gpu_bytes=peak_gpu,
+def _preflight(cfg: TrainConfig, dataset, device: str, *, verbose: bool) -> _Preflight:
+    """Everything that can be refused before the data is placed or a model allocated."""
+    for flag, path in (("--predict", cfg.predict), ("--log", cfg.log)):
+        if path:
+            _check_output_path(flag, path)
+    if cfg.save:
+        try:
+            Path(cfg.save).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise GraphfeedError(f"--save {cfg.save}: cannot create the folder ({e.strerror or e})") from None
+        if not os.access(cfg.save, os.W_OK):
+            raise GraphfeedError(f"--save {cfg.save}: folder is not writable")
+    if cfg.resume:
+        from .trainer.checkpoint import checkpoint_path
+
+        if not checkpoint_path(cfg.resume).is_file():
+            raise GraphfeedError(f"--resume {cfg.resume}: no checkpoint.pt there")
+    if dataset is None:
+        dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=verbose)
+    splits = _split_ids(dataset, None)
+    if len(splits[0]) == 0:
+        raise GraphfeedError(f"dataset {cfg.dataset!r} has no training ids")
+    num_classes = int(dataset.num_classes)
+    if num_classes < 2:
+        raise GraphfeedError(
+            f"dataset {cfg.dataset!r} has {num_classes} class(es); classification needs 2 or more"
         )
-        result.epochs.append(es)
-        if not (es.valid_acc <= result.best_valid_acc):  # also true for the first (nan) epoch
-            result.best_valid_acc, result.best_epoch, result.test_acc = es.valid_acc, epoch, es.test_acc
-        log(
-            f"epoch {epoch:2d}  loss {es.loss:.4f}  train {es.train_acc:.4f}  valid {es.valid_acc:.4f}  "
-            f"test {es.test_acc:.4f}  {es.seeds_per_s:,.0f} seeds/s  {es.batches_per_s:.1f} batches/s  "
-            f"{seconds:.1f}s  peak RSS {format_bytes(es.peak_rss_bytes)}"
-            + (f"  peak GPU {format_bytes(peak_gpu)}" if peak_gpu is not None else "")
-        )
-    loader.close()
-    result.final_test_acc = result.epochs[-1].test_acc
-    if cfg.mlp_baseline and rank == 0:
-        result.mlp_test_acc = train_mlp_baseline(dataset, feat, labels, cfg, device, num_classes)
-    log(
-        f"GraphSAGE test accuracy {result.test_acc:.4f} (best valid {result.best_valid_acc:.4f} at "
-        f"epoch {result.best_epoch})"
-        + (f"; MLP baseline on the same features {result.mlp_test_acc:.4f}" if result.mlp_test_acc is not None else "")
-    )
-    return result
+    row_shape = dataset.features["feat"].row_shape if "feat" in dataset.features else None
+    if row_shape is None:
+        raise GraphfeedError(f"dataset {cfg.dataset!r} has no node feature 'feat'")
+    in_dim = int(np.prod(row_shape)) if row_shape else 1
+    check_model_fits(cfg, in_dim, num_classes, device)
+    graph = dataset.graph
+    plan = plan_eval(len(cfg.fanouts), cfg.batch_size, int(graph.in_degrees.max(initial=0)),
+                     cfg.eval_fanouts)
+    return _Preflight(dataset, splits, num_classes, in_dim, plan)
 
 
-def evaluate(model, placed, ids, cfg: TrainConfig, rank: int, world_size: int) -> float:
-    """Sampled mini-batch inference on ``ids``; ranks take strided shares and sum their counts."""
-    import torch
-
-    from .loader import node_loader
-
-    ids = np.asarray(ids)
-    if ids.shape[0] == 0:
-        return float("nan")
-    share = ids[rank::world_size]
-    net = model.module if hasattr(model, "module") else model  # no DDP collectives in eval
-    net.eval()
-    correct = torch.zeros((), dtype=torch.float64)
-    total = torch.zeros((), dtype=torch.float64)
-    if share.shape[0]:
-        # inference needs no small batches: larger ones amortise per-batch overhead
-        loader = node_loader(share, placed, batch_size=max(cfg.batch_size, EVAL_BATCH_SIZE),
-                             shuffle=False, seed=cfg.seed,
-                             num_threads=cfg.num_threads, prefetch=cfg.prefetch)
-        loader.set_epoch(0)  # the same evaluation sample every epoch
-        with torch.no_grad():
-            for batch in loader:
-                x = batch.x.to(torch.float32).reshape(batch.x.shape[0], -1)
-                y = batch.labels.to(torch.long).reshape(-1)
-                correct += (net(x, batch.blocks).argmax(-1) == y).sum().double().cpu()
-                total += y.shape[0]
-        loader.close()
-    if world_size > 1:
-        import torch.distributed as dist
-
-        both = torch.stack([correct, total])
-        dist.all_reduce(both)
-        correct, total = both[0], both[1]
-    return float(correct / total) if float(total) > 0 else float("nan")
-
-
-def train_mlp_baseline(dataset, feat, labels, cfg: TrainConfig, device, num_classes: int) -> float:
-    """An MLP of the same width on each node's own features: what the graph adds over it."""
-    import torch
-    import torch.nn.functional as F
-
-    from .models import MLP
-
-    def rows(ids):
-        ids_t = torch.as_tensor(np.asarray(ids), dtype=torch.int64)
-        x = feat.read(ids_t).to(torch.float32).reshape(len(ids_t), -1).cpu()
-        y = labels.read(ids_t).to(torch.long).reshape(-1).cpu()
-        return x, y
-
-    x_tr, y_tr = rows(dataset.train_ids)
-    x_va, y_va = rows(dataset.valid_ids)
-    x_te, y_te = rows(dataset.test_ids)
-    torch.manual_seed(cfg.seed)
-    mlp = MLP(x_tr.shape[1], cfg.hidden, num_classes, num_layers=len(cfg.fanouts), dropout=cfg.dropout)
-    opt = torch.optim.Adam(mlp.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    g = torch.Generator().manual_seed(cfg.seed)
-    best_va, best_te = -1.0, float("nan")
-    epochs = max(cfg.epochs, 20)  # cheap: give the baseline every chance
-    for _ in range(epochs):
-        mlp.train()
-        perm = torch.randperm(x_tr.shape[0], generator=g)
-        for i in range(0, len(perm), cfg.batch_size):
-            idx = perm[i : i + cfg.batch_size]
-            loss = F.cross_entropy(mlp(x_tr[idx]), y_tr[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-        mlp.eval()
-        with torch.no_grad():
-            va = (mlp(x_va).argmax(-1) == y_va).double().mean().item() if len(y_va) else float("nan")
-            te = (mlp(x_te).argmax(-1) == y_te).double().mean().item() if len(y_te) else float("nan")
-        if not va <= best_va:
-            best_va, best_te = va, te
-    return best_te
+def check_run(cfg: TrainConfig, *, dataset=None) -> dict:
+    """What ``graphfeed train --dry-run`` prints: every check a run makes before placing data
+    (arguments, dataset, splits, output paths, model size), and the evaluation plan."""
+    cfg.validate()
+    device = resolve_device(cfg.device)
+    pre = _preflight(cfg, dataset, device, verbose=False)
+    return {
+        "dataset": pre.dataset.name, "device": device, "model": cfg.model,
+        "in_dim": pre.in_dim, "num_classes": pre.num_classes,
+        "train/valid/test": "/".join(str(len(s)) for s in pre.splits),
+        "fanouts": list(cfg.fanouts), "eval_fanouts": list(pre.eval_plan.fanouts),
+        "eval_batch_size": pre.eval_plan.batch_size,
+    }
 
 
 # ---------------------------------------------------------------------------- data + placement

@@ -36,13 +36,32 @@ def test_train_is_reproducible_across_thread_counts(tiny_dataset):
     "argv, fragment",
     [
         (["train", "--fanouts", "0,3"], "fanouts"),
-        (["train", "--batch-size", "-4"], "positive integer"),
+        (["train", "--batch-size", "-4"], "integer between 1 and"),
         (["train", "--lr", "abc"], "positive number"),
         (["train", "--features", "tape"], "invalid choice"),
         (["train", "--dataset", "/definitely/not/here"], "neither a built-in dataset"),
         (["train", "--device", "tpu"], "device"),
         (["train", "--mode", "cuda-cuda", "--device", "cpu", "--dataset", "tiny"], "cuda"),
         (["bench", "sample", "--graph", "/definitely/not/here"], "not a folder"),
+        # issue 12: accepted silently, or a traceback, before
+        (["train", "--fanouts", "15,,5"], "no empty item"),
+        (["train", "--fanouts", "15,5,"], "no empty item"),
+        (["train", "--fanouts", "99999999999999999999,5"], "between 1 and 100,000"),
+        (["train", "--eval-fanouts", "0,5"], "between 1 and 100,000"),
+        (["train", "--seed", "-1"], "between 0 and"),
+        (["train", "--seed", "9" * 30], "between 0 and"),
+        (["train", "--weight-decay=-1"], ">= 0"),
+        (["train", "--weight-decay", "nan"], "finite"),
+        (["train", "--lr", "inf"], "positive number"),
+        (["train", "--dropout", "1"], "[0, 1)"),
+        (["train", "--hidden", "100000000"], "between 1 and 65,536"),
+        (["train", "--dist-timeout", "1e300"], "dist_timeout"),
+        (["train", "--dataset", "tiny", "--cache-size", "1MB"], "cache_size applies to features on disk"),
+        (["train", "--dataset", "tiny", "--fanouts", "5,5", "--eval-fanouts", "5"], "one entry per layer"),
+        (["train", "--dataset", "tiny", "--model", "gat", "--hidden", "30"], "multiple of heads"),
+        (["train", "--dataset", "tiny", "--runs", "2", "--save", "/tmp/x"], "one run"),
+        (["train", "--dataset", "tiny", "--predict", "/definitely/not/here/p.npy"], "does not exist"),
+        (["train", "--dataset", "tiny", "--resume", "/definitely/not/here"], "no checkpoint"),
     ],
 )
 def test_bad_arguments_give_one_line_error(argv, fragment, capsys):
@@ -63,10 +82,15 @@ def test_cli_train_json_subprocess(tmp_path):
         capture_output=True, text=True, env=env, timeout=240,
     )
     assert out.returncode == 0, out.stderr
-    lines = out.stdout.strip().splitlines()
-    assert any(l.startswith("epoch  0") for l in lines)
-    res = json.loads(lines[-1])
+    # stdout is exactly one JSON object (what `| python -m json.tool` and `| jq` need); the
+    # human lines went to stderr
+    res = json.loads(out.stdout)
+    assert out.stdout.count("\n") == 1
     assert res["mode"] == "cpu-cpu" and len(res["epochs"]) == 1
+    assert any(l.startswith("epoch  0") for l in out.stderr.splitlines()), out.stderr
+    tool = subprocess.run([sys.executable, "-m", "json.tool"], input=out.stdout, capture_output=True,
+                          text=True, timeout=60)
+    assert tool.returncode == 0, tool.stderr
 
 
 @pytest.mark.parametrize("features, cache_size", [("disk", 0), ("disk", 200_000), ("lmdb", 0)])
@@ -87,3 +111,40 @@ def test_negative_fanouts_parse_with_a_space():
     assert args.fanouts == [-1, -1]
     args = build_parser().parse_args(_join_negative_values(["bench", "sample", "--fanouts", "-1,5"]))
     assert args.fanouts == [-1, 5]
+
+
+def test_nan_features_exit_2_with_one_line(tmp_path, capsys):
+    import numpy as np
+
+    from graphfeed.datasets import write_dataset
+    from graphfeed.graph.csc import CSCGraph
+
+    rng = np.random.default_rng(0)
+    n = 300
+    g = CSCGraph.from_edges(rng.integers(0, n, 1500), rng.integers(0, n, 1500), n, add_reverse=True)
+    x = rng.normal(size=(n, 4)).astype(np.float32)
+    x[5, 2] = np.nan
+    y = rng.integers(0, 3, n)
+    write_dataset(tmp_path / "nan", graph=g, node_features={"feat": x, "label": y}, num_classes=3,
+                  splits={"train": np.arange(200), "valid": np.arange(200, 250), "test": np.arange(250, 300)})
+    rc = main(["train", "--dataset", str(tmp_path / "nan"), "--epochs", "2", "--no-progress", "--no-mlp"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "loss became nan" in err, err
+
+
+def test_dry_run_checks_without_training(capsys):
+    rc = main(["train", "--dataset", "tiny", "--dry-run", "--json", "--fanouts", "5,5,5"])
+    assert rc == 0
+    plan = json.loads(capsys.readouterr().out)
+    # three layers: the default evaluation cap is floor(10000 ** (1/3)) = 21 per layer
+    assert plan["eval_fanouts"] == [21, 21, 21] and plan["model"] == "sage" and plan["num_classes"] == 5
+
+
+def test_a_closed_pipe_ends_quietly():
+    """`graphfeed train ... | head -1`: the reader leaves after one line; no traceback."""
+    proc = subprocess.run(
+        f"{sys.executable} -m graphfeed train --dataset tiny --epochs 4 --no-mlp --no-progress | head -1",
+        shell=True, capture_output=True, text=True, timeout=240, env=dict(os.environ),
+    )
+    assert proc.stdout.count("\n") == 1
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr

@@ -1,45 +1,104 @@
-"""Argument types shared by the subcommands (argparse turns their ValueErrors into one-line errors)."""
+"""Argument types shared by the subcommands (argparse turns their errors into one-line errors).
+
+They check syntax and range, so a bad value never reaches the code that would allocate or crash
+on it; the same bounds are enforced again by ``TrainConfig.validate`` for Python callers.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+
+
+def _int(text: str, what: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
 
 
 def fanouts(text: str) -> list[int]:
+    """``"15,10,5"``: one integer per layer, each in ``[1, MAX_FANOUT]`` or ``-1`` (every
+    neighbour). An empty item (``"15,,5"``) is an error, not a dropped layer."""
+    from ..trainer.config import MAX_FANOUT
+
+    items = text.replace(" ", "").split(",")
+    if text.strip() == "" or any(t == "" for t in items):
+        raise argparse.ArgumentTypeError(
+            f"fanouts must be comma-separated integers, one per layer, with no empty item; got {text!r}"
+        )
     try:
-        vals = [int(t) for t in text.replace(" ", "").split(",") if t]
+        vals = [int(t) for t in items]
     except ValueError:
         raise argparse.ArgumentTypeError(f"fanouts must be comma-separated integers, got {text!r}") from None
-    if not vals or any(v < 1 and v != -1 for v in vals):
-        raise argparse.ArgumentTypeError(f"fanouts must be integers >= 1 (or -1 for all), got {text!r}")
+    if any((v < 1 and v != -1) or v > MAX_FANOUT for v in vals):
+        raise argparse.ArgumentTypeError(
+            f"fanouts must be integers between 1 and {MAX_FANOUT:,} (or -1 for every neighbour), got {text!r}"
+        )
     return vals
 
 
+def int_range(lo: int, hi: int):
+    """An argparse type: an integer in ``[lo, hi]``."""
+
+    def parse(text: str) -> int:
+        v = _int(text, "an integer")
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"expected an integer between {lo:,} and {hi:,}, got {text!r}")
+        return v
+
+    parse.__name__ = f"integer in [{lo}, {hi}]"
+    return parse
+
+
 def positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    v = _int(text, "a positive integer")
     if v < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
     return v
 
 
-def positive_float(text: str) -> float:
+def _float(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return v
+
+
+def positive_float(text: str) -> float:
+    try:
+        v = _float(text)
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
     if not v > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {v}")
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return v
+
+
+def nonnegative_float(text: str) -> float:
+    v = _float(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return v
+
+
+def fraction(text: str) -> float:
+    """A number in ``[0, 1)`` (a dropout probability)."""
+    v = _float(text)
+    if not 0 <= v < 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}")
     return v
 
 
 def size(text: str) -> int:
     """Bytes from '0', '512MB', '2GiB', '1.5G' ..."""
     from .._units import parse_size
+    from ..errors import GraphfeedError
 
     try:
         return parse_size(text)
-    except ValueError as e:
+    except (ValueError, GraphfeedError, OverflowError) as e:
         raise argparse.ArgumentTypeError(str(e)) from None

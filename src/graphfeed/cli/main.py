@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # options whose value may start with "-" ("--fanouts -1,-1"); argparse would take it for an option
-_NEGATIVE_VALUED = ("--fanouts",)
+_NEGATIVE_VALUED = ("--fanouts", "--eval-fanouts")
 
 
 def _join_negative_values(argv: list) -> list:
@@ -72,6 +72,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print(f"graphfeed {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`graphfeed ... | head`): stop quietly, as a Unix tool killed by
+        # SIGPIPE would; point stdout at /dev/null so the interpreter's final flush cannot raise
+        _silence_stdout()
+        return 141
+
+
+def _silence_stdout() -> None:
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real stdout (embedded, captured)
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

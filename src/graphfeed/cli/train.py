@@ -1,30 +1,44 @@
-"""``graphfeed train``: GraphSAGE node classification on a built-in or prepared dataset."""
+"""``graphfeed train``: node classification (GraphSAGE, GCN or GAT) on a built-in or prepared dataset."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from . import _args
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
+    from ..trainer import config as C
+
     p = sub.add_parser(
         "train",
-        help="train GraphSAGE node classification (defaults run the demo)",
-        description="Mini-batch GraphSAGE with neighbour sampling; prints per-epoch loss, "
-        "accuracy, seeds/s and peak memory, then an MLP baseline for comparison.",
+        help="train node classification with neighbour sampling (defaults run the demo)",
+        description="Mini-batch GNN training with neighbour sampling; prints per-epoch loss, the "
+        "task's metrics (accuracy and macro-F1, or ROC-AUC and accuracy for 2 classes), seeds/s "
+        "and memory, then an MLP baseline and the majority-class rate for comparison. The main "
+        "metric (accuracy, or ROC-AUC for 2 classes) on the validation set picks the best epoch.",
     )
     p.add_argument("--dataset", default="small",
                    help="built-in dataset (tiny, small, medium) or a prepared dataset folder [small]")
+    p.add_argument("--model", default="sage", choices=list(C.MODELS),
+                   help="GraphSAGE (SAGEConv), GCN (GCNConv) or GAT (GATConv) [sage]")
     p.add_argument("--fanouts", type=_args.fanouts, default=[10, 10],
                    help="neighbours per layer, input layer first, -1 = all [10,10]")
-    p.add_argument("--batch-size", type=_args.positive_int, default=1024)
-    p.add_argument("--epochs", type=_args.positive_int, default=5)
-    p.add_argument("--hidden", type=_args.positive_int, default=128)
+    p.add_argument("--eval-fanouts", type=_args.fanouts, default=None,
+                   help="neighbours per layer for evaluation and --predict [every neighbour, "
+                   "capped at 10000^(1/layers): 100,100 for two layers]")
+    p.add_argument("--batch-size", type=_args.int_range(1, 2**31 - 1), default=1024)
+    p.add_argument("--epochs", type=_args.int_range(1, 10**9), default=5)
+    p.add_argument("--hidden", type=_args.int_range(1, C.MAX_HIDDEN), default=128)
+    p.add_argument("--heads", type=_args.int_range(1, C.MAX_HEADS), default=8,
+                   help="GAT attention heads; --hidden is split across them [8]")
     p.add_argument("--lr", type=_args.positive_float, default=3e-3)
-    p.add_argument("--dropout", type=float, default=0.5)
-    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--dropout", type=_args.fraction, default=0.5)
+    p.add_argument("--weight-decay", type=_args.nonnegative_float, default=0.0)
+    p.add_argument("--patience", type=_args.int_range(0, 10**9), default=0,
+                   help="stop after this many epochs without a better validation main metric [0: never]")
     p.add_argument("--replace", action="store_true", help="sample neighbours with replacement")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N [auto]")
     p.add_argument("--mode", default="auto",
@@ -35,38 +49,59 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--cache-size", type=_args.size, default=0,
                    help="CPU cache in front of disk/lmdb features, e.g. 512MB [0]")
     p.add_argument("--cache-policy", default="sieve", help="cache policy (sieve, s3fifo, lru, clock)")
-    p.add_argument("--threads", type=_args.positive_int, default=2,
+    p.add_argument("--threads", type=_args.int_range(1, C.MAX_THREADS), default=2,
                    help="loader threads sampling and fetching batches in parallel [2]")
-    p.add_argument("--prefetch", type=_args.positive_int, default=2, help="finished batches queued ahead [2]")
-    p.add_argument("--nproc", type=_args.positive_int, default=1,
+    p.add_argument("--prefetch", type=_args.int_range(1, C.MAX_PREFETCH), default=2,
+                   help="finished batches queued ahead [2]")
+    p.add_argument("--nproc", type=_args.int_range(1, C.MAX_NPROC), default=1,
                    help="training processes on this machine (torch.distributed, one data copy) [1]")
     p.add_argument("--dist-timeout", type=_args.positive_float, default=300.0,
                    help="seconds before a stuck collective fails the run [300]")
     p.add_argument("--private-copy", action="store_true",
                    help="each rank loads its own copy of the data (for memory comparisons)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_args.int_range(0, C.MAX_SEED), default=0)
+    p.add_argument("--runs", type=_args.int_range(1, C.MAX_RUNS), default=1,
+                   help="independent runs with seeds SEED..SEED+RUNS-1; prints mean and std [1]")
+    p.add_argument("--save", metavar="DIR", default=None,
+                   help="write DIR/checkpoint.pt after every epoch (atomically)")
+    p.add_argument("--resume", metavar="DIR", default=None,
+                   help="continue the run checkpointed in DIR (and keep checkpointing there)")
+    p.add_argument("--predict", metavar="FILE", default=None,
+                   help="write the best epoch's predicted classes as int64 .npy")
+    p.add_argument("--predict-nodes", default="test", choices=list(C.PREDICT_NODES),
+                   help="predict the test nodes (in split order) or all nodes (in id order) [test]")
+    p.add_argument("--log", metavar="FILE", default=None,
+                   help="append one JSON object per epoch to FILE (JSON lines)")
     p.add_argument("--no-mlp", action="store_true", help="skip the MLP baseline")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--data-root", default=None, help="cache folder for built-in datasets")
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object at the end")
+    p.add_argument("--json", action="store_true",
+                   help="print the result as one JSON object on stdout (human lines go to stderr)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check the arguments and the dataset, print the plan, train nothing")
     return p
 
 
-def run(args) -> int:
-    from ..training import TrainConfig, train
+def config_from_args(args):
+    from ..training import TrainConfig
 
-    cfg = TrainConfig(
+    return TrainConfig(
         dataset=args.dataset,
+        model=args.model,
         fanouts=tuple(args.fanouts),
+        eval_fanouts=tuple(args.eval_fanouts) if args.eval_fanouts is not None else None,
         batch_size=args.batch_size,
         epochs=args.epochs,
         hidden=args.hidden,
+        heads=args.heads,
         lr=args.lr,
         dropout=args.dropout,
         weight_decay=args.weight_decay,
+        patience=args.patience,
         device=args.device,
         mode=args.mode,
         seed=args.seed,
+        runs=args.runs,
         features=args.features,
         cache_size=args.cache_size,
         cache_policy=args.cache_policy,
@@ -79,8 +114,28 @@ def run(args) -> int:
         mlp_baseline=not args.no_mlp,
         progress=not args.no_progress,
         data_root=args.data_root,
+        save=args.save,
+        resume=args.resume,
+        predict=args.predict,
+        predict_nodes=args.predict_nodes,
+        log=args.log,
+        human_output="stderr" if args.json else "stdout",
     )
-    result = train(cfg)
+
+
+def run(args) -> int:
+    from ..training import check_run, train, train_runs
+
+    cfg = config_from_args(args).validate()
+    if args.dry_run:
+        plan = check_run(cfg)
+        if args.json:
+            print(json.dumps(plan))
+        else:
+            print("graphfeed train --dry-run: " + ", ".join(f"{k} {v}" for k, v in plan.items()))
+        return 0
+    result = train(cfg) if cfg.runs == 1 else train_runs(cfg)
     if args.json:
-        print(json.dumps(result.to_dict()))
+        sys.stdout.write(json.dumps(result.to_dict(), allow_nan=False) + "\n")
+        sys.stdout.flush()
     return 0

@@ -1,0 +1,186 @@
+"""``TrainConfig``: everything ``graphfeed train`` can be told, validated before any data is
+touched or memory allocated (bad values raise ``GraphfeedError`` naming the field and the value)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import operator
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from ..errors import GraphfeedError
+
+#: model names accepted by ``--model`` (see ``graphfeed.models.build_model``)
+MODELS = ("sage", "gcn", "gat")
+#: a fanout above this is refused (``-1`` takes every neighbour; no GNN samples more per node)
+MAX_FANOUT = 100_000
+#: widest hidden layer accepted; a model that would not fit in memory is refused separately
+MAX_HIDDEN = 65_536
+MAX_HEADS = 64
+MAX_THREADS = 256
+MAX_PREFETCH = 1024
+MAX_NPROC = 1024
+MAX_RUNS = 1000
+#: seconds; datetime.timedelta overflows far above this
+MAX_DIST_TIMEOUT = 10_000_000.0
+MAX_SEED = 2**63 - 1
+#: ``--runs`` derives run k's seed as ``seed + k``; keep it in range
+PREDICT_NODES = ("test", "all")
+HUMAN_OUTPUTS = ("stdout", "stderr")
+
+
+def _int(name: str, value, lo: int, hi: Optional[int] = None) -> int:
+    if isinstance(value, bool):
+        raise GraphfeedError(f"{name} must be an integer, got {value!r}")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise GraphfeedError(f"{name} must be an integer, got {value!r}") from None
+    if v < lo or (hi is not None and v > hi):
+        bound = f">= {lo}" if hi is None else f"between {lo} and {hi}"
+        raise GraphfeedError(f"{name} must be an integer {bound}, got {v}")
+    return int(v)
+
+
+def _float(name: str, value, lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise GraphfeedError(f"{name} must be a number, got {value!r}") from None
+    ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
+    if not ok:
+        left, right = "(" if lo_open else "[", ")" if hi_open else "]"
+        raise GraphfeedError(f"{name} must be a finite number in {left}{lo:g}, {hi:g}{right}, got {value!r}")
+    return v
+
+
+def check_fanouts(name: str, fanouts) -> tuple[int, ...]:
+    """A non-empty sequence of ints in ``[1, MAX_FANOUT]`` or ``-1`` (every neighbour)."""
+    if isinstance(fanouts, (str, bytes)):
+        raise GraphfeedError(f"{name} must be a sequence of integers, got {fanouts!r}")
+    try:
+        vals = list(fanouts)
+    except TypeError:
+        raise GraphfeedError(f"{name} must be a sequence of integers, got {fanouts!r}") from None
+    if not vals:
+        raise GraphfeedError(f"{name} must not be empty (one entry per GNN layer)")
+    out = []
+    for f in vals:
+        try:
+            v = _int(name, f, -1, MAX_FANOUT)
+        except GraphfeedError:
+            v = 0
+        if v == 0:
+            raise GraphfeedError(
+                f"{name} must be integers between 1 and {MAX_FANOUT:,}, or -1 for every "
+                f"neighbour; got {f!r} in {vals}"
+            )
+        out.append(v)
+    return tuple(out)
+
+
+@dataclass
+class TrainConfig:
+    """A training run. Sizes in bytes; ``fanouts[i]`` is the fanout of GNN layer ``i`` (input
+    layer first). ``validate()`` checks every field and returns ``self``."""
+
+    dataset: str = "small"  # a built-in name (tiny, small, medium) or a prepared dataset folder
+    model: str = "sage"  # sage, gcn, gat (PyG layers over sampled blocks)
+    fanouts: Sequence[int] = (10, 10)
+    eval_fanouts: Optional[Sequence[int]] = None  # None: every neighbour, capped (evaluate.py)
+    batch_size: int = 1024
+    epochs: int = 5
+    hidden: int = 128
+    heads: int = 8  # GAT attention heads (hidden is split across them)
+    lr: float = 3e-3
+    dropout: float = 0.5
+    weight_decay: float = 0.0
+    patience: int = 0  # stop after this many epochs without a better main metric; 0: never
+    device: str = "auto"  # auto, cpu, cuda, cuda:N
+    mode: str = "auto"  # auto, cpu-cpu, cpu-cuda, pinned-cuda, cuda-cuda
+    seed: int = 0
+    runs: int = 1  # independent runs, seeds seed .. seed + runs - 1 (train_runs)
+    features: str = "ram"  # ram, disk, lmdb
+    cache_size: int = 0  # bytes of CPU cache in front of disk/lmdb features
+    cache_policy: str = "sieve"
+    replace: bool = False
+    num_threads: int = 2
+    prefetch: int = 2
+    nproc: int = 1
+    dist_timeout: float = 300.0
+    private_copy: bool = False  # for memory comparisons: each rank loads its own copy
+    mlp_baseline: bool = True
+    progress: bool = True  # tqdm bars on stderr (shown when stderr is a terminal)
+    data_root: Optional[str] = None  # where built-in datasets are cached
+    save: Optional[str] = None  # checkpoint folder, written after every epoch
+    resume: Optional[str] = None  # checkpoint folder to continue from
+    predict: Optional[str] = None  # .npy file for the best model's predicted classes
+    predict_nodes: str = "test"  # test or all
+    log: Optional[str] = None  # JSON-lines file, one object per epoch (appended)
+    human_output: str = "stdout"  # where the per-epoch lines go (stderr for --json)
+
+    def validate(self) -> "TrainConfig":
+        if not isinstance(self.dataset, str) or not self.dataset:
+            raise GraphfeedError(f"dataset must be a built-in name or a folder, got {self.dataset!r}")
+        if self.model not in MODELS:
+            raise GraphfeedError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")
+        self.fanouts = check_fanouts("fanouts", self.fanouts)
+        if self.eval_fanouts is not None:
+            self.eval_fanouts = check_fanouts("eval_fanouts", self.eval_fanouts)
+            if len(self.eval_fanouts) != len(self.fanouts):
+                raise GraphfeedError(
+                    f"eval_fanouts {list(self.eval_fanouts)} must have one entry per layer, like "
+                    f"fanouts {list(self.fanouts)}"
+                )
+        self.batch_size = _int("batch_size", self.batch_size, 1, 2**31 - 1)
+        self.epochs = _int("epochs", self.epochs, 1, 10**9)
+        self.hidden = _int("hidden", self.hidden, 1, MAX_HIDDEN)
+        self.heads = _int("heads", self.heads, 1, MAX_HEADS)
+        if self.model == "gat" and self.hidden % self.heads:
+            raise GraphfeedError(
+                f"model gat splits hidden={self.hidden} across heads={self.heads}: hidden must be "
+                f"a multiple of heads"
+            )
+        self.num_threads = _int("num_threads", self.num_threads, 1, MAX_THREADS)
+        self.prefetch = _int("prefetch", self.prefetch, 1, MAX_PREFETCH)
+        self.nproc = _int("nproc", self.nproc, 1, MAX_NPROC)
+        self.patience = _int("patience", self.patience, 0, 10**9)
+        self.runs = _int("runs", self.runs, 1, MAX_RUNS)
+        self.seed = _int("seed", self.seed, 0, MAX_SEED - self.runs + 1)
+        self.lr = _float("lr", self.lr, 0.0, 1e6, lo_open=True)
+        self.dropout = _float("dropout", self.dropout, 0.0, 1.0, hi_open=True)
+        self.weight_decay = _float("weight_decay", self.weight_decay, 0.0, 1e6)
+        self.dist_timeout = _float("dist_timeout", self.dist_timeout, 0.0, MAX_DIST_TIMEOUT, lo_open=True)
+        if self.features not in ("ram", "disk", "lmdb"):
+            raise GraphfeedError(f"features must be ram, disk or lmdb, got {self.features!r}")
+        self.cache_size = _int("cache_size", self.cache_size, 0)
+        if self.cache_size and self.features == "ram":
+            raise GraphfeedError(
+                "cache_size applies to features on disk or in LMDB; with features 'ram' every row "
+                "is already in memory (drop --cache-size or use --features disk/lmdb)"
+            )
+        if self.predict_nodes not in PREDICT_NODES:
+            raise GraphfeedError(f"predict_nodes must be test or all, got {self.predict_nodes!r}")
+        if self.human_output not in HUMAN_OUTPUTS:
+            raise GraphfeedError(f"human_output must be stdout or stderr, got {self.human_output!r}")
+        if self.runs > 1 and (self.save or self.resume or self.predict):
+            raise GraphfeedError(
+                "save, resume and predict keep one run: use them with runs=1 (run the seeds one "
+                "at a time with --seed S)"
+            )
+        from ..placement import validate_mode
+
+        validate_mode(self.mode)
+        return self
+
+    # the fields a checkpoint must agree on to continue a run (the rest may change on resume)
+    RESUME_KEYS = ("model", "fanouts", "batch_size", "hidden", "heads", "dropout", "lr",
+                   "weight_decay", "seed", "replace", "eval_fanouts")
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        for k in ("fanouts", "eval_fanouts"):
+            if d[k] is not None:
+                d[k] = [int(v) for v in d[k]]
+        return d

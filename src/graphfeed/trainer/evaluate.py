@@ -1,0 +1,184 @@
+"""Evaluation: its own fanouts and batch size (bounded memory), loaders built once per run.
+
+Default evaluation fanouts (``TrainConfig.eval_fanouts=None``): every neighbour, capped at
+``floor(EVAL_EDGES_PER_SEED ** (1 / L))`` per layer for an ``L``-layer model (100 for two layers,
+21 for three): exact for every node whose in-degree is at most the cap, a uniform sample of that
+many in-edges above it. The evaluation batch size is the training batch size (at least
+``EVAL_BATCH_SIZE``), lowered until the worst case of a batch, ``batch x sum over layers of the
+product of the effective fanouts`` sampled edges (effective: ``min(fanout, max in-degree)``),
+fits ``EVAL_MAX_BATCH_EDGES``. So one evaluation batch holds at most about 4.2M sampled edges
+(67 MB of ``edge_index``) and as many input rows, whatever the graph.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ..errors import GraphfeedError
+
+#: smallest evaluation batch when memory allows (inference amortises per-batch overhead)
+EVAL_BATCH_SIZE = 1024
+#: the default fanout cap: each seed's receptive field holds about this many sampled edges
+EVAL_EDGES_PER_SEED = 10_000
+#: worst-case sampled edges in one evaluation batch
+EVAL_MAX_BATCH_EDGES = 1 << 22
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    fanouts: tuple[int, ...]
+    batch_size: int
+
+
+def default_eval_fanouts(num_layers: int) -> tuple[int, ...]:
+    cap = int(math.floor(EVAL_EDGES_PER_SEED ** (1.0 / num_layers) + 1e-9))
+    return (max(1, cap),) * num_layers
+
+
+def plan_eval(num_layers: int, train_batch_size: int, max_in_degree: int,
+              eval_fanouts: Optional[Sequence[int]] = None) -> EvalPlan:
+    """The fanouts and batch size evaluation uses (module docstring)."""
+    fan = tuple(eval_fanouts) if eval_fanouts is not None else default_eval_fanouts(num_layers)
+    eff = [max(1, max_in_degree) if f == -1 else min(f, max(1, max_in_degree)) for f in fan]
+    worst_per_seed, prod = 0, 1
+    for f in reversed(eff):  # the seeds' layer first
+        prod *= f
+        worst_per_seed += prod
+    batch = max(train_batch_size, EVAL_BATCH_SIZE)
+    batch = max(1, min(batch, EVAL_MAX_BATCH_EDGES // max(1, worst_per_seed)))
+    return EvalPlan(fan, batch)
+
+
+def with_fanouts(sampler, fanouts: Sequence[int]):
+    """A sampler like ``sampler`` (same graph, seed, replacement) with other fanouts; shares the
+    graph's arrays (no copy)."""
+    from ..sampling.neighbor import NeighborSampler
+    from ..sampling.torch_sampler import TorchNeighborSampler
+
+    if list(fanouts) == list(sampler.fanouts):
+        return sampler
+    if isinstance(sampler, NeighborSampler):
+        return NeighborSampler(sampler.graph, fanouts, replace=sampler.replace, seed=sampler.seed,
+                               num_threads=sampler.num_threads)
+    if isinstance(sampler, TorchNeighborSampler):
+        return TorchNeighborSampler(sampler.indptr, sampler.indices, fanouts,
+                                    replace=sampler.replace, seed=sampler.seed)
+    raise GraphfeedError(
+        f"evaluation fanouts need a NeighborSampler or TorchNeighborSampler, got "
+        f"{type(sampler).__name__}"
+    )
+
+
+def unwrap(model):
+    """The module inside a DistributedDataParallel wrapper, else ``model``."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    return model.module if isinstance(model, DistributedDataParallel) else model
+
+
+def features_as_float(x):
+    """Model input: any stored dtype (uint8, float16, ...) as float32 ``(rows, features)``."""
+    import torch
+
+    return x.to(torch.float32).reshape(x.shape[0], -1)
+
+
+class Evaluator:
+    """Scores node sets with one model, through loaders built once (``set_epoch(0)`` each time,
+    so every evaluation sees the same sample) and closed by :meth:`close`.
+
+    ``sets``: name -> node ids (this rank's strided share is taken here). Ranks gather their
+    logits so every rank gets the metrics over the whole set."""
+
+    def __init__(self, placed, sets: dict, plan: EvalPlan, *, seed: int, rank: int = 0,
+                 world_size: int = 1, num_threads: int = 2, prefetch: int = 2,
+                 labels: bool = True):
+        from ..loader.dataloader import DataLoader
+        from ..loader.item_sampler import ItemSampler
+
+        self.rank, self.world_size = rank, world_size
+        self.device = placed.device
+        self.labels = labels
+        self.sizes = {k: int(np.asarray(v).shape[0]) for k, v in sets.items()}
+        sampler = with_fanouts(placed.sampler, plan.fanouts)
+        self.loaders = {}
+        for name, ids in sets.items():
+            share = np.ascontiguousarray(np.asarray(ids, dtype=np.int64)[rank::world_size])
+            if share.shape[0] == 0:
+                self.loaders[name] = None
+                continue
+            self.loaders[name] = DataLoader(
+                ItemSampler(share, plan.batch_size, shuffle=False, seed=seed),
+                sampler,
+                node_features={"feat": placed.features["feat"]},
+                labels=placed.features["label"] if labels else None,
+                device=placed.device,
+                num_threads=num_threads,
+                prefetch=prefetch,
+            )
+
+    def logits(self, model, name: str, *, progress: bool = False, argmax: bool = False):
+        """``(logits (n, C) float32, labels (n,) int64 or None)`` on CPU for set ``name``, in the
+        order of its ids (all ranks' shares gathered); ``argmax=True`` keeps only each row's
+        predicted class (``(n, 1)``), so predicting every node of a large graph holds 8 bytes a
+        node instead of a row of logits."""
+        import torch
+
+        from .progress import bar
+
+        loader = self.loaders[name]
+        outs, ys = [], []
+        net = unwrap(model)  # the plain module: no DDP collectives in evaluation
+        was_training = net.training
+        net.eval()
+        if loader is not None:
+            loader.set_epoch(0)
+            with torch.no_grad(), bar(len(loader), f"eval {name}", enabled=progress) as pbar:
+                for batch in loader:
+                    out = net(features_as_float(batch.x), batch.blocks)
+                    outs.append((out.argmax(-1, keepdim=True) if argmax else out.float()).cpu())
+                    if self.labels:
+                        ys.append(batch.labels.to(torch.long).reshape(-1).cpu())
+                    pbar.update(1)
+        net.train(was_training)
+        logits = torch.cat(outs) if outs else None
+        y = torch.cat(ys) if ys else None
+        if self.world_size > 1:
+            logits, y = self._gather(name, logits, y)
+        return logits, y
+
+    def _gather(self, name, logits, y):
+        """All ranks' strided shares back in id order (padded all_gather: no pickling)."""
+        import torch
+        import torch.distributed as dist
+
+        n, w = self.sizes[name], self.world_size
+        share = [len(range(r, n, w)) for r in range(w)]
+        m = max(share)
+        # NCCL moves only CUDA tensors, gloo CPU ones
+        dev = self.device if dist.get_backend() == "nccl" else torch.device("cpu")
+        width = torch.tensor([0 if logits is None else logits.shape[1]], dtype=torch.long, device=dev)
+        dist.all_reduce(width, op=dist.ReduceOp.MAX)
+        c = int(width)
+        pad = torch.zeros((m, c + 1), dtype=torch.float64)
+        if logits is not None:
+            pad[: logits.shape[0], :c] = logits.double()
+            if y is not None:
+                pad[: y.shape[0], c] = y.double()
+        pad = pad.to(dev)
+        got = [torch.empty_like(pad) for _ in range(w)]
+        dist.all_gather(got, pad)
+        out = torch.empty((n, c + 1), dtype=torch.float64)
+        for r in range(w):
+            out[r::w] = got[r][: share[r]].cpu()
+        return out[:, :c].float(), (out[:, c].long() if self.labels else None)
+
+    def close(self) -> None:
+        for loader in self.loaders.values():
+            if loader is not None:
+                loader.close()
+        self.loaders = {}

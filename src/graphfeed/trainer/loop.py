@@ -1,0 +1,452 @@
+"""The epoch loop of one run on placed data: train, evaluate, select, checkpoint, predict.
+
+Loaders (one for training, one per evaluation set) are built once and reused every epoch with
+``set_epoch``; they are closed when the run ends, however it ends, so memory stays flat over any
+number of epochs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+from .._memory import peak_rss_bytes, release_free_memory
+from .._units import format_bytes
+from ..errors import GraphfeedError
+from . import checkpoint as ckpt
+from .config import TrainConfig
+from .evaluate import Evaluator, EvalPlan, features_as_float, unwrap
+from .metrics import Task, compute_metrics, format_metrics, is_better, majority_class, task_for
+from .progress import bar
+from .result import EpochStats, TrainResult
+
+#: bytes per parameter while training with Adam: the weight, its gradient and two moments
+_BYTES_PER_PARAM = 16
+
+
+@dataclass
+class RunSetup:
+    """What one run trains on (built by ``graphfeed.training``)."""
+
+    cfg: TrainConfig
+    dataset: object
+    placed: object  # graphfeed.placement.PlacedData
+    device: str
+    rank: int
+    world_size: int
+    in_dim: int
+    num_classes: int
+    train_ids: np.ndarray
+    valid_ids: np.ndarray
+    test_ids: np.ndarray
+    eval_plan: EvalPlan
+    say: Callable[[str], None]
+
+
+def current_rss_bytes() -> int:
+    """Resident memory now (``/proc/self/statm``), 0 where unavailable."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def check_model_fits(cfg: TrainConfig, in_dim: int, num_classes: int, device: str) -> None:
+    """Refuse, before allocating anything, a model whose training state cannot fit in memory."""
+    from ..models import parameter_count
+
+    params = parameter_count(cfg.model, in_dim, cfg.hidden, num_classes, len(cfg.fanouts))
+    need = params * _BYTES_PER_PARAM
+    if device.startswith("cuda"):
+        import torch
+
+        have, where = torch.cuda.get_device_properties(torch.device(device)).total_memory, device
+    else:
+        have, where = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "host memory"
+    if need > have:
+        raise GraphfeedError(
+            f"model {cfg.model} with hidden={cfg.hidden} on {in_dim} input features has about "
+            f"{params:,} parameters, {format_bytes(need)} to train with Adam, more than the "
+            f"{format_bytes(have)} of {where}; use a smaller --hidden"
+        )
+
+
+class _GracefulStop:
+    """While active (main thread, one process): the first SIGINT/SIGTERM asks the loop to stop
+    after the current batch (it checkpoints, then raises KeyboardInterrupt); a second SIGINT
+    interrupts at once."""
+
+    def __init__(self, enabled: bool, say: Callable[[str], None]):
+        self.enabled = enabled and threading.current_thread() is threading.main_thread()
+        self.requested = False
+        self._say = say
+        self._old = {}
+
+    def _handler(self, signum, frame):
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = True
+        self._say(f"graphfeed train: {signal.Signals(signum).name}: stopping after this batch "
+                  f"(Ctrl-C again to abort without a checkpoint)")
+
+    def __enter__(self):
+        if self.enabled:
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self._old[s] = signal.signal(s, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        for s, h in self._old.items():
+            signal.signal(s, h)
+        self._old = {}
+
+
+def _collective_device(device: str):
+    import torch
+    import torch.distributed as dist
+
+    return torch.device(device) if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
+def _all_reduce(values: list, device: str) -> list:
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor(values, dtype=torch.float64, device=_collective_device(device))
+    dist.all_reduce(t)
+    return t.cpu().tolist()
+
+
+def run(setup: RunSetup, model_factory=None, *, on_batch=None, on_epoch=None) -> TrainResult:
+    """Train one run as ``setup.cfg`` says and return its figures (rank 0 prints them)."""
+    import torch
+    import torch.nn.functional as F
+
+    from ..loader.nodes import node_loader
+    from ..models import build_model
+
+    cfg, placed, device, rank, world = setup.cfg, setup.placed, setup.device, setup.rank, setup.world_size
+    say = setup.say
+    task = task_for(setup.num_classes)
+    labels_np = np.asarray(setup.dataset.labels)
+    majority = majority_class(labels_np[setup.train_ids])
+
+    torch.manual_seed(cfg.seed)  # the model's initial weights (check_model_fits ran in preflight)
+    if model_factory is None:
+        model = build_model(cfg.model, setup.in_dim, cfg.hidden, setup.num_classes, len(cfg.fanouts),
+                            dropout=cfg.dropout, heads=cfg.heads,
+                            in_degrees=setup.dataset.graph.in_degrees if cfg.model == "gcn" else None)
+    else:
+        model = model_factory(setup.in_dim, setup.num_classes)
+    model = model.to(device)
+    if world > 1:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        model = DDP(model, device_ids=[torch.device(device).index] if device.startswith("cuda") else None)
+    net = unwrap(model)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+    result = TrainResult(mode=placed.mode, placement_reason=placed.placement.reason, world_size=world,
+                         model=cfg.model if model_factory is None else type(net).__name__,
+                         seed=cfg.seed, task=task.kind, main_metric=task.main,
+                         eval_fanouts=list(setup.eval_plan.fanouts))
+    save_dir = cfg.save or cfg.resume
+    keep_best = bool(save_dir or cfg.predict)
+    best_state = None
+    bad_epochs = 0
+    partial = None
+    start_epoch = 0
+
+    loader = node_loader(setup.train_ids, placed, batch_size=cfg.batch_size, shuffle=True,
+                         seed=cfg.seed, rank=rank, world_size=world, num_threads=cfg.num_threads,
+                         prefetch=cfg.prefetch)
+    evaluator = None
+    try:
+        evaluator = Evaluator(placed, {"valid": setup.valid_ids, "test": setup.test_ids},
+                              setup.eval_plan, seed=cfg.seed, rank=rank, world_size=world,
+                              num_threads=cfg.num_threads, prefetch=cfg.prefetch)
+        if cfg.resume:
+            state = ckpt.load_checkpoint(cfg.resume)
+            ckpt.check_compatible(cfg.resume, state["config"], cfg.to_dict(), TrainConfig.RESUME_KEYS)
+            net.load_state_dict(state["model"])
+            opt.load_state_dict(state["optimizer"])
+            loader.load_state_dict(state["loader"])
+            torch.set_rng_state(state["rng"])
+            result.epochs = [EpochStats(**e) for e in state["epochs"]]
+            best = state["best"]
+            result.best_epoch, result.best_valid, result.test = best["epoch"], best["value"], dict(best["test"])
+            best_state = state["best_model"]
+            bad_epochs = int(state["bad_epochs"])
+            partial = state["partial"]
+            start_epoch = int(state["loader"]["epoch"])
+            result.resumed_from_epoch = start_epoch
+            say(f"graphfeed train: resumed from {ckpt.checkpoint_path(cfg.resume)} at epoch "
+                f"{start_epoch}, batch {state['loader']['next_batch']}")
+            if start_epoch >= cfg.epochs:
+                say(f"graphfeed train: the checkpoint has {start_epoch} epochs done; --epochs "
+                    f"{cfg.epochs} asks for no more")
+
+        def checkpoint(loader_state, part):
+            if save_dir and rank == 0:
+                ckpt.save_checkpoint(save_dir, {
+                    "format": ckpt.FORMAT, "model": net.state_dict(), "optimizer": opt.state_dict(),
+                    "best_model": best_state, "loader": loader_state, "config": cfg.to_dict(),
+                    "epochs": [dataclasses.asdict(e) for e in result.epochs],
+                    "best": {"epoch": result.best_epoch, "value": result.best_valid, "test": result.test},
+                    "bad_epochs": bad_epochs, "rng": torch.get_rng_state(), "partial": part,
+                })
+
+        stop = _GracefulStop(world == 1 and save_dir is not None, say)
+        with stop:
+            for epoch in range(start_epoch, cfg.epochs):
+                model.train()
+                if partial is None:
+                    loader.set_epoch(epoch)  # else: load_state_dict put the loader mid-epoch
+                    sums, seconds0 = [0.0, 0.0, 0.0], 0.0  # loss sum, correct, seen
+                else:
+                    sums, seconds0 = list(partial["sums"]), float(partial["seconds"])
+                    partial = None
+                t0 = time.perf_counter()
+                total_loss = torch.zeros((), dtype=torch.float64, device=device)
+                correct = torch.zeros((), dtype=torch.float64, device=device)
+                seen = 0
+                first = int(loader.state_dict()["next_batch"])  # > 0 when resumed mid-epoch
+                with bar(len(loader), f"epoch {epoch}", enabled=cfg.progress and rank == 0) as pbar:
+                    pbar.update(first)
+                    for batch in loader:
+                        y = batch.labels.to(torch.long).reshape(-1)
+                        out = model(features_as_float(batch.x), batch.blocks)
+                        loss = F.cross_entropy(out, y)
+                        opt.zero_grad(set_to_none=True)
+                        loss.backward()
+                        opt.step()
+                        n = int(y.shape[0])
+                        total_loss += loss.detach().double() * n
+                        correct += (out.detach().argmax(-1) == y).sum().double()
+                        seen += n
+                        pbar.update(1)
+                        if on_batch is not None:
+                            on_batch(epoch, batch.batch_index)
+                        if stop.requested:
+                            part = {"sums": [sums[0] + float(total_loss), sums[1] + float(correct),
+                                             sums[2] + seen],
+                                    "seconds": seconds0 + time.perf_counter() - t0}
+                            checkpoint(loader.state_dict(), part)
+                            if save_dir:
+                                say(f"graphfeed train: checkpoint {ckpt.checkpoint_path(save_dir)} "
+                                    f"(epoch {epoch}, next batch {loader.state_dict()['next_batch']}); "
+                                    f"continue with --resume {save_dir}")
+                            raise KeyboardInterrupt
+                seconds = seconds0 + time.perf_counter() - t0
+                local = [sums[0] + float(total_loss), sums[1] + float(correct), sums[2] + seen]
+                tot = _all_reduce(local, device) if world > 1 else local
+                loss_avg = tot[0] / max(tot[2], 1)
+                if not math.isfinite(loss_avg):
+                    raise GraphfeedError(
+                        f"the training loss became {loss_avg} in epoch {epoch}: check the input "
+                        f"features for NaN or infinite values, or lower --lr (now {cfg.lr:g})"
+                    )
+                t1 = time.perf_counter()
+                metrics = {}
+                for name in ("valid", "test"):
+                    logits, y = evaluator.logits(model, name, progress=cfg.progress and rank == 0)
+                    metrics[name] = (compute_metrics(task, y.numpy(), logits.numpy()) if logits is not None
+                                     else {m: float("nan") for m in task.metrics})
+                eval_seconds = time.perf_counter() - t1
+                release_free_memory()
+                es = EpochStats(
+                    epoch=epoch, loss=loss_avg, train_acc=tot[1] / max(tot[2], 1),
+                    valid_acc=metrics["valid"]["accuracy"], test_acc=metrics["test"]["accuracy"],
+                    seeds_per_s=tot[2] / max(seconds, 1e-9), batches_per_s=len(loader) / max(seconds, 1e-9),
+                    seconds=seconds, peak_rss_bytes=peak_rss_bytes(), valid=metrics["valid"],
+                    test=metrics["test"], eval_seconds=eval_seconds, rss_bytes=current_rss_bytes(),
+                )
+                if device.startswith("cuda"):
+                    es.peak_gpu_bytes = int(torch.cuda.max_memory_allocated(device))
+                    es.peak_gpu_reserved_bytes = int(torch.cuda.max_memory_reserved(device))
+                result.epochs.append(es)
+                main_value = es.valid[task.main]
+                if is_better(main_value, result.best_valid):
+                    result.best_epoch, result.best_valid, result.test = epoch, main_value, dict(es.test)
+                    bad_epochs = 0
+                    if keep_best:
+                        best_state = {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
+                else:
+                    bad_epochs += 1
+                say(_epoch_line(es, task))
+                if cfg.log and rank == 0:
+                    _append_log(cfg.log, es)
+                checkpoint(loader.state_dict(), None)
+                if on_epoch is not None:
+                    on_epoch(es)
+                if cfg.patience and bad_epochs >= cfg.patience:
+                    result.stopped_early = epoch < cfg.epochs - 1
+                    if result.stopped_early:
+                        say(f"graphfeed train: early stop after epoch {epoch}: valid {task.main} "
+                            f"has not improved for {bad_epochs} epochs (best {result.best_valid:.4f} "
+                            f"at epoch {result.best_epoch})")
+                    break
+    finally:
+        loader.close()
+        if evaluator is not None:
+            evaluator.close()
+
+    if not result.epochs:
+        raise GraphfeedError("no epoch was run")
+    result.best_valid_acc = result.epochs[result.best_epoch].valid_acc if result.best_epoch >= 0 else float("nan")
+    result.test_acc = result.test.get("accuracy", float("nan"))
+    result.final_test_acc = result.epochs[-1].test_acc
+    result.checkpoint = str(ckpt.checkpoint_path(save_dir)) if save_dir and rank == 0 else None
+    result.majority = _majority(labels_np, majority, setup)
+    result.warnings = _warnings(result, task)
+    if cfg.mlp_baseline and rank == 0:
+        result.mlp_test = train_mlp_baseline(setup, task)
+        result.mlp_test_acc = result.mlp_test["accuracy"]
+    if cfg.predict and rank == 0:
+        if best_state is not None:
+            net.load_state_dict(best_state)
+        result.predictions = write_predictions(setup, model, cfg.predict, cfg.predict_nodes)
+    for w in result.warnings:
+        say(f"graphfeed train: warning: {w}")
+    say(_final_line(result, task))
+    return result
+
+
+def _epoch_line(es: EpochStats, task: Task) -> str:
+    gpu = ""
+    if es.peak_gpu_bytes is not None:
+        gpu = (f"  peak GPU {format_bytes(es.peak_gpu_bytes)} allocated, "
+               f"{format_bytes(es.peak_gpu_reserved_bytes)} reserved")
+    return (
+        f"epoch {es.epoch:2d}  loss {es.loss:.4f}  train acc {es.train_acc:.4f}  "
+        f"valid {format_metrics(es.valid)}  test {format_metrics(es.test)}  "
+        f"{es.seeds_per_s:,.0f} seeds/s  {es.batches_per_s:.1f} batches/s  {es.seconds:.1f}s "
+        f"+ eval {es.eval_seconds:.1f}s  RSS {format_bytes(es.rss_bytes)} (peak "
+        f"{format_bytes(es.peak_rss_bytes)}){gpu}"
+    )
+
+
+def _final_line(r: TrainResult, task: Task) -> str:
+    test = ", ".join(f"{k} {v:.4f}" for k, v in r.test.items())
+    line = (f"{r.model}: best valid {task.main} {r.best_valid:.4f} at epoch {r.best_epoch}; "
+            f"test there: {test}")
+    if r.mlp_test is not None:
+        line += "; MLP baseline test: " + ", ".join(f"{k} {v:.4f}" for k, v in r.mlp_test.items())
+    if r.majority:
+        line += (f"; always class {r.majority['class']}: test accuracy "
+                 f"{r.majority['test_acc']:.4f}")
+    return line
+
+
+def _majority(labels: np.ndarray, cls: int, setup: RunSetup) -> dict:
+    def rate(ids):
+        return float(np.mean(labels[ids] == cls)) if len(ids) else float("nan")
+
+    return {"class": cls, "valid_acc": rate(setup.valid_ids), "test_acc": rate(setup.test_ids)}
+
+
+def _warnings(r: TrainResult, task: Task) -> list:
+    out = []
+    if r.best_epoch < 0:
+        return out
+    best = r.epochs[r.best_epoch]
+    maj = r.majority.get("valid_acc", float("nan"))
+    if math.isfinite(best.valid_acc) and math.isfinite(maj) and best.valid_acc <= maj + 1e-9:
+        out.append(
+            f"the model does no better than always answering the majority class "
+            f"{r.majority['class']}: valid accuracy {best.valid_acc:.4f} vs {maj:.4f}"
+        )
+    auc = best.valid.get("roc_auc", float("nan"))
+    if task.kind == "binary" and math.isfinite(auc) and auc <= 0.5 + 1e-9:
+        out.append(f"valid ROC-AUC {auc:.4f}: no better than chance")
+    return out
+
+
+def _append_log(path, es: EpochStats) -> None:
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(es.to_dict(), allow_nan=False) + "\n")
+            f.flush()
+    except OSError as e:
+        raise GraphfeedError(f"cannot write the epoch log {path}: {e.strerror or e}") from None
+
+
+def train_mlp_baseline(setup: RunSetup, task: Task) -> dict:
+    """An MLP of the same width and depth on each node's own features, trained on the same
+    split (best epoch on the main validation metric): what the graph adds over the features."""
+    import torch
+    import torch.nn.functional as F
+
+    from ..models import MLP
+
+    cfg = setup.cfg
+    feat, labels = setup.placed.features["feat"], setup.placed.features["label"]
+
+    def rows(ids):
+        ids_t = torch.as_tensor(np.asarray(ids), dtype=torch.int64)
+        x = features_as_float(feat.read(ids_t))
+        return x.cpu(), labels.read(ids_t).to(torch.long).reshape(-1).cpu()
+
+    x_tr, y_tr = rows(setup.train_ids)
+    x_va, y_va = rows(setup.valid_ids)
+    x_te, y_te = rows(setup.test_ids)
+    torch.manual_seed(cfg.seed)
+    mlp = MLP(x_tr.shape[1], cfg.hidden, setup.num_classes, num_layers=len(cfg.fanouts), dropout=cfg.dropout)
+    opt = torch.optim.Adam(mlp.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    g = torch.Generator().manual_seed(cfg.seed)
+    best_va, best_te = float("nan"), {m: float("nan") for m in task.metrics}
+    epochs = max(cfg.epochs, 20)  # cheap: give the baseline every chance
+
+    def score(x, y):
+        if not len(y):
+            return {m: float("nan") for m in task.metrics}
+        with torch.no_grad():
+            return compute_metrics(task, y.numpy(), mlp(x).numpy())
+
+    with bar(epochs, "MLP baseline", enabled=cfg.progress, unit="epoch") as pbar:
+        for _ in range(epochs):
+            mlp.train()
+            perm = torch.randperm(x_tr.shape[0], generator=g)
+            for i in range(0, len(perm), cfg.batch_size):
+                idx = perm[i: i + cfg.batch_size]
+                loss = F.cross_entropy(mlp(x_tr[idx]), y_tr[idx])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+            mlp.eval()
+            va = score(x_va, y_va)[task.main]
+            if is_better(va, best_va):
+                best_va, best_te = va, score(x_te, y_te)
+            pbar.update(1)
+    return best_te
+
+
+def write_predictions(setup: RunSetup, model, path, nodes: str) -> str:
+    """The predicted class of every test node (in ``dataset.test_ids`` order) or of every node
+    (``nodes="all"``, node id order), int64 ``.npy`` written atomically."""
+    from .._io import save_npy
+
+    ids = setup.test_ids if nodes == "test" else np.arange(setup.dataset.num_nodes, dtype=np.int64)
+    ev = Evaluator(setup.placed, {"predict": ids}, setup.eval_plan, seed=setup.cfg.seed,
+                   num_threads=setup.cfg.num_threads, prefetch=setup.cfg.prefetch, labels=False)
+    try:
+        classes, _ = ev.logits(model, "predict", progress=setup.cfg.progress, argmax=True)
+    finally:
+        ev.close()
+    pred = (classes.reshape(-1).numpy() if classes is not None else np.zeros(0)).astype(np.int64)
+    try:
+        save_npy(path, pred)
+    except OSError as e:
+        raise GraphfeedError(f"cannot write predictions to {path}: {e.strerror or e}") from None
+    setup.say(f"graphfeed train: wrote {pred.shape[0]:,} predictions ({nodes} nodes) to {path}")
+    return str(path)
