@@ -11,7 +11,6 @@ pytestmark = [
     pytest.mark.cuda,
     pytest.mark.dist,
     pytest.mark.timeout(180),
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
 
 

@@ -139,21 +139,23 @@ def test_attach_maps_read_only_unless_pinnable(no_leftover_segments):
 def test_pss_of_this_process_grows_with_touched_memory():
     from graphfeed.distributed.pss import memory_breakdown, total_pss_bytes
 
+    import mmap
+
     before = pss_bytes()
-    block = np.ones(32 << 17)  # 32 MB, touched
+    # fresh anonymous pages (np.ones could reuse heap pages freed, still resident, by earlier tests)
+    region = mmap.mmap(-1, 32 << 20)
+    block = np.frombuffer(region, dtype=np.uint8)
+    block[::4096] = 1  # touch every page: 32 MB
     assert pss_bytes() - before > 24 << 20
     m = memory_breakdown(os.getpid())
     assert m["Pss"] <= m["Rss"] and "Pss_Anon" in m
     assert total_pss_bytes([os.getpid(), 2**22 + 12345]) > 0  # a missing pid counts 0
     del block
+    region.close()
 
 
-def test_register_pinned_without_cuda_says_so():
-    import torch
-
+def test_register_pinned_without_cuda_says_so(no_gpu):
     from graphfeed.distributed import register_pinned
 
-    if torch.cuda.is_available():
-        pytest.skip("CUDA present: covered by the cuda tests")
     with pytest.raises(GraphfeedError, match="needs CUDA"):
         register_pinned(np.ones(10))

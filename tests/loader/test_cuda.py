@@ -13,7 +13,6 @@ from loader_helpers import ToySampler
 
 pytestmark = [
     pytest.mark.cuda,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
 
 N = 3000

@@ -317,9 +317,7 @@ def test_num_workers_warns_once_and_uses_threads():
         make_loader(2, num_workers=None)
 
 
-def test_cuda_on_cpu_build_is_a_clear_error():
-    if torch.cuda.is_available():
-        pytest.skip("CUDA is available")
+def test_cuda_on_cpu_build_is_a_clear_error(no_gpu):
     with pytest.raises(GraphfeedError, match="CUDA"):
         make_loader(1, device="cuda")
     with pytest.raises(GraphfeedError, match="device"):

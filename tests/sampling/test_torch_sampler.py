@@ -110,7 +110,6 @@ def test_empty_seeds_and_edgeless_graph():
 
 
 @pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("replace", [False, True])
 def test_cuda(replace):
     seeds = np.arange(0, 300, 3)
