@@ -12,6 +12,7 @@ metrics, checkpoints, the PyG adapter); this module places the data for a run.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import sys
 import traceback
@@ -20,6 +21,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from ._memory import release_free_memory
 from .errors import GraphfeedError
 from .trainer.config import TrainConfig
 from .trainer.evaluate import EVAL_BATCH_SIZE, plan_eval
@@ -114,6 +116,11 @@ def train_runs(cfg: TrainConfig, *, dataset=None, model: Optional[Callable] = No
         if cfg.runs > 1:
             _say(cfg)(f"graphfeed train: run {len(results) + 1}/{cfg.runs} (seed {spec.seed})")
         results.append(train(one, dataset=dataset, model=model))
+        # a run's loaders are closed, but until the loader frees its buffers on close (a reference
+        # cycle, being fixed in the loader) they wait for the cycle collector: free them before
+        # the next run places its data and builds its own
+        gc.collect()
+        release_free_memory()
     main = results[0].main_metric
     summary = {"best_valid": mean_std(r.best_valid for r in results)}
     for k in results[0].test:
