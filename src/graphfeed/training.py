@@ -51,22 +51,25 @@ def open_dataset(spec: str, data_root: Optional[str] = None, *, verbose: bool = 
 
 
 def resolve_device(device: str) -> str:
-    import torch
+    """``auto``/``cpu``/``cuda``/``cuda:N`` -> a concrete device name, without starting CUDA
+    (:func:`graphfeed._cuda.resolve_device`: asking NVML keeps the launcher safe to fork from)."""
+    from . import _cuda
 
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
     try:
-        d = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise GraphfeedError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from None
-    if d.type == "cuda" and not torch.cuda.is_available():
-        raise GraphfeedError(
-            f"device {device!r} needs CUDA, but this torch build ({torch.__version__}) has no "
-            f"usable CUDA device; use --device cpu"
-        )
-    if d.type not in ("cpu", "cuda"):
-        raise GraphfeedError(f"unsupported device {device!r}; use cpu or cuda[:N]")
-    return str(d)
+        return str(_cuda.resolve_device(device))
+    except ValueError as e:
+        raise GraphfeedError(f"{e} (--device)") from None
+
+
+def _backend(cfg: TrainConfig, device: str) -> str:
+    """The process-group backend: ``cfg.dist_backend``, or NCCL for GPU ranks and gloo else."""
+    if cfg.dist_backend != "auto":
+        if cfg.dist_backend == "nccl" and not device.startswith("cuda"):
+            raise GraphfeedError("--dist-backend nccl needs GPU ranks; use --device cuda or gloo")
+        return cfg.dist_backend
+    from .distributed import default_backend
+
+    return default_backend(device)
 
 
 def _dist_world():
@@ -95,8 +98,10 @@ def train(cfg: TrainConfig, *, dataset=None, model: Optional[Callable] = None, o
     if cfg.runs != 1:
         raise GraphfeedError(f"train() runs once; use train_runs() for runs={cfg.runs}")
     if cfg.nproc > 1 and int(os.environ.get("WORLD_SIZE", "1")) == 1:
-        from .distributed import launch
+        from .distributed import check_gpus_for_ranks, launch
 
+        # refuse here, once and before any rank starts, what NCCL would refuse in every rank
+        check_gpus_for_ranks(cfg.nproc, _backend(cfg, resolve_device(cfg.device)))
         results = launch(_train_rank, cfg.nproc, cfg, None, model, timeout_s=cfg.dist_timeout)
         return results[0]
     return _train_rank(cfg, dataset, model, on_batch, on_epoch)
@@ -112,9 +117,10 @@ def train_runs(cfg: TrainConfig, *, dataset=None, model: Optional[Callable] = No
         dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=True)
     results = []
     for spec in run_plan(cfg, dataset):
-        one = dataclasses.replace(cfg, runs=1, seed=spec.seed)
+        one = dataclasses.replace(cfg, runs=1, seed=spec.seed, split=spec.split)
         if cfg.runs > 1:
-            _say(cfg)(f"graphfeed train: run {len(results) + 1}/{cfg.runs} (seed {spec.seed})")
+            _say(cfg)(f"graphfeed train: run {len(results) + 1}/{cfg.runs} (seed {spec.seed}"
+                      + (f", split {spec.split})" if spec.split is not None else ")"))
         results.append(train(one, dataset=dataset, model=model))
         # a run's loaders are closed, but until the loader frees its buffers on close (a reference
         # cycle, being fixed in the loader) they wait for the cycle collector: free them before
@@ -144,16 +150,23 @@ class RunSpec:
 def run_plan(cfg: TrainConfig, dataset) -> list:
     """One :class:`RunSpec` per run: run ``k`` uses seed ``cfg.seed + k``.
 
-    Hook for datasets with several stored splits: return ``RunSpec(seed, split=k)`` here (and
-    pick that split's ids in :func:`_split_ids`); every run then trains on its own split and the
-    mean/std cover the splits as well as the seeds. Today a dataset stores one split.
+    Split sets: ``cfg.split`` pins every run to that stored split set. Otherwise, on a dataset
+    that stores several (``dataset.num_split_sets > 1``, e.g. the 10 standard splits of a
+    benchmark), run ``k`` trains on split set ``k mod num_split_sets``, so the mean/std cover the
+    splits as well as the seeds.
     """
-    return [RunSpec(seed=cfg.seed + k) for k in range(cfg.runs)]
+    if cfg.split is not None:
+        return [RunSpec(seed=cfg.seed + k, split=cfg.split) for k in range(cfg.runs)]
+    n = int(getattr(dataset, "num_split_sets", 1) or 1) if dataset is not None else 1
+    return [RunSpec(seed=cfg.seed + k, split=(k % n) if n > 1 else None) for k in range(cfg.runs)]
 
 
 def _split_ids(dataset, split: Optional[int]):
-    """``(train, valid, test)`` node ids; ``split`` selects a stored split (see :func:`run_plan`)."""
-    assert split is None, "stored split indices are not supported by this Dataset yet"
+    """``(train, valid, test)`` node ids of stored split set ``split`` (``None``: the one the
+    dataset has selected, set 0 unless opened otherwise). An index out of range is an error
+    naming the range."""
+    if split is not None:
+        dataset = dataset.with_split(split)
     return (np.asarray(dataset.train_ids), np.asarray(dataset.valid_ids),
             np.asarray(dataset.test_ids))
 
@@ -180,8 +193,9 @@ def _train_rank(cfg: TrainConfig, dataset=None, model=None, on_batch=None, on_ep
         if not dist.is_initialized():
             from .distributed import World, init
 
-            # gloo on CPU, NCCL when the ranks train on GPUs
-            init(World.from_env(), device=device, timeout_s=cfg.dist_timeout)
+            # gloo on CPU, NCCL when the ranks train on GPUs (unless --dist-backend says otherwise)
+            init(World.from_env(), backend=_backend(cfg, device), device=device,
+                 timeout_s=cfg.dist_timeout)
             started_group = True
     rank, world_size = _dist_world()
     try:
@@ -207,13 +221,14 @@ def _train_loop(cfg: TrainConfig, dataset, device: str, rank: int, world_size: i
 
     say = _say(cfg) if rank == 0 else (lambda msg: None)
     if device.startswith("cuda"):
-        from .cuda_alloc import configure_cuda_allocator
+        from . import _cuda
 
-        configure_cuda_allocator()
+        _cuda.start_cuda()  # the allocator setting first, then CUDA
         if world_size > 1:
+            # one GPU per rank (NCCL); gloo ranks may share: local rank modulo the GPUs
             local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-            device = f"cuda:{local_rank}"
-            torch.cuda.set_device(local_rank)
+            device = f"cuda:{local_rank % _cuda.device_count()}"
+            torch.cuda.set_device(torch.device(device))
 
     pre = _preflight(cfg, dataset, device, verbose=rank == 0)
     dataset = pre.dataset
@@ -281,7 +296,7 @@ def _preflight(cfg: TrainConfig, dataset, device: str, *, verbose: bool) -> _Pre
             raise GraphfeedError(f"--resume {cfg.resume}: no checkpoint.pt there")
     if dataset is None:
         dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=verbose)
-    splits = _split_ids(dataset, None)
+    splits = _split_ids(dataset, cfg.split)
     if len(splits[0]) == 0:
         raise GraphfeedError(f"dataset {cfg.dataset!r} has no training ids")
     num_classes = int(dataset.num_classes)

@@ -57,6 +57,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="training processes on this machine (torch.distributed, one data copy) [1]")
     p.add_argument("--dist-timeout", type=_args.positive_float, default=300.0,
                    help="seconds before a stuck collective fails the run [300]")
+    p.add_argument("--dist-backend", default="auto", choices=list(C.DIST_BACKENDS),
+                   help="process-group backend: auto is NCCL on GPUs (one GPU per rank) and gloo on "
+                        "CPUs; gloo lets several ranks share one GPU [auto]")
+    p.add_argument("--split", type=_args.int_range(0, 10**6), default=None,
+                   help="stored split set to train on, for datasets that store several (e.g. the 10 "
+                        "standard splits); with --runs K and no --split, run k uses split k mod "
+                        "the number of sets [0]")
     p.add_argument("--private-copy", action="store_true",
                    help="each rank loads its own copy of the data (for memory comparisons)")
     p.add_argument("--seed", type=_args.int_range(0, C.MAX_SEED), default=0)
@@ -110,6 +117,8 @@ def config_from_args(args):
         prefetch=args.prefetch,
         nproc=args.nproc,
         dist_timeout=args.dist_timeout,
+        dist_backend=args.dist_backend,
+        split=args.split,
         private_copy=args.private_copy,
         mlp_baseline=not args.no_mlp,
         progress=not args.no_progress,

@@ -25,6 +25,8 @@ MAX_RUNS = 1000
 #: seconds; datetime.timedelta overflows far above this
 MAX_DIST_TIMEOUT = 10_000_000.0
 MAX_SEED = 2**63 - 1
+#: process-group backends: auto is NCCL when the ranks train on GPUs, gloo otherwise
+DIST_BACKENDS = ("auto", "gloo", "nccl")
 #: ``--runs`` derives run k's seed as ``seed + k``; keep it in range
 PREDICT_NODES = ("test", "all")
 HUMAN_OUTPUTS = ("stdout", "stderr")
@@ -109,6 +111,8 @@ class TrainConfig:
     prefetch: int = 2
     nproc: int = 1
     dist_timeout: float = 300.0
+    dist_backend: str = "auto"  # auto (nccl on GPUs, gloo on CPUs), gloo or nccl
+    split: Optional[int] = None  # stored split set to train on; None: 0, or one per run (--runs)
     private_copy: bool = False  # for memory comparisons: each rank loads its own copy
     mlp_baseline: bool = True
     progress: bool = True  # tqdm bars on stderr (shown when stderr is a terminal)
@@ -152,6 +156,11 @@ class TrainConfig:
         self.dropout = _float("dropout", self.dropout, 0.0, 1.0, hi_open=True)
         self.weight_decay = _float("weight_decay", self.weight_decay, 0.0, 1e6)
         self.dist_timeout = _float("dist_timeout", self.dist_timeout, 0.0, MAX_DIST_TIMEOUT, lo_open=True)
+        if self.dist_backend not in DIST_BACKENDS:
+            raise GraphfeedError(
+                f"dist_backend must be one of {', '.join(DIST_BACKENDS)}, got {self.dist_backend!r}")
+        if self.split is not None:
+            self.split = _int("split", self.split, 0, 10**6)
         if self.features not in ("ram", "disk", "lmdb"):
             raise GraphfeedError(f"features must be ram, disk or lmdb, got {self.features!r}")
         self.cache_size = _int("cache_size", self.cache_size, 0)
