@@ -46,10 +46,19 @@ def tiny_dataset(_graphfeed_home):
 @pytest.fixture
 def no_gpu(monkeypatch):
     """Simulate a machine without a GPU, also on one that has one: every graphfeed question
-    "is there a GPU?" goes through ``graphfeed._cuda.device_count``."""
+    "is there a GPU?" goes through ``graphfeed._cuda.device_count``, and child processes (CLI
+    runs in a subprocess) see no device either (``CUDA_VISIBLE_DEVICES`` empty)."""
     from graphfeed import _cuda
 
     monkeypatch.setattr(_cuda, "device_count", lambda: 0)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+
+@pytest.fixture
+def cpu_only(no_gpu):
+    """For test folders whose behaviour checks (bit-identical runs, accuracy floors, fuzzing)
+    must not depend on the machine: the same CPU run everywhere. GPU training is checked by
+    the ``cuda`` tests and ``benchmarks/gpu_check.sh``."""
 
 
 def pytest_collection_modifyitems(config, items):

@@ -77,3 +77,8 @@ def uint8_dataset(tmp_path_factory):
     x = (rng.random((n, 24)) < 0.1).astype(np.uint8)
     x[np.arange(n), y] = 1
     return write(tmp_path_factory.mktemp("u8") / "uint8", g, x, y, 4, rng)
+
+
+@pytest.fixture(autouse=True)
+def _same_run_on_every_machine(cpu_only):
+    """These tests check the trainer's behaviour on CPU, also where a GPU is visible."""

@@ -17,8 +17,9 @@ from graphfeed.training import TrainConfig, train, train_runs
 
 pytest.importorskip("torch_geometric")
 
+# device="cpu": the module-scoped fixtures below cannot use the folder's autouse cpu_only
 KW = dict(dataset="tiny", epochs=4, fanouts=(5, 5), batch_size=128, hidden=32, progress=False,
-          mlp_baseline=False, num_threads=1, eval_fanouts=(10, 10))
+          mlp_baseline=False, num_threads=1, eval_fanouts=(10, 10), device="cpu")
 
 
 class Killed(Exception):
