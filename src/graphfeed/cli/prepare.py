@@ -17,6 +17,8 @@ import os
 import sys
 from typing import Iterator
 
+from . import _args
+
 DEFAULTS = (
     "Defaults: edges are kept only in their stored direction (src -> dst; --undirected adds the "
     "reverse of every edge); self loops and repeated edges are kept (--drop-self-loops, --dedupe); "
@@ -39,28 +41,6 @@ def _size(lo: int, hi: int, what: str, limits: str):
         return v
 
     return parse
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if v < 0 or v >= 2**63:
-        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2^63), got {v}")
-    return v
-
-
-def num_classes(text: str) -> int:
-    from ..datasets.schema import MAX_NUM_CLASSES
-
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if not 1 <= v <= MAX_NUM_CLASSES:
-        raise argparse.ArgumentTypeError(f"the number of classes must be in [1, {MAX_NUM_CLASSES:,}], got {v}")
-    return v
 
 
 def feature_dtype(text: str) -> str:
@@ -92,8 +72,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--split", type=split_rule,
                    help="seeded split of labelled nodes: fractions 0.8,0.1,0.1 or per-class:20,500,1000 "
                         "(default for generic: 0.8,0.1,0.1)")
-    g.add_argument("--seed", type=non_negative_int, default=0, help="seed of --split (default 0)")
-    g.add_argument("--num-classes", type=num_classes, help="number of classes (default: max label + 1)")
+    from ..datasets.schema import MAX_NUM_CLASSES
+
+    g.add_argument("--seed", type=_args.int_range(0, 2**63 - 1), default=0,
+                   help="seed of --split (default 0)")
+    g.add_argument("--num-classes", type=_args.int_range(1, MAX_NUM_CLASSES),
+                   help="number of classes (default: max label + 1)")
     g.add_argument("--name", help="dataset name (default: from the input)")
     g.add_argument("--feature-dtype", type=feature_dtype,
                    help="store features as this dtype (e.g. float16, float32; default: as given, "
