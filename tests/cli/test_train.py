@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import subprocess
@@ -99,7 +98,6 @@ def test_feature_backends_train_identically_to_ram(tiny_dataset, features, cache
     kw = dict(dataset="tiny", epochs=2, fanouts=(5, 5), batch_size=256, progress=False, mlp_baseline=False)
     ram = train(TrainConfig(features="ram", **kw), dataset=tiny_dataset)
     other = train(TrainConfig(features=features, cache_size=cache_size, **kw), dataset=tiny_dataset)
-    gc.collect()  # free the closed loaders' LMDBFeature now (see tests/trainer/test_memory.py)
     # same seed, same batches, same rows: bit-identical losses and accuracies
     assert [(e.loss, e.valid_acc, e.test_acc) for e in other.epochs] == [
         (e.loss, e.valid_acc, e.test_acc) for e in ram.epochs

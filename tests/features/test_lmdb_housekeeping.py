@@ -194,3 +194,28 @@ def test_open_or_build_builds_once_then_reuses(tmp_path):
                       on_built=lambda: built.append(2))
     s.close()
     assert built == [1, 2]
+
+
+@pytest.mark.timeout(60)
+def test_a_finaliser_inside_the_environment_lock_does_not_deadlock(tmp_path):
+    """A garbage collection can start while this thread holds lmdb_store's lock (an allocation
+    in lmdb.open) and run LMDBFeature.__del__ there: it must neither block nor touch the table."""
+    import os
+
+    import numpy as np
+
+    from graphfeed.features import lmdb_store
+    from graphfeed.features.lmdb_store import LMDBFeature
+
+    path = tmp_path / "s.lmdb"
+    LMDBFeature.build(path, np.arange(20, dtype=np.float32).reshape(10, 2)).close()
+    a, b = LMDBFeature(path), LMDBFeature(path)
+    a.read([1]), b.read([2])
+    key = os.path.realpath(path)
+    assert lmdb_store._ENVS[key][1] == 2
+    with lmdb_store._ENVS_LOCK:
+        b.__del__()  # what a collection inside the lock does
+        assert lmdb_store._ENVS[key][1] == 2  # deferred, not applied under the holder's feet
+    b._env = None  # as if collected
+    a.close()  # the next holder applies the deferred release, then its own
+    assert key not in lmdb_store._ENVS

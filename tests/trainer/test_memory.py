@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import gc
-
 import numpy as np
 import pytest
 
@@ -34,11 +32,6 @@ def test_rss_is_flat_over_many_epochs(small_dataset, features):
                           batch_size=4096, hidden=16, features=features, num_threads=1,
                           progress=False, mlp_baseline=False),
               dataset=small_dataset, on_epoch=lambda es: rss.append(es.rss_bytes))
-    # the run's loaders (and their LMDBFeature) wait in a reference cycle until the loader frees
-    # them on close; collect them here, not at a random later allocation: LMDBFeature.__del__
-    # takes lmdb_store's non-reentrant _ENVS_LOCK, and a collection triggered inside that lock
-    # (lmdb.open in _acquire_env) deadlocks (seen once in the full suite)
-    gc.collect()
     assert len(rss) == EPOCHS and all(v > 0 for v in rss)
     assert [e.rss_bytes for e in r.epochs] == rss
     early, late = np.median(rss[5:10]), np.median(rss[-5:])

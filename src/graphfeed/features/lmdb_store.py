@@ -100,6 +100,18 @@ def _buffer_address(buf) -> int:
 _ENVS: dict[str, list] = {}
 _ENVS_PID = os.getpid()
 _ENVS_LOCK = threading.Lock()
+# Releases a finaliser could not do itself: ``__del__`` may run from a garbage collection that
+# started inside a ``with _ENVS_LOCK`` block of this very thread, where waiting for the
+# (non-reentrant) lock would deadlock and mutating ``_ENVS`` would corrupt the block's work. It
+# appends here (atomic under the GIL) and applies the releases only if the lock is free at once;
+# otherwise the next holder of the lock applies them.
+_DEFERRED_RELEASES: list = []
+
+
+def _apply_deferred_releases() -> None:
+    """With ``_ENVS_LOCK`` held: the releases finalisers deferred."""
+    while _DEFERRED_RELEASES:
+        _release_key(_DEFERRED_RELEASES.pop())
 
 
 def _forget_inherited_envs() -> None:
@@ -129,6 +141,7 @@ def _acquire_env(path: Path):
     key = os.path.realpath(path)
     with _ENVS_LOCK:
         _forget_inherited_envs()
+        _apply_deferred_releases()
         entry = _ENVS.get(key)
         if entry is None:
             # Opened writable where the folder is (update() needs it; readers never take the
@@ -151,17 +164,22 @@ def _acquire_env(path: Path):
 
 
 def _release_env(path: Path) -> None:
-    key = os.path.realpath(path)
     with _ENVS_LOCK:
         if _ENVS_PID != os.getpid():
             return
-        entry = _ENVS.get(key)
-        if entry is None:
-            return
-        entry[1] -= 1
-        if entry[1] <= 0:
-            del _ENVS[key]
-            entry[0].close()
+        _apply_deferred_releases()
+        _release_key(os.path.realpath(path))
+
+
+def _release_key(key: str) -> None:
+    """With ``_ENVS_LOCK`` held: one user fewer; the environment closes with its last user."""
+    entry = _ENVS.get(key)
+    if entry is None:
+        return
+    entry[1] -= 1
+    if entry[1] <= 0:
+        del _ENVS[key]
+        entry[0].close()
 
 
 class LMDBFeature(Feature):
@@ -233,9 +251,17 @@ class LMDBFeature(Feature):
                 self._pool = None
 
     def __del__(self):
+        # never wait for _ENVS_LOCK here (see _DEFERRED_RELEASES): a collection may have started
+        # while this very thread holds it. Free: release now; held (by anyone): defer.
         try:
-            if self._env is not None and self._pid == os.getpid():
-                _release_env(self.path)
+            if self._env is None or self._pid != os.getpid():
+                return
+            _DEFERRED_RELEASES.append(os.path.realpath(self.path))
+            if _ENVS_LOCK.acquire(blocking=False):
+                try:
+                    _apply_deferred_releases()
+                finally:
+                    _ENVS_LOCK.release()
         except Exception:
             pass
 
