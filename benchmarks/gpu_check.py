@@ -75,7 +75,10 @@ class Check:
         log.write_text(f"$ {shlex.join(cmd)}\n--- stdout\n{stdout}\n--- stderr\n{stderr}\n--- rc {rc}\n")
         step = {"name": name, "cmd": shlex.join(cmd), "rc": rc, "seconds": round(seconds, 1),
                 "log": log.name}
-        ok, details = (rc == 0, {}) if judge is None else judge(rc, stdout, stderr)
+        try:
+            ok, details = (rc == 0, {}) if judge is None else judge(rc, stdout, stderr)
+        except Exception as e:  # noqa: BLE001 - a step whose output cannot be read fails, the run goes on
+            ok, details = False, {"unreadable_output": repr(e)}
         step.update(ok=bool(ok), **details)
         self.steps.append(step)
         print(f"[{'PASS' if ok else 'FAIL'}] {name} ({seconds:.0f}s) {json.dumps(details)[:300]}",
