@@ -125,21 +125,24 @@ def resolve_device(device="auto"):
 
     ``"auto"`` is ``cuda`` when a device is visible, else ``cpu``. A bare ``cuda`` is torch's
     current device once CUDA runs in this process, else ``LOCAL_RANK`` modulo the visible devices
-    (one rank per GPU under torchrun), else 0. Raises ``ValueError`` naming the value for an
-    unknown device, a CUDA device on a machine or build without one, or an index out of range.
+    (one rank per GPU under torchrun), else 0. Raises ``GraphfeedError`` (a ``ValueError``)
+    naming the value for an unknown device, a CUDA device on a machine or build without one, or
+    an index out of range.
     """
     import torch
+
+    from .errors import GraphfeedError
 
     if isinstance(device, str) and device.strip().lower() == "auto":
         device = "cuda" if cuda_available() else "cpu"
     try:
         d = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
-        raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from None
+        raise GraphfeedError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from None
     if d.type == "cpu":
         return torch.device("cpu")
     if d.type != "cuda":
-        raise ValueError(f"unsupported device {device!r}; use auto, cpu, cuda or cuda:N")
+        raise GraphfeedError(f"unsupported device {device!r}; use auto, cpu, cuda or cuda:N")
     count = device_count()
     if count == 0:
         if not cuda_built():
@@ -147,7 +150,7 @@ def resolve_device(device="auto"):
         else:
             why = (f"torch was built with CUDA {torch.version.cuda} but no GPU is visible "
                    f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')!r})")
-        raise ValueError(f"device {str(device)!r} needs CUDA, but {why}; use device 'cpu'")
+        raise GraphfeedError(f"device {str(device)!r} needs CUDA, but {why}; use device 'cpu'")
     if d.index is not None:
         index = d.index
     elif torch.cuda.is_initialized():
@@ -156,7 +159,7 @@ def resolve_device(device="auto"):
         local = os.environ.get("LOCAL_RANK", "").strip()
         index = int(local) % count if local.isdigit() else 0
     if index >= count:
-        raise ValueError(f"device {str(device)!r}: only {count} CUDA device(s) are visible")
+        raise GraphfeedError(f"device {str(device)!r}: only {count} CUDA device(s) are visible")
     return torch.device("cuda", index)
 
 

@@ -57,7 +57,7 @@ def resolve_device(device: str) -> str:
 
     try:
         return str(_cuda.resolve_device(device))
-    except ValueError as e:
+    except GraphfeedError as e:
         raise GraphfeedError(f"{e} (--device)") from None
 
 

@@ -5,16 +5,18 @@ What the platform allows, and what this does:
 - ``tensor.pin_memory()`` would allocate a *new* pinned buffer and copy into it: one copy per
   rank. We never do that for shared data.
 - ``cuMemHostRegister`` (driver API, :mod:`graphfeed._cuda`) page-locks existing memory in
-  place. Run on a shared segment (``/dev/shm`` mapping) it pins the *same physical pages* every rank maps, so the machine holds one pinned copy
-  of the bytes. The registration itself is per process (CUDA maps the pages into that process's
-  context; there is no CUDA IPC for host memory), so each rank that copies from the segment calls
-  it once for its own mapping; the pages are locked once, the bookkeeping is per rank. This is the
-  "once per machine" that CUDA permits: one pinned copy, N registrations.
+  place. Run on a shared segment (``/dev/shm`` mapping) it pins the *same physical pages* every
+  rank maps, so the machine holds one pinned copy of the bytes. The registration itself is per
+  process (CUDA maps the pages into that process's context; there is no CUDA IPC for host
+  memory), so each rank that copies from the segment calls it once for its own mapping; the pages
+  are locked once, the bookkeeping is per rank. This is the "once per machine" that CUDA permits:
+  one pinned copy, N registrations.
 - Attachers map segments read-only by default, which needs the read-only registration flag
-  (CUDA >= 11.1 and a device reporting ``cudaDevAttrHostRegisterReadOnlySupported``). Where that is
-  refused the error says so (no silent private pinned copy). ``share_dataset(..., pinnable=True)``
-  maps the segments read-write in every rank instead, so read-write registration (as chosen by
-  ``graphfeed.features.pinned.pin_tensor`` from the mapping) works in place everywhere.
+  (CUDA >= 11.1 and a device reporting ``cudaDevAttrHostRegisterReadOnlySupported``). Where
+  that is refused the error says so (no silent private pinned copy).
+  ``share_dataset(..., pinnable=True)`` maps the segments read-write in every rank instead, so
+  read-write registration (as chosen by ``graphfeed.features.pinned.pin_tensor`` from the
+  mapping) works in place everywhere.
 - Large registrations may be refused (locked-memory limits in containers); that is reported.
 
 Not tested without a GPU in this repository's CI; the CPU paths (argument checks, the error

@@ -39,10 +39,7 @@ __all__ = ["resolve_device", "stage_for_device", "DeviceStage", "batch_tensors"]
 def resolve_device(device) -> torch.device:
     """A concrete ``torch.device`` for the loader's output (:func:`graphfeed._cuda.resolve_device`);
     for a CUDA device the allocator is configured before the loader's first CUDA allocation."""
-    try:
-        d = _cuda.resolve_device(device)
-    except ValueError as e:
-        raise GraphfeedError(str(e)) from None
+    d = _cuda.resolve_device(device)
     if d.type == "cuda":
         from ..cuda_alloc import configure_cuda_allocator
 

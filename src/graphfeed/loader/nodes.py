@@ -39,10 +39,7 @@ def place(
 
     if device == "auto" and mode == "cpu-cpu":
         device = "cpu"
-    try:
-        dev = _cuda.resolve_device(device)
-    except ValueError as e:
-        raise GraphfeedError(str(e)) from None
+    dev = _cuda.resolve_device(device)
     device = str(dev)
     if dev.type == "cpu" and mode not in ("auto", "cpu-cpu"):
         raise GraphfeedError(f"mode {mode!r} trains on a GPU, but device is {device!r}")

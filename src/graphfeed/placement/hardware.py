@@ -167,10 +167,7 @@ def detect_hardware(ranks_per_machine: Optional[int] = None, device=None) -> Har
     # CPU-only build, or no visible device: answer without touching CUDA (NVML asks, see _cuda).
     if not _cuda.cuda_available():
         return Hardware(**base)
-    try:
-        index = _cuda.resolve_device("cuda" if device is None else device).index
-    except ValueError as e:
-        raise GraphfeedError(str(e)) from None
+    index = _cuda.resolve_device("cuda" if device is None else device).index
     count = _cuda.device_count()
     _cuda.start_cuda()  # allocator configured before the first CUDA call below
     free, total = torch.cuda.mem_get_info(index)
