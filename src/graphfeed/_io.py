@@ -17,7 +17,7 @@ import tempfile
 import threading
 import tokenize
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Callable, Iterator
 
 import numpy as np
 
@@ -83,17 +83,17 @@ def apply_umask(root: str | os.PathLike, *, fsync: bool = False) -> None:
                     os.fsync(f.fileno())
 
 
-def save_npy(path: str | os.PathLike, array: np.ndarray, *, fsync: bool = True) -> None:
-    """Write ``array`` to ``path`` as ``.npy`` via a temp file and an atomic rename."""
+def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None], *,
+                 fsync: bool = True) -> None:
+    """Write ``path`` atomically: ``write(f)`` fills a temp file beside it (modes from the umask),
+    which is fsynced and renamed over ``path``; on any failure the temp file is removed and
+    ``path`` is untouched."""
     path = Path(path)
-    array = np.asarray(array)
-    if array.dtype == object:
-        raise DatasetError(f"{path}: refusing to save an object array (it would need pickle)")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, umask_modes()[1])  # mkstemp makes 0600
         with os.fdopen(fd, "wb") as f:
-            np.lib.format.write_array(f, np.ascontiguousarray(array), allow_pickle=False)
+            write(f)
             f.flush()
             if fsync:
                 os.fsync(f.fileno())
@@ -104,6 +104,15 @@ def save_npy(path: str | os.PathLike, array: np.ndarray, *, fsync: bool = True) 
         raise
     if fsync:
         fsync_dir(path.parent)
+
+
+def save_npy(path: str | os.PathLike, array: np.ndarray, *, fsync: bool = True) -> None:
+    """Write ``array`` to ``path`` as ``.npy`` via a temp file and an atomic rename."""
+    array = np.asarray(array)
+    if array.dtype == object:
+        raise DatasetError(f"{path}: refusing to save an object array (it would need pickle)")
+    atomic_write(path, lambda f: np.lib.format.write_array(f, np.ascontiguousarray(array),
+                                                          allow_pickle=False), fsync=fsync)
 
 
 _NOT_A_FILE = (

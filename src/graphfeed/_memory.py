@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 
 _libc = None
@@ -33,3 +34,12 @@ def peak_rss_bytes() -> int:
 
     r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(r) * (1 if sys.platform == "darwin" else 1024)
+
+
+def current_rss_bytes() -> int:
+    """Resident memory now (``/proc/self/statm``), 0 where unavailable."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0

@@ -12,7 +12,6 @@ metrics, checkpoints, the PyG adapter); this module places the data for a run.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import os
 import sys
 import traceback
@@ -122,10 +121,8 @@ def train_runs(cfg: TrainConfig, *, dataset=None, model: Optional[Callable] = No
             _say(cfg)(f"graphfeed train: run {len(results) + 1}/{cfg.runs} (seed {spec.seed}"
                       + (f", split {spec.split})" if spec.split is not None else ")"))
         results.append(train(one, dataset=dataset, model=model))
-        # a run's loaders are closed, but until the loader frees its buffers on close (a reference
-        # cycle, being fixed in the loader) they wait for the cycle collector: free them before
-        # the next run places its data and builds its own
-        gc.collect()
+        # the run's loaders are closed and freed by reference counting; hand their freed heap
+        # pages back before the next run places its data
         release_free_memory()
     main = results[0].main_metric
     summary = {"best_valid": mean_std(r.best_valid for r in results)}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import _thread
 import contextlib
 import gc
-import os
 import sys
 import threading
 import weakref
@@ -17,6 +16,7 @@ import pytest
 import torch
 
 import graphfeed as gf
+from graphfeed._memory import current_rss_bytes
 from graphfeed.features.memory import InMemoryFeature
 from graphfeed.graph.csc import CSCGraph
 from graphfeed.loader import DataLoader, ItemSampler
@@ -53,11 +53,6 @@ def _graph_and_features(n=20_000, dim=256, seed=0):
     feat = InMemoryFeature(torch.from_numpy(rng.standard_normal((n, dim), dtype=np.float32)))
     labels = InMemoryFeature(torch.from_numpy(rng.integers(0, 5, n)))
     return g, feat, labels
-
-
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _build(kind: str, g, feat, labels, ids):
@@ -128,7 +123,7 @@ def _rss_after_trim() -> int:
         ctypes.CDLL(None).malloc_trim(0)  # glibc: hand free heap pages back first
     except (OSError, AttributeError):  # pragma: no cover - not glibc
         pass
-    return _rss_bytes()
+    return current_rss_bytes()
 
 
 class _BlockingFeature(InMemoryFeature):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 
@@ -134,3 +134,9 @@ class Sampler(abc.ABC):
     @abc.abstractmethod
     def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0) -> MiniBatch:
         ...
+
+    def with_fanouts(self, fanouts: Sequence[int]) -> "Sampler":
+        """The same sampler (graph, seed, replacement, options) with other fanouts, sharing the
+        graph's arrays; e.g. evaluation with all neighbours. Samplers that cannot raise
+        ``NotImplementedError``."""
+        raise NotImplementedError(f"{type(self).__name__} cannot change its fanouts")

@@ -145,6 +145,10 @@ class NeighborSampler(Sampler):
     def num_nodes(self) -> int:
         return self._num_nodes
 
+    def with_fanouts(self, fanouts: Sequence[int]) -> "NeighborSampler":
+        return NeighborSampler(self.graph, fanouts, replace=self.replace, seed=self.seed,
+                               num_threads=self.num_threads, return_edge_ids=self.return_edge_ids)
+
     def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0) -> MiniBatch:
         """Sample the blocks of one batch of seed node ids (1-D ints, distinct, in range)."""
         from . import _kernels as K

@@ -11,13 +11,10 @@ test metrics), ``bad_epochs`` (early-stopping count), ``rng`` (torch's CPU gener
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from pathlib import Path
 from typing import Mapping
 
-from .._io import fsync_dir
+from .._io import atomic_write
 from ..errors import GraphfeedError
 
 FORMAT = 1
@@ -46,22 +43,9 @@ def save_checkpoint(folder, state: Mapping) -> Path:
         raise GraphfeedError(f"checkpoint folder {folder} is not a folder")
     final = checkpoint_path(folder)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{FILENAME}.", suffix=".tmp", dir=folder)
+        atomic_write(final, lambda f: torch.save(dict(state), f))
     except OSError as e:
-        raise GraphfeedError(f"cannot write a checkpoint in {folder}: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(dict(state), f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
-    except BaseException as e:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise GraphfeedError(f"cannot write checkpoint {final}: {e.strerror or e}") from None
-        raise
-    fsync_dir(folder)
+        raise GraphfeedError(f"cannot write checkpoint {final}: {e.strerror or e}") from None
     return final
 
 

@@ -56,21 +56,15 @@ def plan_eval(num_layers: int, train_batch_size: int, max_in_degree: int,
 def with_fanouts(sampler, fanouts: Sequence[int]):
     """A sampler like ``sampler`` (same graph, seed, replacement) with other fanouts; shares the
     graph's arrays (no copy)."""
-    from ..sampling.neighbor import NeighborSampler
-    from ..sampling.torch_sampler import TorchNeighborSampler
-
     if list(fanouts) == list(sampler.fanouts):
         return sampler
-    if isinstance(sampler, NeighborSampler):
-        return NeighborSampler(sampler.graph, fanouts, replace=sampler.replace, seed=sampler.seed,
-                               num_threads=sampler.num_threads)
-    if isinstance(sampler, TorchNeighborSampler):
-        return TorchNeighborSampler(sampler.indptr, sampler.indices, fanouts,
-                                    replace=sampler.replace, seed=sampler.seed)
-    raise GraphfeedError(
-        f"evaluation fanouts need a NeighborSampler or TorchNeighborSampler, got "
-        f"{type(sampler).__name__}"
-    )
+    try:
+        return sampler.with_fanouts(fanouts)
+    except NotImplementedError:
+        raise GraphfeedError(
+            f"evaluation fanouts need a NeighborSampler or TorchNeighborSampler, got "
+            f"{type(sampler).__name__}"
+        ) from None
 
 
 def unwrap(model):

@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from .._memory import peak_rss_bytes, release_free_memory
+from .._memory import current_rss_bytes, peak_rss_bytes, release_free_memory
 from .._units import format_bytes
 from ..errors import GraphfeedError
 from . import checkpoint as ckpt
@@ -50,15 +50,6 @@ class RunSetup:
     test_ids: np.ndarray
     eval_plan: EvalPlan
     say: Callable[[str], None]
-
-
-def current_rss_bytes() -> int:
-    """Resident memory now (``/proc/self/statm``), 0 where unavailable."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 def check_model_fits(cfg: TrainConfig, in_dim: int, num_classes: int, device: str) -> None:
