@@ -102,3 +102,16 @@ def size(text: str) -> int:
         return parse_size(text)
     except (ValueError, GraphfeedError, OverflowError) as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def size_range(lo: int, hi: int, what: str, limits: str):
+    """An argparse type: a size (as :func:`size`) in ``[lo, hi]`` bytes; ``limits`` says the
+    bounds in words for the error."""
+
+    def parse(text: str) -> int:
+        v = size(text)
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{what} must be between {limits}, got {text!r}")
+        return v
+
+    return parse

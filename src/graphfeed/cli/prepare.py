@@ -28,21 +28,6 @@ DEFAULTS = (
 
 
 # --------------------------------------------------------------------------- argument types
-def _size(lo: int, hi: int, what: str, limits: str):
-    def parse(text: str) -> int:
-        from .._units import parse_size
-
-        try:
-            v = parse_size(text)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-        if not lo <= v <= hi:
-            raise argparse.ArgumentTypeError(f"{what} must be between {limits}, got {text!r}")
-        return v
-
-    return parse
-
-
 def feature_dtype(text: str) -> str:
     from ..datasets.schema import FEATURE_DTYPES
 
@@ -82,9 +67,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--feature-dtype", type=feature_dtype,
                    help="store features as this dtype (e.g. float16, float32; default: as given, "
                         "float32 for text); a value that does not fit is an error")
-    g.add_argument("--memory-budget", default=2**31, type=_size(2**20, 2**50, "--memory-budget", "1MiB and 1PiB"),
+    g.add_argument("--memory-budget", default=2**31, type=_args.size_range(2**20, 2**50, "--memory-budget", "1MiB and 1PiB"),
                    help="bytes of the indices file mapped at once; bigger graphs build in windows (default 2GiB)")
-    g.add_argument("--block-size", default=2**23, type=_size(1, 2**30, "--block-size", "1B and 1GiB"),
+    g.add_argument("--block-size", default=2**23, type=_args.size_range(1, 2**30, "--block-size", "1B and 1GiB"),
                    help="bytes read per chunk, 1 B to 1 GiB (default 8MiB)")
     g.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,

@@ -343,8 +343,8 @@ def split_npz_key(source) -> tuple:
     return source, None
 
 
-def load_npz(path, keys=None) -> dict:
-    """Arrays of an ``.npz`` (all, or only ``keys``), never unpickling."""
+def _read_npz(path, use):
+    """``use(z)`` on the opened ``.npz`` archive ``path``, never unpickling; errors name the file."""
     path = check_input_file(path)
     with open(path, "rb") as f:
         head = f.read(4)
@@ -354,17 +354,31 @@ def load_npz(path, keys=None) -> dict:
         raise DatasetError(f"{path}: not an .npz archive (no zip signature; it looks like {looks})")
     try:
         with np.load(path, allow_pickle=False) as z:
-            if keys is not None:
-                missing = [k for k in keys if k not in z.files]
-                if missing:
-                    raise DatasetError(f"{path}: no array named {missing[0]!r}; it holds {sorted(z.files)}")
-            return {k: z[k] for k in (z.files if keys is None else keys)}
+            return use(z)
     except DatasetError:
         raise
     except (ValueError, OSError, EOFError) as e:
         raise DatasetError(f"{path}: cannot read .npz without pickle ({e})") from None
     except Exception as e:  # zipfile.BadZipFile and friends
         raise DatasetError(f"{path}: corrupt .npz ({type(e).__name__}: {e})") from None
+
+
+def npz_names(path) -> list:
+    """The array names of an ``.npz`` (reads only the archive's directory)."""
+    return _read_npz(path, lambda z: list(z.files))
+
+
+def load_npz(path, keys=None) -> dict:
+    """Arrays of an ``.npz`` (all, or only ``keys``), never unpickling."""
+
+    def use(z):
+        if keys is not None:
+            missing = [k for k in keys if k not in z.files]
+            if missing:
+                raise DatasetError(f"{path}: no array named {missing[0]!r}; it holds {sorted(z.files)}")
+        return {k: z[k] for k in (z.files if keys is None else keys)}
+
+    return _read_npz(path, use)
 
 
 def load_array_file(path, *, what: str) -> Optional[np.ndarray]:
@@ -447,9 +461,9 @@ def read_sparse(path, *, num_nodes: Optional[int] = None, num_features: Optional
     path = check_input_file(path, "feature")
     where = str(path)
     if path.name.lower().endswith(".npz"):
+        if not {"shape", "data"} <= set(npz_names(path)):
+            return None  # a dense archive: its arrays are read once, by the caller
         z = load_npz(path)
-        if "shape" not in z or "data" not in z:
-            return None
         fmt = bytes(np.asarray(z.get("format", b"csr")).reshape(-1)[0]).decode("ascii", "replace") \
             if "format" in z else ("coo" if "row" in z else "csr")
         if fmt == "coo" and {"row", "col"} <= set(z):
