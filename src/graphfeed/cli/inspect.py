@@ -128,7 +128,7 @@ def run(args) -> int:
 
     from .._units import format_bytes
     from ..datasets.estimate import estimate_memory
-    from .prepare import one_line_errors, write_stdout
+    from ._output import one_line_errors, write_stdout
 
     nproc = args.nproc if args.nproc is not None else max(2, os.cpu_count() or 2)
     cache = args.cache_size

@@ -75,19 +75,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except BrokenPipeError:
         # the reader went away (`graphfeed ... | head`): stop quietly, as a Unix tool killed by
         # SIGPIPE would; point stdout at /dev/null so the interpreter's final flush cannot raise
-        _silence_stdout()
+        from ._output import silence_stdout
+
+        silence_stdout()
         return 141
-
-
-def _silence_stdout() -> None:
-    import os
-
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # no real stdout (embedded, captured)
-        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,12 +12,8 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import sys
-from typing import Iterator
 
-from . import _args
+from . import _args, _output
 
 DEFAULTS = (
     "Defaults: edges are kept only in their stored direction (src -> dst; --undirected adds the "
@@ -102,43 +98,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 # --------------------------------------------------------------------------- errors
-@contextlib.contextmanager
-def one_line_errors(command: str, out_path=None) -> Iterator[None]:
-    """Turn what bad input or a bad disk raises into a ``GraphfeedError`` (one line, exit 2 in
-    ``graphfeed.cli.main``): OSError (read-only or full disk), MemoryError, RecursionError."""
-    from ..errors import GraphfeedError
-
-    try:
-        yield
-    except (GraphfeedError, FileExistsError, FileNotFoundError, BrokenPipeError):
-        raise
-    except OSError as e:
-        where = e.filename or out_path or ""
-        raise GraphfeedError(f"{where}: {e.strerror or e}" if where else str(e)) from None
-    except MemoryError:
-        raise GraphfeedError(f"{command}: out of memory (an input far larger than expected?)") from None
-    except RecursionError:
-        raise GraphfeedError(f"{command}: input nested too deeply") from None
-
-
-def write_stdout(command: str, text: str) -> int:
-    """Write ``text`` to stdout and flush; a closed pipe (``| head``) is one line on stderr and
-    status 2, never a traceback or an 'Exception ignored' at exit."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        try:  # later flushes (at interpreter exit) must not fail again
-            fd = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(fd, sys.stdout.fileno())
-            os.close(fd)
-        except (OSError, ValueError):
-            pass
-        print(f"graphfeed {command}: error: output closed early (broken pipe)", file=sys.stderr)
-        return 2
-    return 0
-
-
 def run(args) -> int:
     import importlib
 
@@ -158,6 +117,6 @@ def run(args) -> int:
     )
     if args.name:
         common["name"] = args.name
-    with one_line_errors("prepare", args.out):
+    with _output.one_line_errors("prepare", args.out):
         report = mod.run(args, common)
-    return write_stdout("prepare", report.summary() + "\n")
+    return _output.write_stdout("prepare", report.summary() + "\n")
