@@ -31,6 +31,7 @@ _EXPORTS = {
     "RankFailure": ".launcher",
     "LaunchTerminated": ".launcher",
     "share_arrays": ".sharing",
+    "collective_device": ".sharing",
     "share_dataset": ".sharing",
     "SharedDataset": ".sharing",
     "run_id": ".sharing",
@@ -51,7 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .launcher import LaunchTerminated, RankFailedError, RankFailure, launch
     from .pinned import register_pinned
     from .pss import pss_bytes
-    from .sharing import SharedDataset, run_id, share_arrays, share_dataset
+    from .sharing import SharedDataset, collective_device, run_id, share_arrays, share_dataset
     from .shm import SharedArrays, list_segments, remove_segments
     from .world import (World, barrier, check_gpus_for_ranks, default_backend, init,
                         is_initialized, shutdown)

@@ -41,7 +41,9 @@ _run_id: Optional[str] = None
 
 
 # ---------------------------------------------------------------------------- collectives
-def _collective_device():
+def collective_device():
+    """Where tensors for the default group's collectives must live: this rank's current CUDA
+    device under NCCL (it moves only CUDA tensors), the CPU under gloo."""
     import torch
     import torch.distributed as dist
 
@@ -56,7 +58,7 @@ def _agree_failed(failed: bool) -> bool:
     import torch
     import torch.distributed as dist
 
-    t = torch.tensor([1 if failed else 0], dtype=torch.int32, device=_collective_device())
+    t = torch.tensor([1 if failed else 0], dtype=torch.int32, device=collective_device())
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return bool(int(t.item()))
 
@@ -87,7 +89,7 @@ def run_id(world: Optional[World] = None) -> str:
         buf = torch.tensor(list(token), dtype=torch.uint8)
     else:
         buf = torch.zeros(n, dtype=torch.uint8)
-    dev = _collective_device()
+    dev = collective_device()
     buf = buf.to(dev)
     dist.broadcast(buf, src=0)
     _run_id = bytes(buf.cpu().tolist()).decode()

@@ -153,8 +153,9 @@ class Evaluator:
         n, w = self.sizes[name], self.world_size
         share = [len(range(r, n, w)) for r in range(w)]
         m = max(share)
-        # NCCL moves only CUDA tensors, gloo CPU ones
-        dev = self.device if dist.get_backend() == "nccl" else torch.device("cpu")
+        from ..distributed.sharing import collective_device
+
+        dev = collective_device()
         width = torch.tensor([0 if logits is None else logits.shape[1]], dtype=torch.long, device=dev)
         dist.all_reduce(width, op=dist.ReduceOp.MAX)
         c = int(width)

@@ -102,18 +102,13 @@ class _GracefulStop:
         self._old = {}
 
 
-def _collective_device(device: str):
+def _all_reduce(values: list) -> list:
     import torch
     import torch.distributed as dist
 
-    return torch.device(device) if dist.get_backend() == "nccl" else torch.device("cpu")
+    from ..distributed.sharing import collective_device
 
-
-def _all_reduce(values: list, device: str) -> list:
-    import torch
-    import torch.distributed as dist
-
-    t = torch.tensor(values, dtype=torch.float64, device=_collective_device(device))
+    t = torch.tensor(values, dtype=torch.float64, device=collective_device())
     dist.all_reduce(t)
     return t.cpu().tolist()
 
@@ -240,7 +235,7 @@ def run(setup: RunSetup, model_factory=None, *, on_batch=None, on_epoch=None) ->
                             raise KeyboardInterrupt
                 seconds = seconds0 + time.perf_counter() - t0
                 local = [sums[0] + float(total_loss), sums[1] + float(correct), sums[2] + seen]
-                tot = _all_reduce(local, device) if world > 1 else local
+                tot = _all_reduce(local) if world > 1 else local
                 loss_avg = tot[0] / max(tot[2], 1)
                 if not math.isfinite(loss_avg):
                     raise GraphfeedError(
