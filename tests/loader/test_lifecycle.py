@@ -124,8 +124,11 @@ def _rss_flat_over_twenty_closed_loaders():
             # a runaway stops here instead of filling the machine
             assert rss[-1] - rss[0] < 8 * per_loader, [r >> 20 for r in rss]
     early, late = min(rss[3:8]), min(rss[-5:])
-    assert late - early < 16 << 20, f"RSS floor rose: {[r >> 20 for r in rss]} MB"
-    assert per_loader > 16 << 20  # the bound is below what one leaked loader would add
+    # Kept pools (the cycle) would raise the floor by a pool per loader, >= 12 pools between the
+    # two windows; malloc keeping a buffer or two resident steps it by ~21 MB (seen with no
+    # leak), under one pool. Two pools separate the cases with room on both sides.
+    assert late - early < 2 * per_loader, f"RSS floor rose: {[r >> 20 for r in rss]} MB"
+    assert per_loader > 16 << 20
 
 
 def _rss_after_trim() -> int:
