@@ -166,9 +166,11 @@ def fake_cuda(monkeypatch):
 
     monkeypatch.setattr(torch._C, "_accelerator_setAllocatorSettings", set_settings)
     monkeypatch.setattr(torch._C, "_accelerator_getAllocatorSettings", lambda: state.settings)
-    cuda_alloc._reset_for_tests()
+    monkeypatch.setattr(cuda_alloc, "_done", False)
+    monkeypatch.setattr(cuda_alloc, "_result", None)
     yield state
-    cuda_alloc._reset_for_tests()
+    monkeypatch.setattr(cuda_alloc, "_done", False)
+    monkeypatch.setattr(cuda_alloc, "_result", None)
 
 
 def configure_recording(state, **env):

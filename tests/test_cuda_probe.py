@@ -75,12 +75,14 @@ def test_allocator_decision_never_starts_cuda(cuda_build, monkeypatch):
         monkeypatch.delenv(v, raising=False)
     monkeypatch.setattr(cuda_alloc, "_apply_runtime", lambda torch, conf: True)
     monkeypatch.setattr(cuda_alloc, "_current_settings", lambda torch: "")
-    cuda_alloc._reset_for_tests()
+    monkeypatch.setattr(cuda_alloc, "_done", False)
+    monkeypatch.setattr(cuda_alloc, "_result", None)
     try:
         with pytest.warns(cuda_alloc.GraphfeedAllocatorWarning, match="enabled expandable"):
             assert cuda_alloc.configure_cuda_allocator() == cuda_alloc.EXPANDABLE
     finally:
-        cuda_alloc._reset_for_tests()
+        monkeypatch.setattr(cuda_alloc, "_done", False)
+        monkeypatch.setattr(cuda_alloc, "_result", None)
     assert cuda_build == []
 
 
@@ -182,7 +184,7 @@ def fake_driver(monkeypatch):
     drv = FakeDriver()
     monkeypatch.setattr(_cuda, "_driver_factory", lambda: drv)
     monkeypatch.setattr(_cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(_cuda, "start_cuda", lambda: 0)
+    monkeypatch.setattr(cuda_alloc, "start_cuda", lambda: 0)
     monkeypatch.setattr(torch.Tensor, "is_pinned", lambda self: False)
 
     def no_cudart():
@@ -193,7 +195,7 @@ def fake_driver(monkeypatch):
 
 
 def test_read_only_mapping_registers_read_only_first(fake_driver, tmp_path):
-    from graphfeed.features import pinned
+    from graphfeed import _pinning as pinned
 
     np.save(tmp_path / "a.npy", np.arange(4096, dtype=np.float32))
     m = np.load(tmp_path / "a.npy", mmap_mode="r")
@@ -209,7 +211,7 @@ def test_read_only_mapping_registers_read_only_first(fake_driver, tmp_path):
 
 
 def test_writable_memory_registers_read_write(fake_driver):
-    from graphfeed.features import pinned
+    from graphfeed import _pinning as pinned
 
     t = torch.zeros(10_000)
     assert pinned.pin_tensor(t) is t
@@ -218,7 +220,7 @@ def test_writable_memory_registers_read_write(fake_driver):
 
 
 def test_refused_registration_falls_back_to_a_copy(fake_driver, monkeypatch):
-    from graphfeed.features import pinned
+    from graphfeed import _pinning as pinned
 
     fake_driver.refuse = {RW, RO}
     copies = []

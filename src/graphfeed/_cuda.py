@@ -42,7 +42,6 @@ __all__ = [
     "cuda_available",
     "driver_initialized",
     "resolve_device",
-    "start_cuda",
     "HostRegistration",
     "host_register",
     "host_unregister",
@@ -161,17 +160,6 @@ def resolve_device(device="auto"):
     if index >= count:
         raise GraphfeedError(f"device {str(device)!r}: only {count} CUDA device(s) are visible")
     return torch.device("cuda", index)
-
-
-def start_cuda() -> int:
-    """Start CUDA in this process the graphfeed way (allocator configured first, see
-    :mod:`graphfeed.cuda_alloc`) and return torch's current device index."""
-    import torch
-
-    from .cuda_alloc import configure_cuda_allocator
-
-    configure_cuda_allocator()
-    return int(torch.cuda.current_device())
 
 
 # ---------------------------------------------------------------------- the driver API

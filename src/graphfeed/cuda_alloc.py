@@ -38,6 +38,7 @@ __all__ = [
     "USER_VARS",
     "GraphfeedAllocatorWarning",
     "configure_cuda_allocator",
+    "start_cuda",
 ]
 
 EXPANDABLE = "expandable_segments:True"
@@ -156,9 +157,10 @@ def _decide() -> Optional[str]:
     return EXPANDABLE
 
 
-def _reset_for_tests() -> None:
-    """Forget the once-per-process decision (tests only)."""
-    global _done, _result
-    with _lock:
-        _done = False
-        _result = None
+def start_cuda() -> int:
+    """Start CUDA in this process the graphfeed way (the allocator configured first, see
+    :func:`configure_cuda_allocator`) and return torch's current device index."""
+    import torch
+
+    configure_cuda_allocator()
+    return int(torch.cuda.current_device())

@@ -218,9 +218,9 @@ def _train_loop(cfg: TrainConfig, dataset, device: str, rank: int, world_size: i
 
     say = _say(cfg) if rank == 0 else (lambda msg: None)
     if device.startswith("cuda"):
-        from . import _cuda
+        from . import _cuda, cuda_alloc
 
-        _cuda.start_cuda()  # the allocator setting first, then CUDA
+        cuda_alloc.start_cuda()  # the allocator setting first, then CUDA
         if world_size > 1:
             # one GPU per rank (NCCL); gloo ranks may share: local rank modulo the GPUs
             local_rank = int(os.environ.get("LOCAL_RANK", "0"))

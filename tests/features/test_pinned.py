@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import graphfeed.features.pinned as pinned
+import graphfeed._pinning as _pinning
 from graphfeed.errors import GraphfeedError
 from graphfeed.features.memory import InMemoryFeature
 from graphfeed.graph.csc import CSCGraph
@@ -22,7 +23,7 @@ cuda = pytest.mark.cuda
 
 @pytest.fixture
 def fresh_warning(monkeypatch):
-    monkeypatch.setattr(pinned, "_warned", False)
+    monkeypatch.setattr(_pinning, "_warned", False)
 
 
 def test_cpu_only_is_a_noop_with_one_warning(fresh_warning, no_gpu):

@@ -133,7 +133,7 @@ def test_cuda_cuda_path_logic_on_cpu(graph, features, monkeypatch):
 def test_pinned_cuda_path_logic_on_cpu(graph, features, monkeypatch):
     """``_pinned_cuda`` with pinning replaced by recorders: the graph arrays and every feature's
     rows are pinned (disk-like features read into RAM first) and viewed through ``uva_tensor``."""
-    import graphfeed.features.pinned as pinned
+    import graphfeed._pinning as pinned
 
     pinned_ptrs, viewed = [], []
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from graphfeed import _cuda
+from graphfeed import _cuda, cuda_alloc
 from graphfeed.errors import GraphfeedError
 from graphfeed.placement import detect_hardware, hardware, plan_placement
 
@@ -74,7 +74,7 @@ def simulated_gpu(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "mem_get_info", mem_get_info)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: f"Fake GPU {i}")
-    monkeypatch.setattr(_cuda, "start_cuda", lambda: calls.append("configure") or 0)
+    monkeypatch.setattr(cuda_alloc, "start_cuda", lambda: calls.append("configure") or 0)
     return calls
 
 

@@ -15,7 +15,7 @@ What the platform allows, and what this does:
   (CUDA >= 11.1 and a device reporting ``cudaDevAttrHostRegisterReadOnlySupported``). Where
   that is refused the error says so (no silent private pinned copy).
   ``share_dataset(..., pinnable=True)`` maps the segments read-write in every rank instead, so
-  read-write registration (as chosen by ``graphfeed.features.pinned.pin_tensor`` from the
+  read-write registration (as chosen by ``graphfeed._pinning.pin_tensor`` from the
   mapping) works in place everywhere.
 - Large registrations may be refused (locked-memory limits in containers); that is reported.
 
@@ -29,7 +29,7 @@ from typing import Optional
 
 import numpy as np
 
-from .. import _cuda
+from .. import _cuda, cuda_alloc
 from ..errors import GraphfeedError
 
 __all__ = ["register_pinned", "PinnedRegion"]
@@ -90,7 +90,7 @@ def register_pinned(data, *, read_only: Optional[bool] = None) -> PinnedRegion:
     nbytes = t.numel() * t.element_size()
     if nbytes == 0:
         return PinnedRegion(t, t.data_ptr(), 0)
-    device = _cuda.start_cuda()
+    device = cuda_alloc.start_cuda()
     reg = _cuda.host_register(t.data_ptr(), nbytes, device=device, read_only=bool(read_only))
     if not reg.ok:
         hint = (

@@ -227,9 +227,9 @@ def init(
     if backend == "nccl":
         check_gpus_for_ranks(world.local_world_size, backend)
         os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
-        from .. import _cuda
+        from .. import cuda_alloc
 
-        _cuda.start_cuda()  # allocator configured before the device's first allocation
+        cuda_alloc.start_cuda()  # allocator configured before the device's first allocation
         torch.cuda.set_device(world.local_rank)
         import inspect
 

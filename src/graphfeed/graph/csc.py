@@ -276,37 +276,42 @@ class CSCGraph:
 
     # ------------------------------------------------------------------ torch views
     def pin_memory(self) -> "CSCGraph":
-        """Page-lock the arrays for GPU access (in place with ``cudaHostRegister`` where
-        possible, else pinned copies); a no-op with one warning without CUDA. Returns ``self``."""
-        from ..features.pinned import pin_graph
+        """Page-lock ``indptr``/``indices`` (and weights) for GPU access: in place where CUDA
+        allows it, else the graph switches to pinned copies. A no-op with one warning without
+        CUDA. Returns ``self``."""
+        from .._pinning import cuda_available, pin_tensor, torch_view, warn_no_cuda
 
-        return pin_graph(self)
+        if not cuda_available():
+            warn_no_cuda()
+            return self
+        pinned = {}
+        for name in ("indptr", "indices", "weights"):
+            a = getattr(self, name)
+            if a is None:
+                continue
+            t = pin_tensor(torch_view(np.ascontiguousarray(a)))
+            pinned[name] = t
+            if t.data_ptr() != torch_view(a).data_ptr():  # a copy: the graph uses it from now on
+                setattr(self, name, t.numpy())
+        self._pinned = pinned
+        self._tensors["cpu"] = (pinned["indptr"], pinned["indices"])
+        return self
 
     def tensors(self, device="cpu"):
         """``(indptr, indices)`` as torch tensors on ``device``. On CPU they share memory with
         the numpy arrays (no copy); other devices get a cached copy."""
         import torch
 
+        from .._pinning import torch_view
+
         key = str(torch.device(device))
         if key not in self._tensors:
             if torch.device(device).type == "cpu":
-                t = (_shared_tensor(self.indptr), _shared_tensor(self.indices))
+                t = (torch_view(self.indptr), torch_view(self.indices))
             else:
                 t = (
-                    _shared_tensor(self.indptr).to(device),
-                    _shared_tensor(self.indices).to(device),
+                    torch_view(self.indptr).to(device),
+                    torch_view(self.indices).to(device),
                 )
             self._tensors[key] = t
         return self._tensors[key]
-
-
-def _shared_tensor(a: np.ndarray):
-    """A torch view of a numpy array (read-only memmaps included) without copying."""
-    import warnings
-
-    import torch
-
-    with warnings.catch_warnings():
-        # torch warns that read-only arrays give writable tensors; graphfeed never writes them.
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.from_numpy(a)

@@ -179,10 +179,10 @@ def _cuda_cuda(placement, graph, feats, fanouts, device, replace, seed) -> Place
 
 def _pinned_cuda(placement, graph, feats, fanouts, device, replace, seed) -> PlacedData:
     try:
-        from ..features.pinned import pin_tensor, uva_tensor
+        from .._pinning import pin_tensor, uva_tensor
     except ImportError as e:
         raise GraphfeedError(
-            "placement pinned-cuda needs graphfeed.features.pinned (pin_tensor, uva_tensor), "
+            "placement pinned-cuda needs graphfeed._pinning (pin_tensor, uva_tensor), "
             f"which could not be imported ({e}); use mode 'cpu-cuda' or 'cuda-cuda'"
         ) from e
     cls = _torch_sampler_cls()

@@ -162,14 +162,14 @@ def detect_hardware(ranks_per_machine: Optional[int] = None, device=None) -> Har
         return Hardware(**base)
     if device is not None and torch.device(device).type != "cuda":
         raise GraphfeedError(f"placement supports 'cpu' and 'cuda' devices, got {device!r}")
-    from .. import _cuda
+    from .. import _cuda, cuda_alloc
 
     # CPU-only build, or no visible device: answer without touching CUDA (NVML asks, see _cuda).
     if not _cuda.cuda_available():
         return Hardware(**base)
     index = _cuda.resolve_device("cuda" if device is None else device).index
     count = _cuda.device_count()
-    _cuda.start_cuda()  # allocator configured before the first CUDA call below
+    cuda_alloc.start_cuda()  # allocator configured before the first CUDA call below
     free, total = torch.cuda.mem_get_info(index)
     name = torch.cuda.get_device_name(index)
     # UVA (a device pointer for pinned host memory) holds on 64-bit Linux/Windows-TCC CUDA;
