@@ -94,7 +94,8 @@ class Feature(abc.ABC):
     def __len__(self) -> int:
         return self.num_rows
 
-    def read(self, ids, *, out: Optional[torch.Tensor] = None, check: bool = True) -> torch.Tensor:
+    def read(self, ids, *, out: Optional[torch.Tensor] = None, check: bool = True,
+             executor=None) -> torch.Tensor:
         """Rows for ``ids`` (1-D integers), shape ``(len(ids), *row_shape)``.
 
         ``out``, if given, must be a contiguous tensor of exactly that shape and this dtype; the
