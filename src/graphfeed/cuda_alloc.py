@@ -117,10 +117,7 @@ def _decide() -> Optional[str]:
         return None
     if any(os.environ.get(v, "").strip() for v in USER_VARS):
         return None
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a core dependency
-        return None
+    import torch
     if getattr(torch.version, "cuda", None) is None:
         return None  # CPU-only (or ROCm) build: nothing to configure, nothing to say
     if not _platform_supports_expandable(torch):

@@ -19,10 +19,9 @@ import torch.nn.functional as F
 
 from .errors import MissingDependencyError
 from .sampling.base import Block
+from .trainer.config import MODELS as MODEL_NAMES
 
 __all__ = ["BlockGNN", "GraphSAGE", "GCN", "GAT", "MLP", "build_model", "MODEL_NAMES"]
-
-MODEL_NAMES = ("sage", "gcn", "gat")
 
 
 def _pyg_nn():

@@ -60,6 +60,10 @@ def resolve_device(device: str) -> str:
         raise GraphfeedError(f"{e} (--device)") from None
 
 
+#: what the ranks' fork server imports beyond graphfeed's core, so every rank shares those pages
+PRELOAD = ("graphfeed.training", "graphfeed.models", "graphfeed.trainer.loop")
+
+
 def _backend(cfg: TrainConfig, device: str) -> str:
     """The process-group backend: ``cfg.dist_backend``, or NCCL for GPU ranks and gloo else."""
     if cfg.dist_backend != "auto":
@@ -101,7 +105,8 @@ def train(cfg: TrainConfig, *, dataset=None, model: Optional[Callable] = None, o
 
         # refuse here, once and before any rank starts, what NCCL would refuse in every rank
         check_gpus_for_ranks(cfg.nproc, _backend(cfg, resolve_device(cfg.device)))
-        results = launch(_train_rank, cfg.nproc, cfg, None, model, timeout_s=cfg.dist_timeout)
+        results = launch(_train_rank, cfg.nproc, cfg, None, model, timeout_s=cfg.dist_timeout,
+                         preload=PRELOAD)
         return results[0]
     return _train_rank(cfg, dataset, model, on_batch, on_epoch)
 

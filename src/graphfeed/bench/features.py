@@ -34,7 +34,7 @@ import torch
 
 from ..errors import GraphfeedError
 
-DEFAULT_BACKENDS = ("ram", "disk-warm", "disk-cold", "disk-direct", "lmdb", "cache")
+from . import FEATURE_VARIANTS, check_feature_variants
 
 
 def _timed_pass(feature, batches, *, before=None) -> float:
@@ -62,7 +62,7 @@ def bench_features(
     feature: Union[str, os.PathLike, np.ndarray],
     id_batches: Sequence[torch.Tensor],
     *,
-    backends: Sequence[str] = DEFAULT_BACKENDS,
+    backends: Sequence[str] = FEATURE_VARIANTS,
     cache_fraction: float = 0.2,
     cache_policies: Sequence[str] = ("sieve",),
     warmup_batches: int = 1,
@@ -87,9 +87,7 @@ def bench_features(
     from ..features.memory import InMemoryFeature
 
     say = log or (lambda msg: None)
-    unknown = [b for b in backends if b not in DEFAULT_BACKENDS]
-    if unknown:
-        raise GraphfeedError(f"unknown backends {unknown}; valid: {', '.join(DEFAULT_BACKENDS)}")
+    check_feature_variants(backends)
     if len(id_batches) <= warmup_batches:
         raise GraphfeedError(f"need more than warmup_batches={warmup_batches} batches, got {len(id_batches)}")
     own_dir = workdir is None

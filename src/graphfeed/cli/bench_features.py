@@ -8,17 +8,19 @@ import sys
 
 from . import _args
 
-BACKEND_CHOICES = ("ram", "disk-warm", "disk-cold", "disk-direct", "lmdb", "cache")
+from ..bench import FEATURE_VARIANTS, check_feature_variants
+
+
+HELP = "feature reads: RAM vs disk (warm, cold, direct) vs LMDB vs cached"
+DESCRIPTION = (
+    "Rows/s and GB/s of feature reads for the input nodes of real sampled "
+    "mini-batches, on every backend, each also as a ratio to the RAM ceiling "
+    "(torch.index_select in process memory) measured in the same run."
+)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "features",
-        help="feature reads: RAM vs disk (warm, cold, direct) vs LMDB vs cached",
-        description="Rows/s and GB/s of feature reads for the input nodes of real sampled "
-        "mini-batches, on every backend, each also as a ratio to the RAM ceiling "
-        "(torch.index_select in process memory) measured in the same run.",
-    )
+    p = sub.add_parser("features", help=HELP, description=DESCRIPTION)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--dataset", default=None, help="built-in dataset (tiny, small, medium) [medium]")
     src.add_argument("--graph", default=None, metavar="DIR",
@@ -31,8 +33,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="batches timed for the cold backends [5]")
     p.add_argument("--batch-size", type=_args.positive_int, default=1024)
     p.add_argument("--fanouts", type=_args.fanouts, default=[15, 10, 5])
-    p.add_argument("--backends", default=",".join(BACKEND_CHOICES),
-                   help=f"comma-separated subset of {','.join(BACKEND_CHOICES)}")
+    p.add_argument("--backends", default=",".join(FEATURE_VARIANTS),
+                   help=f"comma-separated subset of {','.join(FEATURE_VARIANTS)}")
     p.add_argument("--cache-fraction", type=_args.positive_float, default=0.2,
                    help="cache capacity as a fraction of the rows [0.2]")
     p.add_argument("--cache-policy", default="sieve,s3fifo", help="comma-separated policies [sieve,s3fifo]")
@@ -51,10 +53,10 @@ def run(args) -> int:
     from ..bench.sample import load_bench_data
     from ..errors import GraphfeedError
 
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    bad = [b for b in backends if b not in BACKEND_CHOICES]
-    if bad:
-        raise GraphfeedError(f"--backends: unknown {bad}; choose from {','.join(BACKEND_CHOICES)}")
+    try:
+        backends = check_feature_variants(b.strip() for b in args.backends.split(",") if b.strip())
+    except GraphfeedError as e:
+        raise GraphfeedError(f"--backends: {e}") from None
     policies = [s.strip() for s in args.cache_policy.split(",") if s.strip()]
     from ..features.cache import policy_code
 

@@ -33,13 +33,15 @@ def _nproc_list(text: str) -> list[int]:
     return sorted(set(values))
 
 
+HELP = "summed PSS of all ranks during training, for 1, 2, 4 ... processes"
+DESCRIPTION = (
+    "Runs a short training with N processes for each N in --nproc and prints the "
+    "peak summed PSS (proportional set size) of the ranks against the 1-process figure."
+)
+
+
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "memory",
-        help="summed PSS of all ranks during training, for 1, 2, 4 ... processes",
-        description="Runs a short training with N processes for each N in --nproc and prints the "
-        "peak summed PSS (proportional set size) of the ranks against the 1-process figure.",
-    )
+    p = sub.add_parser("memory", help=HELP, description=DESCRIPTION)
     p.add_argument("--nproc", type=_nproc_list, default=[1, 2, 4],
                    help="process counts, comma-separated; 1 is always measured [1,2,4]")
     p.add_argument("--dataset", default="medium",
@@ -118,7 +120,9 @@ def measure(cfg, nproc: int, *, interval_s: float = 0.25) -> MemoryRun:
     t0 = time.perf_counter()
     # The 1-process reference is one plain process (spawn: no fork server, as when training in
     # one process). N ranks come from launch's fork server, which is counted with them.
-    accs = launch(_rank_train, nproc, cfg, timeout_s=cfg.dist_timeout,
+    from ..training import PRELOAD
+
+    accs = launch(_rank_train, nproc, cfg, timeout_s=cfg.dist_timeout, preload=PRELOAD,
                   monitor=_PssSampler(run), monitor_interval_s=interval_s,
                   start_method="spawn" if nproc == 1 else None)
     run.seconds = time.perf_counter() - t0

@@ -9,17 +9,19 @@ import sys
 from . import _args
 
 
+HELP = "train node classification with neighbour sampling (defaults run the demo)"
+DESCRIPTION = (
+    "Mini-batch GNN training with neighbour sampling; prints per-epoch loss, the "
+    "task's metrics (accuracy and macro-F1, or ROC-AUC and accuracy for 2 classes), seeds/s "
+    "and memory, then an MLP baseline and the majority-class rate for comparison. The main "
+    "metric (accuracy, or ROC-AUC for 2 classes) on the validation set picks the best epoch."
+)
+
+
 def add_parser(sub) -> argparse.ArgumentParser:
     from ..trainer import config as C
 
-    p = sub.add_parser(
-        "train",
-        help="train node classification with neighbour sampling (defaults run the demo)",
-        description="Mini-batch GNN training with neighbour sampling; prints per-epoch loss, the "
-        "task's metrics (accuracy and macro-F1, or ROC-AUC and accuracy for 2 classes), seeds/s "
-        "and memory, then an MLP baseline and the majority-class rate for comparison. The main "
-        "metric (accuracy, or ROC-AUC for 2 classes) on the validation set picks the best epoch.",
-    )
+    p = sub.add_parser("train", help=HELP, description=DESCRIPTION)
     p.add_argument("--dataset", default="small",
                    help="built-in dataset (tiny, small, medium) or a prepared dataset folder [small]")
     p.add_argument("--model", default="sage", choices=list(C.MODELS),

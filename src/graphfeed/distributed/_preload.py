@@ -39,14 +39,14 @@ for _name in (
     "graphfeed.features.disk",
     "numba.np.arrayobj",
     "numba.typed",
-    "graphfeed.training",
-    "graphfeed.models",
     "graphfeed.datasets.format",
     "graphfeed.datasets.synthetic",
     "graphfeed.placement.apply",
     "graphfeed.placement.plan",
     "graphfeed.features.registry",
     "graphfeed.distributed.sharing",
+    # the caller's modules (launch(preload=...)), e.g. the training application
+    *filter(None, os.environ.get("GRAPHFEED_PRELOAD", "").split(",")),
 ):
     try:
         importlib.import_module(_name)

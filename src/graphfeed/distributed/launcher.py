@@ -43,6 +43,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
+from .._checks import check_int
 from ..errors import GraphfeedError
 from .shm import RUN_ID_ENV, remove_segments
 from .world import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
@@ -210,7 +211,11 @@ def _rank_main(rank: int, nproc: int, env: dict, conn, fn, args) -> None:
         sys.exit(code)
 
 
-def _context(tmp, start_method: Optional[str]):
+#: extra modules the fork server imports (``launch(preload=...)``), comma-separated
+PRELOAD_ENV = "GRAPHFEED_PRELOAD"
+
+
+def _context(tmp, start_method: Optional[str], preload: Sequence[str] = ()):
     import multiprocessing as mp
 
     if start_method is None:
@@ -220,7 +225,8 @@ def _context(tmp, start_method: Optional[str]):
     ctx = tmp.get_context(start_method)
     if start_method == "forkserver":
         # takes effect when the server starts (the first launch in this process); later launches
-        # reuse the running server
+        # reuse the running server. The server inherits the environment, and with it the list.
+        os.environ[PRELOAD_ENV] = ",".join(preload)
         ctx.set_forkserver_preload(["graphfeed.distributed._preload"])
     return ctx
 
@@ -245,6 +251,7 @@ def launch(
     monitor: Optional[Callable[[list], None]] = None,
     monitor_interval_s: float = 0.2,
     start_method: Optional[str] = None,
+    preload: Sequence[str] = (),
 ) -> list:
     """Run ``fn(*args)`` in ``nproc`` spawned processes; return their results in rank order.
 
@@ -260,6 +267,9 @@ def launch(
       preloaded pages the ranks share; an exception from it stops the run.
     - ``start_method``: ``"forkserver"`` (default where available: preloaded imports shared by
       the ranks) or ``"spawn"`` (every rank imports everything itself).
+    - ``preload``: modules of the caller (e.g. its training code) for the fork server to import
+      after graphfeed's own, so the ranks share them too; the first launch's list is the one the
+      server keeps.
     - Every ``/dev/shm`` segment of this run (``graphfeed-<run id>-*``) is removed before
       returning or raising, including after SIGKILL of a rank. ``KeyboardInterrupt`` in the parent
       stops every rank; so does SIGTERM or SIGHUP (called from the main thread), which then raises
@@ -270,9 +280,7 @@ def launch(
 
     import torch.multiprocessing as tmp
 
-    if int(nproc) != nproc or nproc < 1:
-        raise GraphfeedError(f"nproc must be a positive integer, got {nproc!r}")
-    nproc = int(nproc)
+    nproc = check_int("nproc", nproc, 1)
     if timeout_s <= 0:
         raise GraphfeedError(f"timeout_s must be > 0, got {timeout_s}")
     run_id = f"{os.getpid()}x{secrets.token_hex(4)}"
@@ -289,7 +297,7 @@ def launch(
         ),
     }
     child_env.update(env or {})
-    ctx = _context(tmp, start_method)
+    ctx = _context(tmp, start_method, preload)
     procs, conns = [], []
     results: dict = {}
     failures: list[RankFailure] = []
