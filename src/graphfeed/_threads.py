@@ -4,7 +4,8 @@
   stop)`` over them on an executor and waits (chunks are leaf work: they never submit more).
 - :class:`ChunkPool` is a lazily started ``ThreadPoolExecutor`` owned by one object (a sampler
   or a feature used outside a loader); the loader's own executor is handed down instead when
-  there is one, so pools never nest under the loader's threads.
+  there is one, so pools never nest under the loader's threads. :class:`PoolOwner` gives its
+  owner ``num_threads`` and ``_executor(given)``.
 - :class:`ProcessLocal` is the one fork-safe base: state named in ``_process_state`` (open file
   descriptors, memory maps, locks, pools) is dropped when the object is pickled (spawned ranks)
   and rebuilt lazily in a forked child, never shared with the parent.
@@ -14,10 +15,12 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor, wait
 from typing import Callable, Optional
 
-__all__ = ["split", "run_chunks", "ChunkPool", "ProcessLocal"]
+from ._checks import check_int
+
+__all__ = ["split", "run_chunks", "ChunkPool", "PoolOwner", "ProcessLocal"]
 
 
 def split(n: int, parts: int) -> list[tuple[int, int]]:
@@ -29,15 +32,18 @@ def split(n: int, parts: int) -> list[tuple[int, int]]:
 
 
 def run_chunks(fn: Callable[[int, int], object], n: int, parts: int,
-               executor: Optional[Executor]) -> None:
+               executor: Optional[Executor], *, serial_below: int = 0) -> None:
     """``fn(start, stop)`` over ``split(n, parts)``: on ``executor`` when given and there is more
-    than one chunk, else in the calling thread. Re-raises the first chunk's error."""
-    chunks = split(n, parts)
+    than one chunk, else in the calling thread. ``n < serial_below`` runs as one chunk in the
+    calling thread (handing small work to threads costs more than it saves). Waits for every
+    chunk and re-raises the first chunk's error."""
+    chunks = split(n, 1 if n < serial_below else parts)
     if executor is None or len(chunks) <= 1:
         for s, e in chunks:
             fn(s, e)
         return
     futs = [executor.submit(fn, s, e) for s, e in chunks]
+    wait(futs)  # all of them, even when one failed: the others write into the caller's buffers
     for f in futs:
         f.result()
 
@@ -70,6 +76,12 @@ class ChunkPool:
                 self._pool = ThreadPoolExecutor(self.num_threads, thread_name_prefix=self.name)
             return self._pool
 
+    def resize(self, num_threads: int) -> None:
+        """Use ``num_threads`` threads from now on (a running pool of another size stops)."""
+        if int(num_threads) != self.num_threads:
+            self.close()
+            self.num_threads = int(num_threads)
+
     def close(self) -> None:
         if self._pid != os.getpid():  # the parent's threads are not ours to join
             self._reset()
@@ -85,6 +97,25 @@ class ChunkPool:
     def __setstate__(self, state):
         self.num_threads, self.name = state["num_threads"], state["name"]
         self._reset()
+
+
+class PoolOwner:
+    """Mixin for objects whose chunked work runs on ``self._pool`` (a :class:`ChunkPool`):
+    ``num_threads`` reads and resizes it, and ``_executor(given)`` is the executor to use, the
+    one a caller handed down or the own pool's."""
+
+    _pool: ChunkPool
+
+    @property
+    def num_threads(self) -> int:
+        return self._pool.num_threads
+
+    @num_threads.setter
+    def num_threads(self, n: int) -> None:
+        self._pool.resize(check_int("num_threads", n, 1))
+
+    def _executor(self, given: Optional[Executor] = None) -> Optional[Executor]:
+        return given if given is not None else self._pool.get()
 
 
 class ProcessLocal:

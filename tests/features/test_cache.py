@@ -22,9 +22,9 @@ class CountingFeature(InMemoryFeature):
         super().__init__(data)
         self.requests = []
 
-    def _read(self, ids, out):
+    def _read(self, ids, out, executor):
         self.requests.append(ids.clone())
-        return super()._read(ids, out)
+        return super()._read(ids, out, executor)
 
 
 def _batches(rng, n, count, max_len, a=1.3):

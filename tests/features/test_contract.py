@@ -160,3 +160,76 @@ def test_read_after_fork(kind, tmp_path):
     assert not isinstance(got, str), got
     np.testing.assert_array_equal(got, array[ids])
     np.testing.assert_array_equal(store.read(ids).numpy(), array[ids])  # parent still fine
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_close_is_idempotent_and_a_later_read_reopens(kind, tmp_path):
+    """``close()`` releases files, maps and threads; closing twice is fine, and a read after it
+    (also one large enough for the threaded paths) returns the right rows again."""
+    array = make_array("float32", 3, 300, seed=7)
+    ids = np.random.default_rng(2).integers(0, 300, PARALLEL_MIN_ROWS + 17)
+    store = make_store(kind, array, tmp_path)
+    np.testing.assert_array_equal(store.read(ids).numpy(), array[ids])
+    store.close()
+    store.close()
+    np.testing.assert_array_equal(store.read(ids).numpy(), array[ids])
+    with store as s:
+        assert s is store
+        np.testing.assert_array_equal(s.read(ids[:5]).numpy(), array[ids[:5]])
+    np.testing.assert_array_equal(store.read(ids[:5]).numpy(), array[ids[:5]])
+    store.close()
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_reads_on_a_given_executor(kind, tmp_path):
+    """With ``executor=``, large reads run their chunks there and give the same rows; the store
+    starts no threads of its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    array = make_array("float32", 3, 300, seed=8)
+    ids = np.random.default_rng(3).integers(0, 300, 4 * PARALLEL_MIN_ROWS + 5)
+    store = make_store(kind, array, tmp_path)
+    submitted = []
+
+    class Counting(ThreadPoolExecutor):
+        def submit(self, fn, *a, **kw):
+            submitted.append(fn)
+            return super().submit(fn, *a, **kw)
+
+    before = {t.name for t in threading.enumerate()}
+    with Counting(2, thread_name_prefix="test-exec") as ex:
+        for _ in range(2):  # the second read is served (partly) from caches
+            out = torch.empty((len(ids), 3), dtype=torch.float32)
+            got = store.read(ids, out=out, executor=ex)
+            assert got.data_ptr() == out.data_ptr()
+            np.testing.assert_array_equal(out.numpy(), array[ids])
+    own = {t.name for t in threading.enumerate()} - before
+    assert not [n for n in own if n.startswith("gf-")], own
+    if kind not in ("memory", "pinned"):  # index_select: torch's own threads
+        assert submitted, "a large read split into chunks ran none on the executor"
+    store.close()
+
+
+@pytest.mark.parametrize("wrapper", ["cache", "pinned"])
+def test_a_wrapper_owns_and_closes_the_feature_it_wraps(wrapper):
+    import warnings
+
+    from graphfeed.features.cache import CachedFeature
+    from graphfeed.features.memory import InMemoryFeature
+    from graphfeed.features.pinned import PinnedFeature
+
+    class Closing(InMemoryFeature):
+        closes = 0
+
+        def close(self):
+            self.closes += 1
+
+    inner = Closing(make_array("float32", 2, 10))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # "pinning needs CUDA" on CPU
+        outer = CachedFeature(inner, 40) if wrapper == "cache" else PinnedFeature(inner)
+    with outer:
+        outer.read([1, 2])
+    assert inner.closes == 1
+    outer.close()
+    assert inner.closes == 2  # each close is passed on; the wrapped feature's close is idempotent

@@ -100,3 +100,27 @@ def test_pickle_reopens(tmp_path):
     f.read([1])
     g = pickle.loads(pickle.dumps(f))
     assert torch.equal(g.read([63, 0]), torch.from_numpy(a[[63, 0]]))
+
+
+def test_num_threads_can_be_changed_between_reads(tmp_path):
+    import threading
+
+    from graphfeed.features.disk import PARALLEL_MIN_ROWS
+
+    a = np.arange(600 * 3, dtype=np.float32).reshape(600, 3)
+    np.save(tmp_path / "f.npy", a)
+    f = DiskFeature(tmp_path / "f.npy", num_threads=2)
+    ids = np.random.default_rng(0).integers(0, 600, PARALLEL_MIN_ROWS * 2)
+
+    def pool_threads():
+        return sorted(t.name for t in threading.enumerate() if t.name.startswith("gf-disk"))
+
+    np.testing.assert_array_equal(f.read(ids).numpy(), a[ids])
+    assert 1 <= len(pool_threads()) <= 2
+    f.num_threads = 1  # serial from now on: the running pool stops
+    assert f.num_threads == 1 and pool_threads() == []
+    np.testing.assert_array_equal(f.read(ids).numpy(), a[ids])
+    assert pool_threads() == []
+    with pytest.raises(GraphfeedError, match="num_threads"):
+        f.num_threads = 0
+    f.close()

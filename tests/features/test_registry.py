@@ -9,9 +9,9 @@ import torch
 from graphfeed.errors import DatasetError, GraphfeedError
 from graphfeed.features.cache import CachedFeature
 from graphfeed.features.disk import DiskFeature
-from graphfeed.features.lmdb_store import LMDBFeature
+from graphfeed.features.lmdb_store import LMDBFeature, lmdb_path_for
 from graphfeed.features.memory import InMemoryFeature
-from graphfeed.features.registry import lmdb_path_for, open_feature, parse_size
+from graphfeed.features.registry import BACKENDS, open_feature
 
 
 @pytest.fixture
@@ -67,10 +67,22 @@ def test_errors(npy, tmp_path):
         open_feature(tmp_path / "nope.npy", "lmdb")
     with pytest.raises(GraphfeedError, match="not a size"):
         open_feature(p, "disk", cache_size="big")
+    with pytest.raises(GraphfeedError, match="unexpected options.*lmdb_path"):
+        open_feature(p, "disk", lmdb_path=tmp_path / "x.lmdb")
 
 
-def test_parse_size():
-    assert parse_size("2GB") == 2 * 10**9
-    assert parse_size("512MB") == 512 * 10**6
-    assert parse_size("1GiB") == 2**30
-    assert parse_size(123) == 123
+def test_backends_registry_lists_and_opens_each():
+    assert BACKENDS.names() == ("ram", "disk", "lmdb")
+    assert BACKENDS.get("disk") is DiskFeature
+    assert all(BACKENDS.entry(n).help for n in BACKENDS)
+    with pytest.raises(GraphfeedError, match="valid: ram, disk, lmdb"):
+        BACKENDS.check("s3")
+
+
+def test_backend_names_are_case_insensitive_and_ram_is_never_cached(npy):
+    p, a = npy
+    f = open_feature(p, "DISK", num_threads=1, cache_size="1kB")
+    assert isinstance(f, CachedFeature) and isinstance(f.feature, DiskFeature)
+    m = open_feature(p, "ram", mmap=True, cache_size="1kB")
+    assert type(m) is InMemoryFeature
+    np.testing.assert_array_equal(m.read([3, 1]).numpy(), a[[3, 1]])

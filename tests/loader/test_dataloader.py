@@ -179,13 +179,13 @@ class FailingFeature(InMemoryFeature):
         self.fail_on_call, self.calls = fail_on_call, 0
         self._lock = threading.Lock()
 
-    def _read(self, ids, out):
+    def _read(self, ids, out, executor):
         with self._lock:
             self.calls += 1
             n = self.calls
         if n == self.fail_on_call:
             explode_in_feature()
-        return super()._read(ids, out)
+        return super()._read(ids, out, executor)
 
 
 def explode_in_feature():

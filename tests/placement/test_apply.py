@@ -34,7 +34,7 @@ class RowsFeature(Feature):
     def dtype(self):
         return torch.float32
 
-    def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
+    def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor], executor) -> torch.Tensor:
         self.reads += 1
         rows = ids.to(torch.float32)[:, None] * 10 + torch.arange(self._d, dtype=torch.float32)
         if out is not None:

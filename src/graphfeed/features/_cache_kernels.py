@@ -213,15 +213,3 @@ def admit(policy, new_ids, limit, st, node_of, slot_of, nxt, prv, bits, qid, gri
         out_slots[na] = s
         na += 1
     return na
-
-
-# ------------------------------------------------------------------------------ copies
-@kernel
-def copy_rows(src, src_idx, dst, dst_idx, start, end):
-    """``dst[dst_idx[k]] = src[src_idx[k]]`` for ``start <= k < end`` (2-D word arrays)."""
-    w = src.shape[1]
-    for k in range(start, end):
-        a = src_idx[k]
-        b = dst_idx[k]
-        for j in range(w):
-            dst[b, j] = src[a, j]

@@ -2,11 +2,14 @@
 
 Backends (in memory, disk, LMDB) implement the protected hook ``_read``; wrappers (caches,
 pinning) wrap any ``Feature``. The public ``read`` validates ids once, at the boundary.
+``close()`` releases what a feature holds (files, maps, threads; a no-op by default) and
+``with feature:`` closes it at the end of the block.
 """
 
 from __future__ import annotations
 
 import abc
+from concurrent.futures import Executor
 from typing import Iterator, Mapping, Optional
 
 import numpy as np
@@ -52,7 +55,8 @@ class Feature(abc.ABC):
 
     ``read(ids)`` returns a tensor of shape ``(len(ids), *row_shape)`` on CPU (or on the device a
     GPU-side backend lives on), in the order of ``ids``; duplicated and unsorted ids are allowed.
-    Implementations override ``_read(ids, out)``, which receives validated int64 ids.
+    Implementations override ``_read(ids, out, executor)``, which receives validated int64 ids,
+    and ``close()`` when they hold files, maps or threads.
     """
 
     #: A short name for messages ("in-memory", "disk", "lmdb", ...).
@@ -95,12 +99,15 @@ class Feature(abc.ABC):
         return self.num_rows
 
     def read(self, ids, *, out: Optional[torch.Tensor] = None, check: bool = True,
-             executor=None) -> torch.Tensor:
+             executor: Optional[Executor] = None) -> torch.Tensor:
         """Rows for ``ids`` (1-D integers), shape ``(len(ids), *row_shape)``.
 
         ``out``, if given, must be a contiguous tensor of exactly that shape and this dtype; the
         rows are written into it (lets the loader reuse buffers). ``check=False`` skips the id
         range check when the caller already guarantees it (the sampler's ids always are in range).
+        ``executor``: where a backend that splits a large read into chunks runs them (the
+        loader's intra-batch executor; chunks never submit further work). ``None``: the
+        feature's own threads (``num_threads``), started on first use, or the calling thread.
         """
         ids = as_id_tensor(ids)
         if check:
@@ -112,11 +119,23 @@ class Feature(abc.ABC):
                     f"out must be a contiguous {self.dtype} tensor of shape {want}, "
                     f"got {out.dtype} {tuple(out.shape)}"
                 )
-        return self._read(ids, out)
+        return self._read(ids, out, executor)
 
     @abc.abstractmethod
-    def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
-        """Backend hook: ``ids`` is a validated 1-D int64 CPU tensor."""
+    def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor],
+              executor: Optional[Executor]) -> torch.Tensor:
+        """Backend hook: ``ids`` is a validated 1-D int64 CPU tensor, ``out`` a checked buffer
+        or ``None``; ``executor`` as in :meth:`read`."""
+
+    def close(self) -> None:
+        """Release files, memory maps and threads this feature holds (no-op here). Idempotent;
+        a later ``read`` reopens what it needs."""
+
+    def __enter__(self) -> "Feature":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(shape={self.shape}, dtype={self.dtype})"
@@ -124,9 +143,16 @@ class Feature(abc.ABC):
 
 class WrappedFeature(Feature):
     """Base of wrappers that add behaviour (caching, pinning) around any ``Feature``: the rows'
-    shape and dtype are the wrapped feature's; subclasses implement ``_read``."""
+    shape and dtype are the wrapped feature's; subclasses implement ``_read``.
+
+    A wrapper owns the feature it wraps: ``close()`` closes it too (subclasses release their
+    own resources, then call ``super().close()``).
+    """
 
     feature: Feature
+
+    def close(self) -> None:
+        self.feature.close()
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -25,15 +25,18 @@ backing feature (a row missed twice in one batch counts twice).
 
 from __future__ import annotations
 
-import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from typing import Optional, Union
 
 import numpy as np
 import torch
 
+from .._checks import check_float, check_int
+from .._threads import ChunkPool, PoolOwner, ProcessLocal, run_chunks
+from .._units import parse_size
 from ..errors import GraphfeedError
+from ._rows import PARALLEL_MIN_ROWS, word_dtype, word_view
 from .base import Feature, WrappedFeature
 
 #: name -> policy code used by the kernels (see ``_cache_kernels``).
@@ -51,12 +54,6 @@ def policy_code(policy: Union[str, int]) -> int:
             f"unknown cache policy {policy!r}; valid policies: {', '.join(sorted(POLICIES))}"
         )
     return POLICIES[name]
-
-
-def _words(t: torch.Tensor, word: np.dtype) -> np.ndarray:
-    """A 2-D word view ``(rows, words_per_row)`` of a contiguous CPU tensor."""
-    n = t.shape[0]
-    return t.view(torch.uint8).numpy().reshape(n, -1).view(word)
 
 
 class AdmissionFilter:
@@ -127,14 +124,21 @@ class CacheState:
         return np.sort(self.node_of[:n][self.node_of[:n] >= 0])
 
 
-class CachedFeature(WrappedFeature):
+class CachedFeature(PoolOwner, ProcessLocal, WrappedFeature):
     """Wraps ``feature`` with a CPU cache of ``capacity_bytes`` (an int or "512MB"-style string).
 
     ``policy``: ``"sieve"`` (default), ``"s3fifo"``, ``"lru"`` or ``"clock"``. Thread-safe: many
-    loader threads may read at once; backing reads run outside the lock.
+    loader threads may read at once; backing reads run outside the lock. ``num_threads`` copies
+    large batches when ``read`` gets no ``executor``. The cache owns ``feature``: ``close()``
+    closes it too. A forked child keeps a copy of the cache; a pickled one (spawned workers)
+    arrives empty, with the same configuration.
     """
 
     kind = "cached"
+    _process_state = ("_lock",)
+    #: what a pickled cache keeps (its contents are rebuilt empty)
+    _CONFIG = ("feature", "capacity_bytes", "policy_name", "_policy", "capacity",
+               "admit_fraction", "seed", "_pool")
 
     def __init__(self, feature: Feature, capacity_bytes, policy: str = "sieve", *,
                  admit_fraction: float = 0.25, seed: int = 0, num_threads: int = 2):
@@ -142,17 +146,13 @@ class CachedFeature(WrappedFeature):
             raise GraphfeedError(f"CachedFeature wraps a graphfeed Feature, got {type(feature).__name__}")
         if feature.device.type != "cpu":
             raise GraphfeedError(f"CachedFeature caches CPU features; this one is on {feature.device}")
-        from .._units import parse_size
-
         self.feature = feature
         self.capacity_bytes = parse_size(capacity_bytes)
         self.policy_name = _ALIASES.get(str(policy).lower(), str(policy).lower())
         self._policy = policy_code(policy)
-        if not 0.0 < float(admit_fraction) <= 1.0:
-            raise GraphfeedError(f"admit_fraction must be in (0, 1], got {admit_fraction}")
-        self.admit_fraction = float(admit_fraction)
+        self.admit_fraction = check_float("admit_fraction", admit_fraction, 0.0, 1.0, lo_open=True)
         self.seed = int(seed)
-        self.num_threads = max(1, int(num_threads))
+        self._pool = ChunkPool(check_int("num_threads", num_threads, 1), "gf-cache")
         row = max(1, feature.row_nbytes)
         self.capacity = int(min(self.capacity_bytes // row, feature.num_rows))
         if self.capacity >= np.iinfo(np.int32).max:
@@ -160,41 +160,37 @@ class CachedFeature(WrappedFeature):
         self._init_storage()
 
     def _init_storage(self) -> None:
-        from .disk import word_dtype
-
         f = self.feature
         self._word = word_dtype(f.row_nbytes) if f.row_nbytes else np.dtype(np.uint8)
         self._slots = torch.empty((self.capacity, *f.row_shape), dtype=f.dtype)
-        self._slot_words = _words(self._slots, self._word) if self.capacity and f.row_nbytes else None
+        self._slot_words = word_view(self._slots, self._word) if self.capacity and f.row_nbytes else None
         self._state = CacheState(f.num_rows, self.capacity, self._policy)
-        self._lock = threading.Lock()
-        self._pool_lock = threading.Lock()
-        self._pool: Optional[ThreadPoolExecutor] = None
-        self._pid = os.getpid()
         self.hits = 0
         self.misses = 0
         self._admission = AdmissionFilter(f.num_rows, self.admit_budget, self.seed)
+        self._init_process_state()
+
+    def _open_process_state(self) -> None:
+        # forked: the parent's lock may have been held at the fork
+        self._lock = threading.Lock()
 
     @property
     def admit_budget(self) -> int:
         """Most rows one batch may admit: ``admit_fraction`` of the capacity (at least 1)."""
         return max(1, int(self.capacity * self.admit_fraction))
 
-    def __getstate__(self):  # spawned workers get an empty cache of the same configuration
-        return {
-            "feature": self.feature,
-            "capacity_bytes": self.capacity_bytes,
-            "policy_name": self.policy_name,
-            "_policy": self._policy,
-            "capacity": self.capacity,
-            "admit_fraction": self.admit_fraction,
-            "seed": self.seed,
-            "num_threads": self.num_threads,
-        }
+    def __getstate__(self):
+        return {k: self.__dict__[k] for k in self._CONFIG}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._init_storage()
+
+    def close(self) -> None:
+        """Stop the copy threads and close the wrapped feature; the cached rows stay (a later
+        read restarts what it needs). Idempotent."""
+        self._pool.close()
+        super().close()
 
     # -------------------------------------------------------------- Feature
     @property
@@ -216,32 +212,18 @@ class CachedFeature(WrappedFeature):
     def num_cached(self) -> int:
         return int(self._state.st[0])
 
-    def _copy(self, src, src_idx, dst, dst_idx, n: int) -> None:
-        """Row copies by the nogil kernel, split over ``num_threads`` threads for large ``n``."""
-        from ._cache_kernels import copy_rows
-        from .disk import PARALLEL_MIN_ROWS, _split
+    def _copy(self, src, src_idx, dst, dst_idx, n: int, executor: Optional[Executor]) -> None:
+        """Row copies by the nogil kernel, split over ``num_threads`` chunks for large ``n``."""
+        from ._gather import copy_rows
 
-        if n < 4 * PARALLEL_MIN_ROWS or self.num_threads == 1:
-            copy_rows(src, src_idx, dst, dst_idx, 0, n)
-            return
-        if self._pool is None:
-            with self._pool_lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(self.num_threads, thread_name_prefix="gf-cache")
-        futs = [self._pool.submit(copy_rows, src, src_idx, dst, dst_idx, a, b)
-                for a, b in _split(n, self.num_threads)]
-        for f in futs:
-            f.result()
+        run_chunks(lambda a, b: copy_rows(src, src_idx, dst, dst_idx, a, b), n, self.num_threads,
+                   executor, serial_below=4 * PARALLEL_MIN_ROWS)
 
-    def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
+    def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor],
+              executor: Optional[Executor]) -> torch.Tensor:
         from . import _cache_kernels as K
 
-        if self._pid != os.getpid():
-            # forked: the parent's copy threads do not exist here, and its lock may be held
-            self._pid = os.getpid()
-            self._lock = threading.Lock()
-            self._pool_lock = threading.Lock()
-            self._pool = None
+        self._check_process()
         n = int(ids.shape[0])
         f = self.feature
         if out is None:
@@ -251,26 +233,27 @@ class CachedFeature(WrappedFeature):
         if self.capacity == 0 or f.row_nbytes == 0:
             with self._lock:
                 self.misses += n
-            return f.read(ids, out=out, check=False)
+            return f.read(ids, out=out, check=False, executor=executor)
         ids_np = ids.numpy()
+        copies = self._executor(executor)
         st = self._state
         hit_pos = np.empty(n, dtype=np.int64)
         hit_slot = np.empty(n, dtype=np.int64)
         miss_pos = np.empty(n, dtype=np.int64)
-        out_w = _words(out, self._word)
+        out_w = word_view(out, self._word)
         with self._lock:
             nh, nm = K.lookup(ids_np, st.slot_of, hit_pos, hit_slot, miss_pos)
             K.on_hits(st.policy, hit_slot, nh, st.st, st.nxt, st.prv, st.bits)
-            self._copy(self._slot_words, hit_slot, out_w, hit_pos, nh)
+            self._copy(self._slot_words, hit_slot, out_w, hit_pos, nh, copies)
             self.hits += nh
             self.misses += nm
         if nm == 0:
             return out
         miss_pos = miss_pos[:nm]
         uniq, inv = np.unique(ids_np[miss_pos], return_inverse=True)
-        rows = f.read(torch.from_numpy(uniq), check=False)
-        rows_w = _words(rows, self._word)
-        self._copy(rows_w, inv.reshape(-1).astype(np.int64, copy=False), out_w, miss_pos, nm)
+        rows = f.read(torch.from_numpy(uniq), check=False, executor=executor)
+        rows_w = word_view(rows, self._word)
+        self._copy(rows_w, inv.reshape(-1).astype(np.int64, copy=False), out_w, miss_pos, nm, copies)
         with self._lock:
             uniq, sel = self._admission.select(uniq)
         m = uniq.shape[0]
@@ -283,7 +266,7 @@ class CachedFeature(WrappedFeature):
             )
             if sel is not None:
                 out_rows[:na] = sel[out_rows[:na]]  # back to positions in ``rows``
-            self._copy(rows_w, out_rows, self._slot_words, out_slots, na)
+            self._copy(rows_w, out_rows, self._slot_words, out_slots, na, copies)
         return out
 
     def __repr__(self) -> str:

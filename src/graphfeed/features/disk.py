@@ -5,7 +5,7 @@ shares (one copy per machine under DDP). The direct path (``direct_io=True``) op
 ``O_DIRECT`` and reads only the 4 KiB blocks that hold the requested rows, coalescing nearby blocks
 into larger reads; it is for features far larger than RAM, where the page cache would thrash.
 
-The gather kernels here are also used by the LMDB store and the cache.
+The row-copy kernels live in :mod:`._gather` (shared with the LMDB store and the cache).
 """
 
 from __future__ import annotations
@@ -13,103 +13,30 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 import torch
 
+from .._checks import check_int
 from .._numba import kernel
-from ..errors import DatasetError, GraphfeedError
-from .base import Feature
+from .._threads import ChunkPool, run_chunks
+from ..errors import DatasetError
+from ._gather import copy_rows, gather_rows, gather_rows_at
+from ._rows import PARALLEL_MIN_ROWS, StoredFeature, word_dtype, word_view
 
-#: Batches smaller than this many rows are gathered on the calling thread.
-PARALLEL_MIN_ROWS = 4096
+__all__ = ["DiskFeature", "read_npy_header", "drop_page_cache", "coalesce_blocks",
+           "DIRECT_ALIGN", "PARALLEL_MIN_ROWS"]
+
+#: Direct reads planned into fewer ranges than this are issued on the calling thread.
+PARALLEL_MIN_RANGES = 8
 #: O_DIRECT needs file offsets, lengths and buffer addresses aligned to the logical block size;
 #: 4096 covers every common device.
 DIRECT_ALIGN = 4096
 
-_TORCH_DTYPES = {
-    np.dtype(np.float16): torch.float16,
-    np.dtype(np.float32): torch.float32,
-    np.dtype(np.float64): torch.float64,
-    np.dtype(np.int8): torch.int8,
-    np.dtype(np.int16): torch.int16,
-    np.dtype(np.int32): torch.int32,
-    np.dtype(np.int64): torch.int64,
-    np.dtype(np.uint8): torch.uint8,
-    np.dtype(np.bool_): torch.bool,
-    np.dtype(np.complex64): torch.complex64,
-    np.dtype(np.complex128): torch.complex128,
-}
-
-
-def torch_dtype(dtype: np.dtype, *, source: str = "array") -> torch.dtype:
-    """The torch dtype of a numpy dtype, or a ``DatasetError`` naming ``source``."""
-    dtype = np.dtype(dtype)
-    try:
-        return _TORCH_DTYPES[dtype.newbyteorder("=") if dtype.byteorder == ">" else dtype]
-    except KeyError:
-        raise DatasetError(f"{source}: dtype {dtype} cannot be a feature (no torch equivalent)") from None
-
-
-def word_dtype(row_nbytes: int) -> np.dtype:
-    """The widest unsigned integer type that divides a row, so kernels copy words, not bytes."""
-    for w in (8, 4, 2):
-        if row_nbytes % w == 0:
-            return np.dtype(f"u{w}")
-    return np.dtype(np.uint8)
-
-
 # ---------------------------------------------------------------------------------------- kernels
-@kernel
-def gather_rows(src, ids, out, start, end):
-    """``out[i] = src[ids[i]]`` for ``i`` in ``[start, end)``; ``src``/``out`` are 2-D word arrays."""
-    w = src.shape[1]
-    for i in range(start, end):
-        r = ids[i]
-        for j in range(w):
-            out[i, j] = src[r, j]
-
-
-@kernel
-def gather_rows_sorted(src, ids, order, out, start, end):
-    """``out[order[k]] = src[ids[order[k]]]`` for ``k`` in ``[start, end)``: visits rows in the
-    order given by ``order`` (ascending ids), so the reads walk the file forwards."""
-    w = src.shape[1]
-    for k in range(start, end):
-        i = order[k]
-        r = ids[i]
-        for j in range(w):
-            out[i, j] = src[r, j]
-
-
-@kernel
-def gather_rows_at(src_u8, offsets, which, out_u8, start, end):
-    """``out_u8[i] = src_u8[offsets[which[i]] : offsets[which[i]] + row_nbytes]``: rows addressed
-    by byte offsets into one flat buffer (direct reads, LMDB chunks)."""
-    nb = out_u8.shape[1]
-    for i in range(start, end):
-        o = offsets[which[i]]
-        for j in range(nb):
-            out_u8[i, j] = src_u8[o + j]
-
-
-@kernel
-def gather_chunked(src_u8, chunk_off, ids, rows_per_chunk, out_u8, start, end):
-    """Rows stored in chunks: row ``r`` starts at element ``chunk_off[r // rows_per_chunk] +
-    (r % rows_per_chunk) * row_len`` of the flat ``src_u8`` (LMDB values inside one map span);
-    ``src_u8``/``out_u8`` may be viewed as wider words (offsets then count words)."""
-    nb = out_u8.shape[1]
-    for i in range(start, end):
-        r = ids[i]
-        c = r // rows_per_chunk
-        o = chunk_off[c] + (r - c * rows_per_chunk) * nb
-        for j in range(nb):
-            out_u8[i, j] = src_u8[o + j]
-
-
 @kernel
 def coalesce_blocks(uniq_ids, data_offset, row_nbytes, align, max_gap, max_len,
                     range_start, range_len, row_off):
@@ -199,22 +126,18 @@ def drop_page_cache(path: str | os.PathLike) -> bool:
     return True
 
 
-def _split(n: int, parts: int) -> list[tuple[int, int]]:
-    step = -(-n // parts)
-    return [(s, min(n, s + step)) for s in range(0, n, step)]
-
-
 def _aligned_empty(nbytes: int, align: int = DIRECT_ALIGN) -> np.ndarray:
     raw = np.empty(nbytes + align, dtype=np.uint8)
     shift = (-raw.ctypes.data) % align
     return raw[shift : shift + nbytes]
 
 
-class DiskFeature(Feature):
+class DiskFeature(StoredFeature):
     """Rows of a ``.npy`` file on disk; reads touch only the requested rows.
 
     - ``path``: a C-ordered ``.npy`` file (opened without pickle; object dtypes are refused).
-    - ``num_threads``: threads that gather one large batch (the kernels release the GIL).
+    - ``num_threads``: threads that gather one large batch (the kernels release the GIL) when
+      ``read`` gets no ``executor``; with one, its chunks run there, split ``num_threads`` ways.
     - ``direct_io``: read with ``O_DIRECT`` ``pread`` calls (bypassing the page cache) instead of
       a memory map; falls back to buffered ``pread`` with one warning where the filesystem refuses
       ``O_DIRECT`` (tmpfs).
@@ -222,10 +145,12 @@ class DiskFeature(Feature):
       argsort per batch, so it is off by default for the in-page-cache case).
 
     The memory map opens lazily in each process (safe after fork; picklable for spawn).
+    ``close()`` releases the map, the descriptor and the threads; a later read reopens them.
     Memory: none of its own beyond the output; the page cache holds what was read.
     """
 
     kind = "disk"
+    _process_state = ("_lock", "_words", "_fd", "_direct_active")
 
     def __init__(
         self,
@@ -238,48 +163,22 @@ class DiskFeature(Feature):
         max_read: int = 4 * 1024 * 1024,
     ):
         self.path = Path(path)
-        self._np_dtype, self._shape, _, self._offset = read_npy_header(self.path)
-        self._dtype = torch_dtype(self._np_dtype, source=str(self.path))
-        if int(num_threads) < 1:
-            raise GraphfeedError(f"num_threads must be >= 1, got {num_threads}")
-        self.num_threads = int(num_threads)
+        np_dtype, shape, _, self._offset = read_npy_header(self.path)
+        self._set_layout(np_dtype, shape, str(self.path))
+        self._pool = ChunkPool(check_int("num_threads", num_threads, 1), "gf-disk")
         self.direct_io = bool(direct_io)
         self.sort_ids = bool(sort_ids)
         self.max_gap = int(max_gap)
         self.max_read = max(int(max_read), DIRECT_ALIGN)
-        self._row_nbytes = int(np.prod(self._shape[1:], dtype=np.int64)) * self._np_dtype.itemsize
         self._word = word_dtype(self._row_nbytes) if self._row_nbytes else np.dtype(np.uint8)
-        self._reset_process_state()
+        self._init_process_state()
 
     # -------------------------------------------------------------- per-process state
-    def _reset_process_state(self) -> None:
-        self._pid = os.getpid()
+    def _open_process_state(self) -> None:
         self._lock = threading.Lock()
         self._words: Optional[np.ndarray] = None
         self._fd: Optional[int] = None
         self._direct_active = False
-        self._pool: Optional[ThreadPoolExecutor] = None
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        for k in ("_lock", "_words", "_fd", "_pool", "_pid", "_direct_active"):
-            state.pop(k, None)
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._reset_process_state()
-
-    def _check_pid(self) -> None:
-        if self._pid != os.getpid():  # forked: the parent's pool threads and fd are not ours
-            self._reset_process_state()
-
-    def _executor(self) -> ThreadPoolExecutor:
-        if self._pool is None:
-            with self._lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(self.num_threads, thread_name_prefix="gf-disk")
-        return self._pool
 
     def _map(self) -> np.ndarray:
         if self._words is None:
@@ -320,20 +219,20 @@ class DiskFeature(Feature):
         return self._fd
 
     def close(self) -> None:
-        """Release the memory map, file descriptor and threads (reopened on the next read)."""
+        """Release the memory map, file descriptor and threads (reopened on the next read).
+        Idempotent; in a forked child it releases only the child's own."""
+        self._check_process()
         with self._lock:
-            if self._pid == os.getpid():
-                if self._fd is not None:
-                    os.close(self._fd)
-                if self._pool is not None:
-                    self._pool.shutdown(wait=True)
+            if self._fd is not None:
+                os.close(self._fd)
             self._words = None
             self._fd = None
-            self._pool = None
+        self._pool.close()
 
     def drop_page_cache(self) -> bool:
         """Unmap the file and drop it from the page cache (cold-read benchmarks); the next read
         maps it again. Call it while no read is running."""
+        self._check_process()
         with self._lock:
             self._words = None  # numpy unmaps when the last view goes
         return drop_page_cache(self.path)
@@ -346,51 +245,32 @@ class DiskFeature(Feature):
             pass
 
     # -------------------------------------------------------------- Feature
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._shape
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self._dtype
-
-    def _out(self, n: int, out: Optional[torch.Tensor]) -> torch.Tensor:
-        if out is None:
-            out = torch.empty((n, *self._shape[1:]), dtype=self._dtype)
-        return out
-
-    def _out_words(self, out: torch.Tensor, word: np.dtype) -> np.ndarray:
-        return out.view(torch.uint8).numpy().reshape(out.shape[0], -1).view(word)
-
-    def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
-        self._check_pid()
+    def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor],
+              executor: Optional[Executor]) -> torch.Tensor:
+        self._check_process()
         n = int(ids.shape[0])
-        out = self._out(n, out)
+        out = self._output(n, out)
         if n == 0 or self._row_nbytes == 0:
             return out
+        executor = self._executor(executor)
         if self.direct_io:
-            self._read_direct(ids.numpy(), out)
+            self._read_direct(ids.numpy(), out, executor)
             return out
         src = self._map()
         ids_np = ids.numpy()
-        dst = self._out_words(out, self._word)
+        dst = word_view(out, self._word)
         if self.sort_ids:
             order = np.argsort(ids_np, kind="stable")
-            self._run(n, lambda s, e: gather_rows_sorted(src, ids_np, order, dst, s, e))
+            sorted_ids = ids_np[order]
+            fn = lambda s, e: copy_rows(src, sorted_ids, dst, order, s, e)  # noqa: E731
         else:
-            self._run(n, lambda s, e: gather_rows(src, ids_np, dst, s, e))
+            fn = lambda s, e: gather_rows(src, ids_np, dst, s, e)  # noqa: E731
+        run_chunks(fn, n, self.num_threads, executor, serial_below=PARALLEL_MIN_ROWS)
         return out
 
-    def _run(self, n: int, fn) -> None:
-        if n < PARALLEL_MIN_ROWS or self.num_threads == 1:
-            fn(0, n)
-            return
-        futs = [self._executor().submit(fn, s, e) for s, e in _split(n, self.num_threads)]
-        for f in futs:
-            f.result()
-
     # -------------------------------------------------------------- direct reads
-    def _read_direct(self, ids_np: np.ndarray, out: torch.Tensor) -> None:
+    def _read_direct(self, ids_np: np.ndarray, out: torch.Tensor,
+                     executor: Optional[Executor]) -> None:
         fd = self._file()
         uniq, inverse = np.unique(ids_np, return_inverse=True)
         m = uniq.shape[0]
@@ -406,7 +286,6 @@ class DiskFeature(Feature):
         np.cumsum(rlen, out=buf_off[1:])
         buf = _aligned_empty(int(buf_off[-1]))
         mv = memoryview(buf)
-        path = self.path
 
         def read_ranges(a: int, b: int) -> None:
             for r in range(a, b):
@@ -418,17 +297,13 @@ class DiskFeature(Feature):
                         break  # end of file: the last block is short; the rows are complete
                     got += k
 
-        if nr >= 8 and self.num_threads > 1:
-            futs = [self._executor().submit(read_ranges, a, b) for a, b in _split(nr, self.num_threads)]
-            for f in futs:
-                f.result()
-        else:
-            read_ranges(0, nr)
+        run_chunks(read_ranges, nr, self.num_threads, executor, serial_below=PARALLEL_MIN_RANGES)
         if not np.all(row_off + self._row_nbytes <= buf.shape[0]):  # pragma: no cover
-            raise DatasetError(f"{path}: short read")
+            raise DatasetError(f"{self.path}: short read")
         dst = out.view(torch.uint8).numpy().reshape(out.shape[0], self._row_nbytes)
         which = inverse.astype(np.int64, copy=False).reshape(-1)
-        self._run(len(which), lambda s, e: gather_rows_at(buf, row_off, which, dst, s, e))
+        run_chunks(lambda s, e: gather_rows_at(buf, row_off, which, dst, s, e), len(which),
+                   self.num_threads, executor, serial_below=PARALLEL_MIN_ROWS)
 
     def __repr__(self) -> str:
         mode = "direct" if self.direct_io else "mmap"

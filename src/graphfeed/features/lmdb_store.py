@@ -27,18 +27,21 @@ import socket
 import struct
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Union
 
 import numpy as np
 import torch
 
+from .._checks import check_int
 from .._io import atomic_dir, file_lock, load_npy
+from .._threads import ChunkPool, run_chunks
 from .._units import format_bytes
 from ..errors import DatasetError, GraphfeedError, MissingDependencyError
-from .base import Feature, as_id_tensor, check_id_range
-from .disk import PARALLEL_MIN_ROWS, _split, gather_chunked, torch_dtype, word_dtype
+from ._gather import gather_chunked
+from ._rows import PARALLEL_MIN_ROWS, StoredFeature, torch_dtype, word_dtype
+from .base import as_id_tensor, check_id_range
 
 FORMAT_VERSION = 1
 META_KEY = b"graphfeed-meta"
@@ -182,55 +185,41 @@ def _release_key(key: str) -> None:
         entry[0].close()
 
 
-class LMDBFeature(Feature):
+class LMDBFeature(StoredFeature):
     """Rows read from an LMDB store written by :meth:`build`.
 
     ``readonly=True`` opens without a write lock (any number of processes); :meth:`update` needs
     ``readonly=False``. The environment opens lazily in each process, so the object can be
     created before ``fork`` or pickled to spawned workers. Opening validates the metadata (format
     version, dtype, shape, chunking) and raises ``DatasetError`` naming the store otherwise.
+    ``num_threads`` gathers one large batch when ``read`` gets no ``executor``.
     """
 
     kind = "lmdb"
+    _process_state = ("_env", "_lock")
 
     def __init__(self, path: str | os.PathLike, *, readonly: bool = True, num_threads: int = 2):
         self.path = Path(path)
         self.readonly = bool(readonly)
-        self.num_threads = max(1, int(num_threads))
+        self._pool = ChunkPool(check_int("num_threads", num_threads, 1), "gf-lmdb")
         _lmdb()  # fail early and clearly when the extra is missing
         if not (self.path / "data.mdb").is_file():
             raise DatasetError(f"{self.path}: not an LMDB feature store (no data.mdb)")
-        self._reset_process_state()
+        self._init_process_state()
         meta = self._read_meta()
         self._meta = meta
-        self._np_dtype = np.dtype(meta["dtype"])
-        self._dtype = torch_dtype(self._np_dtype, source=str(self.path))
-        self._shape = tuple(int(s) for s in meta["shape"])
+        self._set_layout(meta["dtype"], meta["shape"], str(self.path))
         self.rows_per_chunk = int(meta["rows_per_chunk"])
-        self._row_nbytes = int(np.prod(self._shape[1:], dtype=np.int64)) * self._np_dtype.itemsize
 
     # -------------------------------------------------------------- per-process state
-    def _reset_process_state(self) -> None:
-        self._pid = os.getpid()
+    def _open_process_state(self) -> None:
         self._env = None
         self._lock = threading.Lock()
-        self._pool: Optional[ThreadPoolExecutor] = None
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        for k in ("_env", "_lock", "_pool", "_pid"):
-            state.pop(k, None)
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._reset_process_state()
 
     def env(self):
         """This process's LMDB environment for the store (opened on first use, shared by every
         ``LMDBFeature`` of the same folder in the process, reopened after ``fork``)."""
-        if self._pid != os.getpid():
-            self._reset_process_state()
+        self._check_process()
         if self._env is None:
             with self._lock:
                 if self._env is None:
@@ -238,17 +227,14 @@ class LMDBFeature(Feature):
         return self._env
 
     def close(self) -> None:
-        """Release this object's use of the environment (closed when no user is left)."""
-        if self._pid != os.getpid():
-            self._reset_process_state()
-            return
+        """Release this object's use of the environment (closed when no user is left) and its
+        threads. Idempotent; a later read opens the environment again."""
+        self._check_process()  # a forked child: the parent's environment is not ours to release
         with self._lock:
             if self._env is not None:
                 _release_env(self.path)
             self._env = None
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-                self._pool = None
+        self._pool.close()
 
     def __del__(self):
         # never wait for _ENVS_LOCK here (see _DEFERRED_RELEASES): a collection may have started
@@ -295,25 +281,10 @@ class LMDBFeature(Feature):
         return meta
 
     # -------------------------------------------------------------- Feature
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._shape
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self._dtype
-
-    def _executor(self) -> ThreadPoolExecutor:
-        if self._pool is None:
-            with self._lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(self.num_threads, thread_name_prefix="gf-lmdb")
-        return self._pool
-
-    def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
+    def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor],
+              executor: Optional[Executor]) -> torch.Tensor:
         n = int(ids.shape[0])
-        if out is None:
-            out = torch.empty((n, *self._shape[1:]), dtype=self._dtype)
+        out = self._output(n, out)
         if n == 0 or self._row_nbytes == 0:
             return out
         env = self.env()
@@ -349,15 +320,8 @@ class LMDBFeature(Feature):
                 base = base.view(word_dtype(nb))
                 dst = dst.view(word_dtype(nb))
                 chunk_off //= w
-            if n >= PARALLEL_MIN_ROWS and self.num_threads > 1:
-                futs = [
-                    self._executor().submit(gather_chunked, base, chunk_off, ids_np, rpc, dst, s, e)
-                    for s, e in _split(n, self.num_threads)
-                ]
-                for f in futs:
-                    f.result()
-            else:
-                gather_chunked(base, chunk_off, ids_np, rpc, dst, 0, n)
+            run_chunks(lambda s, e: gather_chunked(base, chunk_off, ids_np, rpc, dst, s, e), n,
+                       self.num_threads, self._executor(executor), serial_below=PARALLEL_MIN_ROWS)
             del base, bufs
         return out
 
@@ -642,6 +606,60 @@ def open_or_build(
         return LMDBFeature(store_path, num_threads=num_threads)
 
 
-def remove_store(path: str | os.PathLike) -> None:
-    """Delete an LMDB store folder."""
-    shutil.rmtree(path, ignore_errors=True)
+
+# ------------------------------------------------------------------ the "lmdb" backend of a .npy
+#: beside the LMDB files: which .npy (size, mtime) the store was built from
+SOURCE_FILE = "graphfeed-source.json"
+
+
+def lmdb_path_for(npy_path: str | os.PathLike) -> Path:
+    """Where the LMDB copy of ``<dir>/<name>.npy`` lives: ``<dir>/<name>.lmdb/``."""
+    p = Path(npy_path)
+    return p.with_name(p.stem + ".lmdb")
+
+
+def _fingerprint(npy_path: Path) -> dict:
+    st = npy_path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def _built_from(store: LMDBFeature, npy_path: Path) -> bool:
+    """Same shape and dtype, and (for stores built by :func:`open_npy`) built from this very
+    file version."""
+    from .disk import read_npy_header
+
+    dtype, shape, _, _ = read_npy_header(npy_path)
+    if store.shape != shape or store._np_dtype != dtype:
+        return False
+    side = store.path / SOURCE_FILE
+    if not side.exists():
+        return True  # a store the user built: nothing to compare against
+    try:
+        return json.loads(side.read_text()) == _fingerprint(npy_path)
+    except (OSError, ValueError):
+        return False
+
+
+def _record_source(store_path: Path, npy_path: Path) -> None:
+    tmp = store_path / (SOURCE_FILE + ".tmp")
+    tmp.write_text(json.dumps(_fingerprint(npy_path)))
+    os.replace(tmp, store_path / SOURCE_FILE)
+
+
+def open_npy(
+    npy_path: str | os.PathLike,
+    *,
+    lmdb_path: Optional[str | os.PathLike] = None,
+    rows_per_chunk: Optional[int] = None,
+    num_threads: int = 2,
+) -> LMDBFeature:
+    """The ``"lmdb"`` backend: the LMDB copy of ``npy_path`` at ``lmdb_path`` (default
+    :func:`lmdb_path_for`), built on first use and rebuilt when the ``.npy`` changed (shape,
+    dtype, or the size and mtime recorded at the build)."""
+    path = Path(npy_path)
+    store_path = Path(lmdb_path) if lmdb_path is not None else lmdb_path_for(path)
+    # several ranks may open the same store first: one builds, the others wait and reuse it;
+    # a read-only dataset folder opens an existing store without a lock file
+    return open_or_build(store_path, path, rows_per_chunk=rows_per_chunk, num_threads=num_threads,
+                         is_current=lambda s: _built_from(s, path),
+                         on_built=lambda: _record_source(store_path, path))

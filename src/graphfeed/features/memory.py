@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import warnings
+from concurrent.futures import Executor
 from typing import Optional
 
 import numpy as np
 import torch
 
+from .._io import load_npy
 from ..errors import GraphfeedError
 from .base import Feature
 
@@ -58,9 +60,17 @@ class InMemoryFeature(Feature):
     def device(self) -> torch.device:
         return self._data.device
 
-    def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
+    def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor],
+              executor: Optional[Executor]) -> torch.Tensor:
+        # one index_select: torch's own intra-op threads, nothing to hand to ``executor``
         if self._data.device.type != "cpu":
             ids = ids.to(self._data.device, non_blocking=True)
         if out is None:
             return torch.index_select(self._data, 0, ids)
         return torch.index_select(self._data, 0, ids, out=out)
+
+
+def open_npy(path, *, mmap: bool = False) -> InMemoryFeature:
+    """The ``"ram"`` backend: ``path``'s rows loaded into memory (``mmap=True``: a read-only
+    memory map shared with the page cache instead of a copy)."""
+    return InMemoryFeature(load_npy(path, mmap=mmap))

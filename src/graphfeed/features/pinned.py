@@ -9,6 +9,7 @@ with one ``RuntimeWarning``.
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from typing import Optional
 
 import torch
@@ -59,19 +60,22 @@ class PinnedFeature(WrappedFeature):
             raise GraphfeedError(f"{self.feature!r} is not in memory; only in-memory features have a UVA view")
         return uva_tensor(self._data, device)
 
-    def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
+    def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor],
+              executor: Optional[Executor]) -> torch.Tensor:
         if out is None and self.pin_outputs:
             out = torch.empty((ids.shape[0], *self.row_shape), dtype=self.dtype, pin_memory=True)
         if self._data is not None:
             if out is None:
                 return torch.index_select(self._data, 0, ids)
             return torch.index_select(self._data, 0, ids, out=out)
-        return self.feature.read(ids, out=out, check=False)
+        return self.feature.read(ids, out=out, check=False, executor=executor)
 
     def close(self) -> None:
-        """Unregister in-place pinned rows now (otherwise at exit)."""
+        """Unregister in-place pinned rows now (otherwise at exit) and close the wrapped feature
+        (the wrapper owns it). Idempotent; later reads still return the rows."""
         if self._data is not None:
             unpin(self._data)
+        super().close()
 
     def __getstate__(self):
         return {"feature": self.feature, "pin_outputs": self.pin_outputs}

@@ -1,0 +1,83 @@
+"""Rows as bytes: the torch dtype of a stored numpy dtype, word views for the copy kernels
+(:mod:`._gather`), and :class:`StoredFeature`, the base of the backends over stored rows.
+
+Importing this module loads no numba (the kernels load with the backends that use them).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+
+from .._threads import PoolOwner, ProcessLocal
+from ..errors import DatasetError
+from .base import Feature
+
+#: Batches smaller than this many rows are gathered on the calling thread.
+PARALLEL_MIN_ROWS = 4096
+
+_TORCH_DTYPES = {
+    np.dtype(np.float16): torch.float16,
+    np.dtype(np.float32): torch.float32,
+    np.dtype(np.float64): torch.float64,
+    np.dtype(np.int8): torch.int8,
+    np.dtype(np.int16): torch.int16,
+    np.dtype(np.int32): torch.int32,
+    np.dtype(np.int64): torch.int64,
+    np.dtype(np.uint8): torch.uint8,
+    np.dtype(np.bool_): torch.bool,
+    np.dtype(np.complex64): torch.complex64,
+    np.dtype(np.complex128): torch.complex128,
+}
+
+
+def torch_dtype(dtype: np.dtype, *, source: str = "array") -> torch.dtype:
+    """The torch dtype of a numpy dtype, or a ``DatasetError`` naming ``source``."""
+    dtype = np.dtype(dtype)
+    try:
+        return _TORCH_DTYPES[dtype.newbyteorder("=") if dtype.byteorder == ">" else dtype]
+    except KeyError:
+        raise DatasetError(f"{source}: dtype {dtype} cannot be a feature (no torch equivalent)") from None
+
+
+def word_dtype(row_nbytes: int) -> np.dtype:
+    """The widest unsigned integer type that divides a row, so kernels copy words, not bytes."""
+    for w in (8, 4, 2):
+        if row_nbytes % w == 0:
+            return np.dtype(f"u{w}")
+    return np.dtype(np.uint8)
+
+
+def word_view(t: torch.Tensor, word: np.dtype) -> np.ndarray:
+    """A 2-D word view ``(rows, words_per_row)`` of a contiguous CPU tensor (no copy)."""
+    return t.view(torch.uint8).numpy().reshape(t.shape[0], -1).view(word)
+
+
+class StoredFeature(PoolOwner, ProcessLocal, Feature):
+    """Base of the backends over rows stored as bytes of one numpy dtype (``DiskFeature``,
+    ``LMDBFeature``).
+
+    The layout is read once from the store (:meth:`_set_layout`); per-process handles (maps,
+    descriptors, environments) follow :class:`~graphfeed._threads.ProcessLocal`; large reads
+    run in chunks on the executor a read is given, else on the own ``_pool``.
+    """
+
+    def _set_layout(self, np_dtype, shape, source: str) -> None:
+        self._np_dtype = np.dtype(np_dtype)
+        self._dtype = torch_dtype(self._np_dtype, source=source)
+        self._shape = tuple(int(s) for s in shape)
+        self._row_nbytes = int(np.prod(self._shape[1:], dtype=np.int64)) * self._np_dtype.itemsize
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._dtype
+
+    def _output(self, n: int, out: Optional[torch.Tensor]) -> torch.Tensor:
+        """``out``, or a new ``(n, *row_shape)`` tensor."""
+        return torch.empty((n, *self._shape[1:]), dtype=self._dtype) if out is None else out
