@@ -149,10 +149,10 @@ class _BlockingFeature(InMemoryFeature):
         self.entered = threading.Semaphore(0)
         self.release = threading.Event()
 
-    def _read(self, ids, out):
+    def _read(self, ids, out, *executor):  # executor: the hook's argument once features pass it
         self.entered.release()
         self.release.wait(60)
-        return super()._read(ids, out)
+        return super()._read(ids, out, *executor)
 
 
 def _record_joins(monkeypatch, threads) -> list:
