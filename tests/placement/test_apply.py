@@ -151,7 +151,7 @@ def test_pinned_cuda_path_logic_on_cpu(graph, features, monkeypatch):
     monkeypatch.setattr(pinned, "cuda_available", lambda: True)  # CSCGraph.pin_memory asks
     rows = RowsFeature(graph.num_nodes, 4)
     feats = dict(features, rows=rows)
-    p = Placement("pinned-cuda", "test", "cpu")
+    p = Placement("pinned-cuda", "test", "cuda:0")  # a CUDA device: the UVA views are faked
     placed = apply._build(p, graph, feats, FANOUTS, replace=True, seed=1)
     indptr, indices = graph.tensors("cpu")
     # the graph is pinned without a copy (views of its arrays), and in-memory features too
