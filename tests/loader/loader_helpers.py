@@ -20,11 +20,21 @@ class ToySampler(Sampler):
     """
 
     def __init__(self, num_nodes: int, fanout: int = 3, seed: int = 0, delay_s: float = 0.0):
-        self.num_nodes, self.fanout, self.seed, self.delay_s = num_nodes, fanout, seed, delay_s
+        self._num_nodes, self.fanout, self.seed, self.delay_s = num_nodes, fanout, seed, delay_s
         self.calls = 0
+        self.executors = set()  # every executor sample() was handed
 
-    def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0) -> MiniBatch:
+    @property
+    def num_nodes(self) -> int:
+        return self._num_nodes
+
+    @property
+    def fanouts(self) -> tuple[int, ...]:
+        return (self.fanout,)
+
+    def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0, executor=None) -> MiniBatch:
         self.calls += 1
+        self.executors.add(executor)
         if self.delay_s:
             time.sleep(self.delay_s * ((batch_index * 7 + epoch) % 4))
         seeds = torch.as_tensor(seeds, dtype=torch.int64)

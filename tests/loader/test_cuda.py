@@ -68,8 +68,8 @@ def test_consumer_on_a_side_stream_sees_complete_copies():
 
 
 class CudaSampler(ToySampler):
-    def sample(self, seeds, *, epoch=0, batch_index=0):
-        mb = super().sample(seeds, epoch=epoch, batch_index=batch_index)
+    def sample(self, seeds, *, epoch=0, batch_index=0, executor=None):
+        mb = super().sample(seeds, epoch=epoch, batch_index=batch_index, executor=executor)
         return mb.to("cuda")
 
 

@@ -173,7 +173,9 @@ def test_interpreter_exit_with_running_loader_does_not_hang():
         from graphfeed.sampling.base import Block, MiniBatch, Sampler
 
         class Slow(Sampler):
-            def sample(self, seeds, *, epoch=0, batch_index=0):
+            num_nodes, fanouts = 10_000, ()
+
+            def sample(self, seeds, *, epoch=0, batch_index=0, executor=None):
                 time.sleep(0.05)
                 return MiniBatch(seeds=seeds, blocks=[])
 

@@ -79,7 +79,7 @@ def test_cpu_sampling_modes_use_the_numba_sampler(graph, features, mode, device)
     placed = apply_placement(Placement(mode, "test", device), graph, features, FANOUTS,
                              replace=True, seed=7)
     assert isinstance(placed.sampler, NeighborSampler)
-    assert placed.sampler.fanouts == FANOUTS and placed.sampler.replace and placed.sampler.seed == 7
+    assert placed.sampler.fanouts == tuple(FANOUTS) and placed.sampler.replace and placed.sampler.seed == 7
     # features are untouched: the loader reads (and for cpu-cuda copies) them
     assert placed.features["feat"] is features["feat"]
     assert placed.device == torch.device(device) and placed.sampling_device == torch.device("cpu")
@@ -121,7 +121,7 @@ def test_cuda_cuda_path_logic_on_cpu(graph, features, monkeypatch):
     p = Placement("cuda-cuda", "test", "cpu")
     placed = apply._build(p, graph, feats, FANOUTS, replace=False, seed=3)
     assert isinstance(placed.sampler, TorchNeighborSampler)
-    assert placed.sampler.fanouts == FANOUTS and placed.sampler.seed == 3
+    assert placed.sampler.fanouts == tuple(FANOUTS) and placed.sampler.seed == 3
     for name, f in feats.items():
         assert isinstance(placed.features[name], InMemoryFeature)
         assert torch.equal(placed.features[name].data, f.read(torch.arange(graph.num_nodes)))
@@ -151,7 +151,7 @@ def test_pinned_cuda_path_logic_on_cpu(graph, features, monkeypatch):
     monkeypatch.setattr(pinned, "cuda_available", lambda: True)  # CSCGraph.pin_memory asks
     rows = RowsFeature(graph.num_nodes, 4)
     feats = dict(features, rows=rows)
-    p = Placement("pinned-cuda", "test", "cpu")
+    p = Placement("pinned-cuda", "test", "cuda:0")  # a CUDA device: the UVA views are faked
     placed = apply._build(p, graph, feats, FANOUTS, replace=True, seed=1)
     indptr, indices = graph.tensors("cpu")
     # the graph is pinned without a copy (views of its arrays), and in-memory features too

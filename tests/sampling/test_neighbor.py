@@ -60,7 +60,7 @@ def test_invariants(fanouts, replace, num_seeds, seed, batch_index, data):
     mb = s.sample(seeds, epoch=3, batch_index=batch_index)
     check_minibatch(GRAPH, mb, seeds, fanouts, replace)
     assert mb.epoch == 3 and mb.batch_index == batch_index
-    assert s.fanouts == list(fanouts)
+    assert s.fanouts == tuple(fanouts)
 
 
 def test_isolated_and_hub_seeds():
@@ -135,7 +135,7 @@ def test_bad_fanouts(fanouts):
 
 
 def test_fanouts_accept_numpy_ints():
-    assert NeighborSampler(GRAPH, np.array([3, -1])).fanouts == [3, -1]
+    assert NeighborSampler(GRAPH, np.array([3, -1])).fanouts == (3, -1)
 
 
 @pytest.mark.parametrize("num_threads", [0, -1, 1.5, True])

@@ -46,7 +46,7 @@ def test_invariants(fanouts, replace, num_seeds, seed, perm_seed):
     )
     mb = s.sample(torch.from_numpy(seeds), epoch=1, batch_index=4)
     check_minibatch(GRAPH, mb, seeds, fanouts, replace)
-    assert s.fanouts == list(fanouts)
+    assert s.fanouts == tuple(fanouts)
 
 
 def test_sort_path_invariants(monkeypatch):

@@ -14,9 +14,8 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 
 from ..errors import GraphfeedWarning
 
-__all__ = ["GraphfeedWarning", "Stage", "IterStage", "MapStage", "LoaderStats"]
-
-
+__all__ = ["GraphfeedWarning", "Stage", "ThreadSafeStage", "IterStage", "MapStage",
+           "LoaderStats"]
 
 
 class Stage:
@@ -46,6 +45,21 @@ class Stage:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class ThreadSafeStage(Stage):
+    """A stage whose ``next()`` several consumer threads may share: a lock lets one caller at a
+    time into ``_next_item``, so each item is handed out exactly once, in order."""
+
+    def __init__(self) -> None:
+        self._consumer = threading.Lock()
+
+    def __next__(self) -> Any:
+        with self._consumer:
+            return self._next_item()
+
+    def _next_item(self) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
 
 
 class IterStage(Stage):

@@ -118,13 +118,13 @@ class BufferPool:
         return out
 
     @property
-    def num_buffers(self) -> int:
-        return len(self._slots)
-
-    @property
     def nbytes(self) -> int:
         """Bytes held by the pooled buffers."""
         return sum(s.buf.untyped_storage().nbytes() for s in self._slots)
+
+    @property
+    def num_buffers(self) -> int:
+        return len(self._slots)
 
     def clear(self) -> None:
         """Forget the pooled buffers (batches still referencing them keep them alive)."""

@@ -10,21 +10,29 @@ The pipeline, one stage per module::
 and torch gathers release the GIL), results come back in batch order, and a batch's randomness
 derives only from ``(epoch, batch_index)``: the batches are identical to a serial loop whatever
 ``num_threads`` is. ``num_threads=0`` runs every stage in the caller's thread.
+
+Intra-batch work (a sampler layer or a feature read split into chunks) runs on ONE executor the
+loader owns and hands to ``sampler.sample(..., executor=)`` and ``feature.read(...,
+executor=)``: ``num_threads`` threads started on the first iteration (``num_threads=0``: the
+chunks run inline in the caller's thread), so no sampler or feature starts a pool of its own
+under the loader's threads.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any, Mapping, Optional, Union
 
 import torch
 
+from .._checks import check_int
 from ..errors import GraphfeedError
 from ..features.base import Feature
 from ..sampling.base import MiniBatch, Sampler
-from .base import IterStage, LoaderStats, MapStage, Stage
+from .base import IterStage, LoaderStats, MapStage, Stage, ThreadSafeStage
 from .device import DeviceStage, resolve_device, stage_for_device
 from .fetch import FetchFeatures, SampleNeighbors
 from .item_sampler import ItemSampler
@@ -32,10 +40,21 @@ from .prefetch import ParallelMapper
 
 __all__ = ["DataLoader"]
 
-def _check_count(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise GraphfeedError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
+#: Name prefix of the loader's intra-batch threads (its batch threads are "graphfeed-loader-N").
+_CHUNK_THREAD_PREFIX = "graphfeed-loader-chunk"
+
+
+class _InlineExecutor(Executor):
+    """Runs each task inside ``submit``, in the submitting thread (``num_threads=0``: the chunks
+    of a batch stay in the caller's thread like everything else)."""
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        fut: Future = Future()
+        try:
+            fut.set_result(fn(*args, **kwargs))
+        except Exception as e:  # noqa: BLE001 - re-raised by fut.result()
+            fut.set_exception(e)
+        return fut
 
 
 def _named_features(node_features) -> dict[str, Feature]:
@@ -58,12 +77,10 @@ def _named_features(node_features) -> dict[str, Feature]:
     )
 
 
-def _check_rows(sampler, node_features: dict, labels) -> None:
+def _check_rows(sampler: Sampler, node_features: dict, labels) -> None:
     """Every sampled id must be a row: a feature shorter than the graph would be read out of
     bounds (the loader reads with ``check=False`` for speed), so refuse it up front."""
-    n = getattr(sampler, "num_nodes", None)
-    if n is None:
-        return
+    n = sampler.num_nodes
     named = dict(node_features)
     if labels is not None:
         named["labels"] = labels
@@ -87,24 +104,20 @@ class _Progress:
         self.finished = False
 
 
-class _LoaderIterator(Stage):
+class _LoaderIterator(ThreadSafeStage):
     """One epoch of a ``DataLoader``. Closing it (or dropping it) stops its threads.
 
-    ``next()`` may be called from several threads: a lock hands out each batch exactly once, in
+    ``next()`` may be called from several threads: each batch is handed out exactly once, in
     order (a consumer waits while another one waits for its batch)."""
 
     def __init__(self, pipeline: Stage, progress: _Progress, stats: LoaderStats):
+        super().__init__()
         self.source = pipeline
         self._progress = progress
         self._stats = stats
         self._closed = False
-        self._lock = threading.Lock()
 
-    def __next__(self) -> MiniBatch:
-        with self._lock:
-            return self._next_batch()
-
-    def _next_batch(self) -> MiniBatch:
+    def _next_item(self) -> MiniBatch:
         if self._closed:
             raise StopIteration
         try:
@@ -136,14 +149,17 @@ class _LoaderIterator(Stage):
 class DataLoader:
     """Iterates ``MiniBatch``es for the seed batches of ``item_sampler``.
 
-    - ``sampler``: a ``Sampler`` (ids only); ``node_features``: a ``Feature`` (named ``"feat"``)
+    - ``sampler``: a ``graphfeed.sampling.Sampler`` (ids only; the loader uses only what that
+      interface declares); ``node_features``: a ``Feature`` (named ``"feat"``)
       or a mapping name -> ``Feature``, read at ``minibatch.input_nodes`` into
       ``minibatch.node_features[name]``; ``labels``: a ``Feature`` read at ``minibatch.seeds``
       into ``minibatch.labels``.
     - ``device``: ``"cpu"``, or a CUDA device: features are gathered into pinned buffers and
       copied on a side stream, overlapped with the caller's compute (see ``loader/device.py``).
     - ``num_threads`` background threads (0: everything in the caller's thread), each doing
-      whole batches; batches come back in order and equal a serial loop's.
+      whole batches; batches come back in order and equal a serial loop's. The loader also owns
+      one executor of ``num_threads`` threads for the chunks of large samples and reads (see
+      the module docstring), started on the first iteration and stopped by :meth:`close`.
       ``prefetch``: finished batches allowed to wait; at most ``num_threads + prefetch``
       batches are in flight besides the one the caller holds.
     - ``reuse_buffers``: feature rows go into pooled buffers that are reused once no batch
@@ -173,10 +189,9 @@ class DataLoader:
             raise GraphfeedError(
                 f"item_sampler must be an ItemSampler, got {type(item_sampler).__name__}"
             )
-        if not callable(getattr(sampler, "sample", None)):
+        if not isinstance(sampler, Sampler):
             raise GraphfeedError(
-                f"sampler must have a sample(seeds, *, epoch, batch_index) method, "
-                f"got {type(sampler).__name__}"
+                f"sampler must be a graphfeed.sampling.Sampler, got {type(sampler).__name__}"
             )
         if labels is not None and not isinstance(labels, Feature):
             raise GraphfeedError(f"labels must be a graphfeed Feature, got {type(labels).__name__}")
@@ -184,14 +199,14 @@ class DataLoader:
         self.sampler = sampler
         self.node_features = _named_features(node_features)
         self.labels = labels
-        self.num_threads = _check_count("num_threads", num_threads, 0)
-        self.prefetch = _check_count("prefetch", prefetch, 0)
+        self.num_threads = check_int("num_threads", num_threads, 0)
+        self.prefetch = check_int("prefetch", prefetch, 0)
         self.device = resolve_device(device)
         self.reuse_buffers = bool(reuse_buffers)
         if num_workers is not None:
             from ..placement.workers import warn_num_workers
 
-            _check_count("num_workers", num_workers, 0)
+            check_int("num_workers", num_workers, 0)
             mode = "cpu-cuda" if self.device.type == "cuda" else "cpu-cpu"
             warn_num_workers(mode, num_workers, stacklevel=3)  # points at the caller's line
         _check_rows(sampler, self.node_features, labels)
@@ -207,6 +222,8 @@ class DataLoader:
             max_buffers=self.num_threads + self.prefetch + 3,
             stats=self.stats,
         )
+        self._executor: Optional[Executor] = None  # started by the first iteration
+        self._executor_lock = threading.Lock()
         self._resume: Optional[tuple[int, int]] = None
         self._progress: Optional[_Progress] = None
         self._iterators: "weakref.WeakSet[_LoaderIterator]" = weakref.WeakSet()
@@ -236,7 +253,7 @@ class DataLoader:
         self.item_sampler.set_epoch(epoch + 1)
         progress = _Progress(epoch, start)
         pipeline: Stage = IterStage(partial(self.item_sampler.iter_epoch, epoch, start))
-        work = _Work(self._sample, self._fetch, self.device)
+        work = _Work(self._sample, self._fetch, self.device, self._intra_batch_executor())
         if self.num_threads == 0:
             pipeline = MapStage(pipeline, work)
         else:
@@ -251,15 +268,32 @@ class DataLoader:
         self._iterators.add(it)
         return it
 
+    def _intra_batch_executor(self) -> Executor:
+        """The loader's one executor for chunks of a batch, created on first use."""
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = (
+                    _InlineExecutor() if self.num_threads == 0
+                    else ThreadPoolExecutor(self.num_threads,
+                                            thread_name_prefix=_CHUNK_THREAD_PREFIX)
+                )
+            return self._executor
+
     def close(self) -> None:
-        """Stop every running iteration of this loader and let go of its pooled feature buffers
-        (threads end, within about a second in total even if a read is slow; batches already
-        returned stay valid). The loader can be iterated again; it then allocates anew.
+        """Stop every running iteration of this loader, its intra-batch executor, and let go of
+        its pooled feature buffers (threads end, within about a second in total even if a read
+        is slow: the executor's threads finish the chunk they are on, queued chunks are
+        dropped; batches already returned stay valid). The loader can be iterated again; it
+        then starts threads and allocates anew.
 
         Dropping a loader frees the same things by reference counting alone: no part of it is
         in a reference cycle, so nothing waits for the cycle collector."""
         for it in list(self._iterators):
             it.close()
+        with self._executor_lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
         self._fetch.clear_buffers()
 
     def __enter__(self) -> "DataLoader":
@@ -290,8 +324,8 @@ class DataLoader:
             raise GraphfeedError(
                 f"a DataLoader state needs 'epoch' and 'next_batch', got {state!r}"
             ) from None
-        epoch = _check_count("state['epoch']", epoch, 0)
-        nxt = _check_count("state['next_batch']", nxt, 0)
+        epoch = check_int("state['epoch']", epoch, 0)
+        nxt = check_int("state['next_batch']", nxt, 0)
         if nxt > len(self):
             raise GraphfeedError(
                 f"state['next_batch']={nxt} is past this loader's {len(self)} batches per epoch"
@@ -309,15 +343,18 @@ class DataLoader:
 
 class _Work:
     """What one worker does for one batch: sample, fetch, and stage for the device. Holds the
-    loader's steps, not the loader (worker threads must never keep the loader alive)."""
+    loader's steps and executor, not the loader (worker threads must never keep the loader
+    alive)."""
 
-    __slots__ = ("sample", "fetch", "device")
+    __slots__ = ("sample", "fetch", "device", "executor")
 
-    def __init__(self, sample: SampleNeighbors, fetch: FetchFeatures, device: torch.device):
+    def __init__(self, sample: SampleNeighbors, fetch: FetchFeatures, device: torch.device,
+                 executor: Executor):
         self.sample, self.fetch, self.device = sample, fetch, device
+        self.executor = executor
 
     def __call__(self, item) -> Any:
-        mb = self.fetch(self.sample(item))
+        mb = self.fetch(self.sample(item, self.executor), self.executor)
         if self.device.type == "cuda":
             with self.fetch.stats.timer("copy_s"):
                 return stage_for_device(mb, self.device)

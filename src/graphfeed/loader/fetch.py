@@ -1,12 +1,14 @@
 """The per-batch steps: neighbour sampling and the feature join.
 
-Each step is a callable over one batch (what a worker thread runs) and, wrapped in ``MapStage``,
-a serial stage. The sampler returns ids only; ``FetchFeatures`` reads the rows of
-``minibatch.input_nodes`` for every node feature and the labels of ``minibatch.seeds``.
+Each step is a callable over one batch (what a worker thread runs, or ``MapStage`` in the
+caller's thread), given the loader's intra-batch executor. The sampler returns ids only;
+``FetchFeatures`` reads the rows of ``minibatch.input_nodes`` for every node feature and the
+labels of ``minibatch.seeds``.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from functools import partial
 from typing import Mapping, Optional
 
@@ -14,23 +16,25 @@ import torch
 
 from ..features.base import Feature
 from ..sampling.base import MiniBatch, Sampler
-from .base import LoaderStats, MapStage, Stage
+from .base import LoaderStats
 from .buffers import BufferPool
 from .item_sampler import SeedBatch
 
-__all__ = ["SampleNeighbors", "FetchFeatures", "SampleStage", "FetchStage"]
+__all__ = ["SampleNeighbors", "FetchFeatures"]
 
 
 class SampleNeighbors:
-    """``SeedBatch -> MiniBatch`` (ids only) with ``sampler.sample(seeds, epoch=, batch_index=)``."""
+    """``SeedBatch -> MiniBatch`` (ids only) with ``sampler.sample(seeds, epoch=, batch_index=,
+    executor=)``."""
 
     def __init__(self, sampler: Sampler, stats: Optional[LoaderStats] = None):
         self.sampler = sampler
         self.stats = stats if stats is not None else LoaderStats()
 
-    def __call__(self, batch: SeedBatch) -> MiniBatch:
+    def __call__(self, batch: SeedBatch, executor: Optional[Executor] = None) -> MiniBatch:
         with self.stats.timer("sample_s"):
-            mb = self.sampler.sample(batch.seeds, epoch=batch.epoch, batch_index=batch.index)
+            mb = self.sampler.sample(batch.seeds, epoch=batch.epoch, batch_index=batch.index,
+                                     executor=executor)
         if not isinstance(mb, MiniBatch):
             raise TypeError(
                 f"{type(self.sampler).__name__}.sample must return a MiniBatch, "
@@ -53,7 +57,8 @@ class FetchFeatures:
     ``seeds``) in place.
 
     With ``reuse_buffers``, CPU features are read into buffers from a per-feature
-    ``BufferPool`` (``feature.read(ids, out=buffer, check=False)``), which are reused only once
+    ``BufferPool`` (``feature.read(ids, out=buffer, check=False, executor=)``, the loader's
+    executor running the chunks of a large read), which are reused only once
     no earlier batch references them; ``pin_memory`` makes those buffers pinned (the staging
     buffers of a CUDA copy). Features living on a GPU are read as they are (the CUDA caching
     allocator already recycles their memory).
@@ -90,35 +95,23 @@ class FetchFeatures:
         for pool in self.pools.values():
             pool.clear()
 
-    def _read(self, key: str, feature: Feature, ids: torch.Tensor) -> torch.Tensor:
+    def _read(self, key: str, feature: Feature, ids: torch.Tensor,
+              executor: Optional[Executor]) -> torch.Tensor:
         if ids.device != feature.device and feature.device.type == "cpu":
             ids = ids.cpu()  # a GPU sampler's ids for a CPU feature
         pool = self.pools.get(key)
         out = None if pool is None else pool.take(int(ids.shape[0]))
-        return feature.read(ids, out=out, check=False)
+        return feature.read(ids, out=out, check=False, executor=executor)
 
-    def __call__(self, mb: MiniBatch) -> MiniBatch:
+    def __call__(self, mb: MiniBatch, executor: Optional[Executor] = None) -> MiniBatch:
         if not self.node_features and self.labels is None:
             return mb
         with self.stats.timer("fetch_s"):
             if self.node_features:
                 ids = mb.input_nodes
                 for name, f in self.node_features.items():
-                    mb.node_features[name] = self._read(f"node:{name}", f, ids)
+                    mb.node_features[name] = self._read(f"node:{name}", f, ids, executor)
             if self.labels is not None:
-                mb.labels = self._read("label", self.labels, mb.seeds)
+                mb.labels = self._read("label", self.labels, mb.seeds, executor)
         return mb
 
-
-class SampleStage(MapStage):
-    """Serial stage: ``SeedBatch`` items in, ``MiniBatch`` (ids only) out."""
-
-    def __init__(self, source: Stage, sampler: Sampler, stats: Optional[LoaderStats] = None):
-        super().__init__(source, SampleNeighbors(sampler, stats))
-
-
-class FetchStage(MapStage):
-    """Serial stage: joins features and labels into each ``MiniBatch`` of ``source``."""
-
-    def __init__(self, source: Stage, fetch: FetchFeatures):
-        super().__init__(source, fetch)

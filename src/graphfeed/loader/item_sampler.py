@@ -12,6 +12,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
+from .._checks import check_int
 from ..errors import GraphfeedError
 from ..features.base import as_id_tensor
 
@@ -34,14 +35,6 @@ class SeedBatch:
 
     def __repr__(self) -> str:
         return f"SeedBatch(epoch={self.epoch}, index={self.index}, seeds={len(self)})"
-
-
-def _check_int(name: str, value, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise GraphfeedError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise GraphfeedError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
 
 
 class ItemSampler:
@@ -75,12 +68,12 @@ class ItemSampler:
         even_split: str = "pad",
     ):
         if isinstance(ids, (int, np.integer)) and not isinstance(ids, bool):
-            ids = torch.arange(_check_int("ids", ids, minimum=0), dtype=torch.int64)
+            ids = torch.arange(check_int("ids", ids, 0), dtype=torch.int64)
         self._ids = as_id_tensor(ids, name="ids").cpu()
-        self.batch_size = _check_int("batch_size", batch_size, minimum=1)
-        self.seed = _check_int("seed", seed, minimum=0)
-        self.world_size = _check_int("world_size", world_size, minimum=1)
-        self.rank = _check_int("rank", rank, minimum=0)
+        self.batch_size = check_int("batch_size", batch_size, 1)
+        self.seed = check_int("seed", seed, 0)
+        self.world_size = check_int("world_size", world_size, 1)
+        self.rank = check_int("rank", rank, 0)
         if self.rank >= self.world_size:
             raise GraphfeedError(f"rank must be in [0, world_size={self.world_size}), got {rank}")
         if even_split not in _EVEN_SPLITS:
@@ -117,11 +110,11 @@ class ItemSampler:
         return self._epoch
 
     def set_epoch(self, epoch: int) -> None:
-        self._epoch = _check_int("epoch", epoch, minimum=0)
+        self._epoch = check_int("epoch", epoch, 0)
 
     def rank_ids(self, epoch: int) -> torch.Tensor:
         """This rank's ids for ``epoch``, in batch order (int64, ``(num_items,)``)."""
-        epoch = _check_int("epoch", epoch, minimum=0)
+        epoch = check_int("epoch", epoch, 0)
         ids = self._ids
         n = int(ids.shape[0])
         if self.shuffle and n > 1:
@@ -141,7 +134,7 @@ class ItemSampler:
     def iter_epoch(self, epoch: int, start: int = 0) -> Iterator[SeedBatch]:
         """The batches of ``epoch`` from batch ``start`` on; does not touch the epoch counter."""
         mine = self.rank_ids(epoch)
-        start = _check_int("start", start, minimum=0)
+        start = check_int("start", start, 0)
         bs = self.batch_size
         for index in range(start, len(self)):
             yield SeedBatch(epoch, index, mine[index * bs : (index + 1) * bs])

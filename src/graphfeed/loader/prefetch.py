@@ -31,7 +31,7 @@ from itertools import count
 from time import monotonic, perf_counter
 from typing import Any, Callable, Optional
 
-from .base import LoaderStats, Stage
+from .base import LoaderStats, Stage, ThreadSafeStage
 
 __all__ = ["ParallelMapper"]
 
@@ -132,7 +132,7 @@ def _shutdown(state: _State, threads: list[threading.Thread], close_source: bool
                 state.source_lock.release()
 
 
-class ParallelMapper(Stage):
+class ParallelMapper(ThreadSafeStage):
     """``fn`` over ``source`` in ``num_threads`` threads (>= 1), results in source order, with at
     most ``num_threads + prefetch`` items in flight. Threads start at construction."""
 
@@ -147,13 +147,13 @@ class ParallelMapper(Stage):
         name: str = "graphfeed-loader",
     ):
         assert num_threads >= 1 and prefetch >= 0
+        super().__init__()
         self.source = source
         self.num_threads = num_threads
         self.prefetch = prefetch
         self._stats = stats
         self._fn = fn
         self._name = name
-        self._consumer = threading.Lock()  # next() from several threads: one at a time
         self._start()
 
     def _start(self) -> None:
@@ -170,10 +170,6 @@ class ParallelMapper(Stage):
         self._finalizer = weakref.finalize(self, _shutdown, self._state, self._threads)
         for t in self._threads:
             t.start()
-
-    def __next__(self) -> Any:
-        with self._consumer:
-            return self._next_item()
 
     def _next_item(self) -> Any:
         if self._closed:

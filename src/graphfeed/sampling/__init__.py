@@ -1,38 +1,52 @@
 """Neighbour sampling: samplers return ids (``MiniBatch`` of ``Block``); features come later.
 
-- ``NeighborSampler``: numba kernels on CPU (GIL released, safe from several threads),
-- ``TorchNeighborSampler``: the same semantics in vectorised torch, on whatever device the graph
-  tensors live (CUDA, or CUDA views of pinned host memory).
+Samplers are registered by name in :data:`SAMPLERS` and built alike with
+``build_sampler(name, graph, fanouts, device=, replace=, seed=, uva=)``:
+
+- ``"neighbor"`` (``NeighborSampler``): numba kernels on CPU (GIL released, safe from several
+  threads),
+- ``"torch"`` (``TorchNeighborSampler``): the same semantics in vectorised torch, on whatever
+  device the graph tensors live (CUDA, or CUDA views of pinned host memory with ``uva=True``).
+
+A new sampler is one module with a ``Sampler`` subclass that has ``from_graph`` and one
+``SAMPLERS.add`` line here. Importing this package loads neither torch nor numba; the names
+below load on first use.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
 from .._lazy import lazy_exports
+from .._registry import Registry
+
+__all__ = ["SAMPLERS", "build_sampler", "Block", "MiniBatch", "Sampler", "NeighborSampler",
+           "TorchNeighborSampler"]
+
+SAMPLERS = Registry("sampler")
+SAMPLERS.add("neighbor", ".sampling.neighbor:NeighborSampler", "numba kernels, CPU")
+SAMPLERS.add("torch", ".sampling.torch_sampler:TorchNeighborSampler",
+             "vectorised torch, any device (GPU, or UVA views of the pinned graph)")
 
 
-from .base import Block, MiniBatch, Sampler
+def build_sampler(name: str, graph, fanouts: Sequence[int], **kwargs) -> "Sampler":
+    """``SAMPLERS.get(name).from_graph(graph, fanouts, **kwargs)``; the common keywords are
+    ``device="cpu"``, ``replace=False``, ``seed=0``, ``uva=False``. An unknown ``name`` is a
+    ``GraphfeedError`` listing the registered ones."""
+    return SAMPLERS.get(name).from_graph(graph, fanouts, **kwargs)
 
-__all__ = ["Block", "MiniBatch", "Sampler", "NeighborSampler", "TorchNeighborSampler"]
 
-_LAZY = {"NeighborSampler": ".neighbor", "TorchNeighborSampler": ".torch_sampler"}
-
+_LAZY = {
+    "Block": ".base",
+    "MiniBatch": ".base",
+    "Sampler": ".base",
+    "NeighborSampler": ".neighbor",
+    "TorchNeighborSampler": ".torch_sampler",
+}
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
-
-def build_sampler(name, graph, fanouts, *, device="cpu", replace=False, seed=0, uva=False):
-    """TEMPORARY on main until the sampling branch lands (it replaces this with the registry)."""
-    if name == "neighbor":
-        from .neighbor import NeighborSampler
-
-        return NeighborSampler(graph, fanouts, replace=replace, seed=seed)
+if TYPE_CHECKING:  # pragma: no cover
+    from .base import Block, MiniBatch, Sampler
+    from .neighbor import NeighborSampler
     from .torch_sampler import TorchNeighborSampler
-
-    if not uva:
-        return TorchNeighborSampler.from_graph(graph, fanouts, device=device, replace=replace, seed=seed)
-    from .._pinning import uva_tensor
-
-    graph.pin_memory()
-    indptr, indices = graph.tensors("cpu")
-    s = TorchNeighborSampler(uva_tensor(indptr, device), uva_tensor(indices, device), fanouts,
-                             replace=replace, seed=seed)
-    s._keep = (indptr, indices)
-    return s

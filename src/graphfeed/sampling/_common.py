@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import operator
-from typing import Sequence
+from typing import Optional
 
+from .._checks import check_int
 from ..errors import GraphfeedError
 
 _M64 = (1 << 64) - 1
@@ -27,26 +27,27 @@ def batch_key(seed: int, epoch: int, batch_index: int, layer: int = -1) -> int:
     return mix64(k ^ (int(layer) & _M64))
 
 
-def check_fanouts(fanouts) -> list[int]:
-    """A non-empty list of ints, each ``>= 1`` or ``-1`` (every neighbour)."""
-    if isinstance(fanouts, (str, bytes)) or not isinstance(fanouts, Sequence):
-        try:
-            fanouts = list(fanouts)
-        except TypeError:
-            raise GraphfeedError(f"fanouts must be a sequence of ints, got {fanouts!r}") from None
+def check_fanouts(fanouts, *, name: str = "fanouts",
+                  max_fanout: Optional[int] = None) -> tuple[int, ...]:
+    """``fanouts`` as a non-empty tuple of ints, each ``>= 1`` (and ``<= max_fanout`` when
+    given) or ``-1`` (every neighbour); ``GraphfeedError`` naming ``name`` and the bad entry."""
+    if isinstance(fanouts, (str, bytes)):
+        raise GraphfeedError(f"{name} must be a sequence of ints, got {fanouts!r}")
+    try:
+        vals = list(fanouts)
+    except TypeError:
+        raise GraphfeedError(f"{name} must be a sequence of ints, got {fanouts!r}") from None
+    if not vals:
+        raise GraphfeedError(f"{name} must not be empty (one entry per GNN layer)")
+    bound = ">= 1" if max_fanout is None else f"between 1 and {max_fanout:,}"
     out = []
-    for f in fanouts:
-        if isinstance(f, bool):
-            raise GraphfeedError(f"fanouts must be ints >= 1 or -1, got {f!r} in {list(fanouts)}")
+    for f in vals:
         try:
-            f = operator.index(f)
-        except TypeError:
+            v = check_int(name, f, -1, max_fanout)
+        except GraphfeedError:
+            v = 0
+        if v == 0:
             raise GraphfeedError(
-                f"fanouts must be ints >= 1 or -1, got {f!r} in {list(fanouts)}"
-            ) from None
-        if f < 1 and f != -1:
-            raise GraphfeedError(f"fanouts must be ints >= 1 or -1, got {f} in {list(fanouts)}")
-        out.append(int(f))
-    if not out:
-        raise GraphfeedError("fanouts must not be empty (one entry per GNN layer)")
-    return out
+                f"{name} must be ints {bound}, or -1 for every neighbour; got {f!r} in {vals}")
+        out.append(v)
+    return tuple(out)

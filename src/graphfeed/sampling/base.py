@@ -6,10 +6,14 @@ The sampler returns ids only; a separate loader stage joins features and labels.
 from __future__ import annotations
 
 import abc
+from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from typing import Optional, Sequence
 
 import torch
+
+from ..errors import GraphfeedError
+from ..graph.csc import CSCGraph
 
 
 @dataclass
@@ -127,16 +131,80 @@ class MiniBatch:
 class Sampler(abc.ABC):
     """Turns a batch of seed ids into a ``MiniBatch`` of ids (no features).
 
+    What the loader relies on, and all it relies on: :attr:`num_nodes`, :attr:`device`,
+    :attr:`fanouts`, :meth:`sample`, :meth:`with_fanouts` and :meth:`close`. Every
+    implementation is built from a ``CSCGraph`` the same way, :meth:`from_graph` (its hook is
+    ``_from_graph``), and registered by name in ``graphfeed.sampling.SAMPLERS``.
+
     Randomness must derive only from ``(seed, epoch, batch_index)`` so that a batch is the same
     whatever the thread count, the order batches are produced in, or the run.
     """
 
+    @classmethod
+    def from_graph(cls, graph: CSCGraph, fanouts: Sequence[int], *, device="cpu",
+                   replace: bool = False, seed: int = 0, uva: bool = False,
+                   **options) -> "Sampler":
+        """A sampler of ``graph`` (its in-neighbours) that samples on ``device``.
+
+        - ``fanouts``: one entry per GNN layer, ``>= 1`` or ``-1`` (every neighbour).
+        - ``replace``: draw neighbours with replacement; ``seed``: the base of the counters every
+          batch's randomness derives from (with ``epoch`` and ``batch_index``).
+        - ``uva=True``: sample on a CUDA ``device`` from zero-copy views of the graph's pinned
+          host arrays (``graph.pin_memory()``) instead of a copy in GPU memory.
+        - ``options``: keywords of the implementation (``NeighborSampler``: ``num_threads``,
+          ``return_edge_ids``; ``TorchNeighborSampler``: ``return_edge_ids``).
+
+        A sampler that cannot sample on ``device`` (or with ``uva``) raises ``GraphfeedError``.
+        """
+        if not isinstance(graph, CSCGraph):
+            raise GraphfeedError(f"graph must be a CSCGraph, got {type(graph).__name__}")
+        device = torch.device(device)
+        if uva and device.type != "cuda":
+            raise GraphfeedError(
+                f"uva=True samples from CUDA views of pinned host memory: device must be a CUDA "
+                f"device, got {device}"
+            )
+        return cls._from_graph(graph, fanouts, device, bool(uva), replace=replace, seed=seed,
+                               **options)
+
+    @classmethod
+    def _from_graph(cls, graph: CSCGraph, fanouts: Sequence[int], device: torch.device,
+                    uva: bool, **kwargs) -> "Sampler":
+        """Hook of :meth:`from_graph`: ``graph`` is a ``CSCGraph``, ``device`` a
+        ``torch.device`` (CUDA when ``uva``); ``kwargs`` hold ``replace``, ``seed`` and the
+        options."""
+        raise NotImplementedError(f"{cls.__name__} cannot be built from a graph")
+
+    @property
     @abc.abstractmethod
-    def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0) -> MiniBatch:
-        ...
+    def num_nodes(self) -> int:
+        """Nodes of the sampled graph: every id in a ``MiniBatch`` is in ``[0, num_nodes)``."""
+
+    @property
+    @abc.abstractmethod
+    def fanouts(self) -> tuple[int, ...]:
+        """``fanouts[i]`` is the fanout of ``blocks[i]``; ``-1`` takes every neighbour."""
+
+    @property
+    def device(self) -> torch.device:
+        """Where the ``MiniBatch`` tensors are created (CPU unless the sampler says otherwise)."""
+        return torch.device("cpu")
+
+    @abc.abstractmethod
+    def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0,
+               executor: Optional[Executor] = None) -> MiniBatch:
+        """The ``MiniBatch`` of one batch of distinct seed ids (1-D integers).
+
+        ``executor``: where to run the chunks of a batch split for intra-batch parallelism (the
+        loader's, shared with feature reads); the chunks are leaf tasks that never submit
+        more. ``None``: the sampler's own arrangement (serial, or a pool it owns)."""
 
     def with_fanouts(self, fanouts: Sequence[int]) -> "Sampler":
         """The same sampler (graph, seed, replacement, options) with other fanouts, sharing the
         graph's arrays; e.g. evaluation with all neighbours. Samplers that cannot raise
         ``NotImplementedError``."""
         raise NotImplementedError(f"{type(self).__name__} cannot change its fanouts")
+
+    def close(self) -> None:
+        """Release what the sampler holds (thread pools); idempotent. The sampler stays usable:
+        resources are created again on demand."""

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
+from concurrent.futures import Executor
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
 
+from .._checks import check_int
+from .._threads import ChunkPool, run_chunks
 from ..errors import GraphfeedError
 from ..graph.csc import CSCGraph
 from ._common import batch_key, check_fanouts
 from .base import Block, MiniBatch, Sampler
 
 # Below this many destinations a layer is sampled on the calling thread even when
-# num_threads > 1: handing work to the pool costs more than it saves.
+# num_threads > 1: handing work to a pool costs more than it saves.
 _MIN_DST_PER_CHUNK = 2048
 
 
@@ -92,11 +94,14 @@ class NeighborSampler(Sampler):
     - Randomness derives only from ``(seed, epoch, batch_index, layer, destination position)``
       (splitmix64 counters, no RNG state), so a batch is identical whatever ``num_threads``, the
       Python thread that samples it, or the order batches are sampled in.
-    - ``num_threads > 1`` splits a layer's destinations (layers of >= 2048 of them) into chunks
-      sampled by a private thread pool (kernels release the GIL; the relabel pass stays on one
-      thread). It helps a single sampling thread use idle cores; when the loader already samples
-      several batches at once on as many Python threads as cores, keep ``num_threads=1``.
-      Several Python threads may call :meth:`sample` concurrently on one sampler.
+    - ``num_threads > 1`` splits a layer's destinations (layers of >= 2048 of them) into up to
+      ``num_threads`` chunks (kernels release the GIL; the relabel pass stays on one thread).
+      The chunks run on the ``executor`` passed to :meth:`sample` (a ``DataLoader`` passes its
+      own, shared with feature reads), else on a pool of ``num_threads`` threads the sampler
+      starts on first use and :meth:`close` stops. It helps a single sampling thread use idle
+      cores; when the loader already samples several batches at once on as many Python threads
+      as cores, keep ``num_threads=1``. Several Python threads may call :meth:`sample`
+      concurrently on one sampler.
     - ``return_edge_ids``: fill ``Block.edge_ids`` with positions in ``graph.indices``.
 
     Cost: O(sum of sampled edges + destinations) per batch, no sorting; each batch in flight
@@ -118,21 +123,27 @@ class NeighborSampler(Sampler):
         if not isinstance(graph, CSCGraph):
             raise GraphfeedError(f"graph must be a CSCGraph, got {type(graph).__name__}")
         self.graph = graph
-        self.fanouts = check_fanouts(fanouts)
+        self._fanouts = check_fanouts(fanouts)
         self.replace = bool(replace)
         self.seed = int(seed)
-        if isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer)) or (
-            num_threads < 1
-        ):
-            raise GraphfeedError(f"num_threads must be an int >= 1, got {num_threads!r}")
-        self.num_threads = int(num_threads)
+        self.num_threads = check_int("num_threads", num_threads, 1)
         self.return_edge_ids = bool(return_edge_ids)
         self._indptr = _readonly_view(graph.indptr)
         self._indices = _readonly_view(graph.indices)
         self._num_nodes = graph.num_nodes
         self._maps = _MapPool(self._num_nodes)
-        self._pool = None
-        self._pool_lock = threading.Lock()
+        self._pool = ChunkPool(self.num_threads, "graphfeed-sample")
+
+    @classmethod
+    def _from_graph(cls, graph: CSCGraph, fanouts: Sequence[int], device: torch.device,
+                    uva: bool, **kwargs) -> "NeighborSampler":
+        # the numba kernels read the host arrays: nothing to place on a device
+        if device.type != "cpu" or uva:
+            raise GraphfeedError(
+                f"NeighborSampler samples on the CPU (numba kernels); got device={device}, "
+                f"uva={uva}: use the 'torch' sampler for a GPU"
+            )
+        return cls(graph, fanouts, **kwargs)
 
     def __repr__(self) -> str:
         return (
@@ -145,12 +156,18 @@ class NeighborSampler(Sampler):
     def num_nodes(self) -> int:
         return self._num_nodes
 
+    @property
+    def fanouts(self) -> tuple[int, ...]:
+        return self._fanouts
+
     def with_fanouts(self, fanouts: Sequence[int]) -> "NeighborSampler":
         return NeighborSampler(self.graph, fanouts, replace=self.replace, seed=self.seed,
                                num_threads=self.num_threads, return_edge_ids=self.return_edge_ids)
 
-    def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0) -> MiniBatch:
-        """Sample the blocks of one batch of seed node ids (1-D ints, distinct, in range)."""
+    def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0,
+               executor: Optional[Executor] = None) -> MiniBatch:
+        """Sample the blocks of one batch of seed node ids (1-D ints, distinct, in range);
+        ``executor`` runs the chunks of large layers (see the class docstring)."""
         from . import _kernels as K
 
         seeds_np = seeds_to_numpy(seeds, self._num_nodes)
@@ -172,9 +189,10 @@ class NeighborSampler(Sampler):
             clean = False
             blocks = []
             dst = seeds_np
-            for layer in range(len(self.fanouts) - 1, -1, -1):
+            for layer in range(len(self._fanouts) - 1, -1, -1):
                 key = np.uint64(batch_key(self.seed, epoch, batch_index, layer))
-                edge_index, eids, src = self._sample_layer(dst, self.fanouts[layer], key, node_map)
+                edge_index, eids, src = self._sample_layer(
+                    dst, self._fanouts[layer], key, node_map, executor)
                 blocks.append(
                     Block(
                         edge_index=torch.from_numpy(edge_index),
@@ -198,59 +216,47 @@ class NeighborSampler(Sampler):
         )
 
     def close(self) -> None:
-        """Shut down the intra-batch thread pool (if one was started)."""
-        with self._pool_lock:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-                self._pool = None
+        """Stop the sampler's own chunk pool (if one was started); a later :meth:`sample`
+        starts it again."""
+        self._pool.close()
 
     # ------------------------------------------------------------------ internals
-    def _executor(self) -> ThreadPoolExecutor:
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    max_workers=self.num_threads, thread_name_prefix="graphfeed-sample"
-                )
-            return self._pool
-
-    def _sample_layer(self, dst: np.ndarray, fanout: int, key, node_map: np.ndarray):
+    def _sample_layer(self, dst: np.ndarray, fanout: int, key, node_map: np.ndarray,
+                      executor: Optional[Executor]):
         from . import _kernels as K
 
         n_dst = int(dst.shape[0])
         want = self.return_edge_ids
-        num_chunks = min(self.num_threads, n_dst // _MIN_DST_PER_CHUNK)
-        if num_chunks <= 1:
+        parts = min(self.num_threads, n_dst // _MIN_DST_PER_CHUNK)
+        if parts <= 1:
             return K.sample_layer(
                 self._indptr, self._indices, dst, fanout, self.replace, key, node_map, want
             )
-        bounds = np.linspace(0, n_dst, num_chunks + 1).astype(np.int64)
-        chunks = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
-        pool = self._executor()
+        if executor is None:
+            executor = self._pool.get()
+        # two passes over the same chunks: count each destination's edges, then fill them in
+        # at the prefix-summed offsets (every destination's draws derive from its position)
         offsets = np.zeros(n_dst + 1, dtype=np.int64)
         starts = np.empty(n_dst, dtype=np.int64)
         degs = np.empty(n_dst, dtype=np.int64)
-        futs = [
-            pool.submit(
-                K.count_layer, self._indptr, dst, a, b, fanout, self.replace, offsets, starts, degs
-            )
-            for a, b in chunks
-        ]
-        for f in futs:
-            f.result()
+        indptr, indices, replace = self._indptr, self._indices, self.replace
+
+        def count(a: int, b: int) -> None:
+            K.count_layer(indptr, dst, a, b, fanout, replace, offsets, starts, degs)
+
+        run_chunks(count, n_dst, parts, executor)
         np.cumsum(offsets, out=offsets)
         num_edges = int(offsets[-1])
         edge_index = np.empty((2, num_edges), dtype=np.int64)
         eids = np.empty(num_edges if want else 0, dtype=np.int64)
-        futs = [
-            pool.submit(
-                K.fill_layer, self._indices, starts, degs, a, b, fanout, self.replace, key,
-                offsets, edge_index, eids, want,
-            )
-            for a, b in chunks
-        ]
-        for f in futs:
-            f.result()
+
+        def fill(a: int, b: int) -> None:
+            K.fill_layer(indices, starts, degs, a, b, fanout, replace, key, offsets, edge_index,
+                         eids, want)
+
+        run_chunks(fill, n_dst, parts, executor)
         src = np.empty(n_dst + num_edges, dtype=np.int64)
         src[:n_dst] = dst
         n_src = K.relabel_layer(edge_index, node_map, src, n_dst)
         return edge_index, eids, src[:n_src]
+

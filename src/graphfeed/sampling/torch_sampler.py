@@ -9,12 +9,14 @@ block layout, destinations first and new sources in order of first appearance), 
 
 from __future__ import annotations
 
-from typing import Sequence
+from concurrent.futures import Executor
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
 
 from ..errors import GraphfeedError
+from ..graph.csc import CSCGraph
 from ._common import batch_key, check_fanouts
 from .base import Block, MiniBatch, Sampler
 
@@ -73,6 +75,8 @@ class TorchNeighborSampler(Sampler):
     - The constructor checks the CSC tensors in O(N + E) on their device (``indptr`` monotone
       from 0 to ``len(indices)``, indices in range) unless ``trusted=True``; :meth:`from_graph`
       trusts a ``CSCGraph``, which checked its arrays when it was built.
+    - ``sample(..., executor=)`` is accepted for the ``Sampler`` interface and unused: the work
+      is a few large tensor ops per layer, parallel inside torch (or on the GPU).
     """
 
     def __init__(
@@ -105,39 +109,56 @@ class TorchNeighborSampler(Sampler):
             _check_csc_tensors(indptr, indices)
         self.indptr = indptr
         self.indices = indices
-        self.device = indptr.device
-        self.num_nodes = int(indptr.numel() - 1)
-        self.fanouts = check_fanouts(fanouts)
+        self._fanouts = check_fanouts(fanouts)
         self.replace = bool(replace)
         self.seed = int(seed)
         self.return_edge_ids = bool(return_edge_ids)
+        # pinned host tensors that UVA views in indptr/indices alias (from_graph(uva=True))
+        self._host: tuple[torch.Tensor, ...] = ()
 
     @classmethod
-    def from_graph(
-        cls,
-        graph,
-        fanouts: Sequence[int],
-        *,
-        device="cpu",
-        replace: bool = False,
-        seed: int = 0,
-        return_edge_ids: bool = False,
-    ) -> "TorchNeighborSampler":
-        """A sampler over ``graph.tensors(device)`` (CPU: shares memory with the graph's arrays;
-        other devices: a copy cached by the graph)."""
-        indptr, indices = graph.tensors(device)
+    def _from_graph(cls, graph: CSCGraph, fanouts: Sequence[int], device: torch.device,
+                    uva: bool, **kwargs) -> "TorchNeighborSampler":
+        """``uva=False``: over ``graph.tensors(device)`` (CPU: shares memory with the graph's
+        arrays; another device: a copy cached by the graph, O(N + E) device memory).
+        ``uva=True``: pins the graph's host arrays (``graph.pin_memory()``: in place where CUDA
+        allows, else pinned copies the graph switches to) and samples from zero-copy CUDA views
+        of them, reading over the bus only the entries it gathers; the sampler keeps the pinned
+        tensors alive."""
+        host: tuple[torch.Tensor, ...] = ()
+        if uva:
+            from .._pinning import uva_tensor
+
+            host = tuple(t.contiguous() for t in graph.pin_memory().tensors("cpu"))
+            indptr, indices = (uva_tensor(t, device) for t in host)
+        else:
+            indptr, indices = graph.tensors(device)
         # a CSCGraph checked its arrays when it was built: no second O(E) pass (over PCIe for
         # pinned-host views)
-        return cls(
-            indptr, indices, fanouts, replace=replace, seed=seed, return_edge_ids=return_edge_ids,
-            trusted=True,
-        )
+        sampler = cls(indptr, indices, fanouts, trusted=True, **kwargs)
+        sampler._host = host
+        return sampler
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.indptr.numel() - 1)
+
+    @property
+    def fanouts(self) -> tuple[int, ...]:
+        return self._fanouts
+
+    @property
+    def device(self) -> torch.device:
+        """The graph tensors' device, where sampling runs and the batches are created."""
+        return self.indptr.device
 
     def with_fanouts(self, fanouts: Sequence[int]) -> "TorchNeighborSampler":
         # the same, already checked, tensors: no second O(E) pass (over PCIe for pinned views)
-        return TorchNeighborSampler(self.indptr, self.indices, fanouts, replace=self.replace,
-                                    seed=self.seed, return_edge_ids=self.return_edge_ids,
-                                    trusted=True)
+        other = TorchNeighborSampler(self.indptr, self.indices, fanouts, replace=self.replace,
+                                     seed=self.seed, return_edge_ids=self.return_edge_ids,
+                                     trusted=True)
+        other._host = self._host
+        return other
 
     def __repr__(self) -> str:
         return (
@@ -146,15 +167,17 @@ class TorchNeighborSampler(Sampler):
         )
 
     # ------------------------------------------------------------------ public
-    def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0) -> MiniBatch:
-        """Sample the blocks of one batch of seed ids; every output tensor is on ``self.device``."""
+    def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0,
+               executor: Optional[Executor] = None) -> MiniBatch:
+        """Sample the blocks of one batch of seed ids; every output tensor is on ``self.device``
+        (``executor`` is unused, see the class docstring)."""
         seeds = self._check_seeds(seeds)
         gen = torch.Generator(device=self.device)
         gen.manual_seed(batch_key(self.seed, epoch, batch_index) >> 1)
         blocks = []
         dst = seeds
-        for layer in range(len(self.fanouts) - 1, -1, -1):
-            block = self._sample_layer(dst, self.fanouts[layer], gen)
+        for layer in range(len(self._fanouts) - 1, -1, -1):
+            block = self._sample_layer(dst, self._fanouts[layer], gen)
             blocks.append(block)
             dst = block.src_nodes
         blocks.reverse()
