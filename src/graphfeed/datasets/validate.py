@@ -141,20 +141,14 @@ def load_folder(folder, *, mmap: bool = True, full: bool = True) -> LoadedArrays
 
 
 def _check_contents(meta, indptr, indices, target, splits, paths) -> None:
-    from ..graph._kernels import check_csc
+    from ..graph.csc import content_error
     from ._kernels import check_labels, mark_split
 
     n = meta.num_nodes
-    code, pos = check_csc(indptr, indices, n)
-    if code == 1:
-        raise DatasetError(
-            f"{paths['graph.indptr']}: indptr decreases at position {pos} "
-            f"({int(indptr[pos])} -> {int(indptr[pos + 1])})"
-        )
-    if code == 2:
-        raise DatasetError(
-            f"{paths['graph.indices']}: indices[{pos}] = {int(indices[pos])} is out of range [0, {n})"
-        )
+    bad = content_error(indptr, indices, n)
+    if bad is not None:
+        role, name, msg = bad
+        raise DatasetError(f"{paths['graph.' + role]}: {name}{msg}")
     if len(splits) > 250:
         raise DatasetError(f"{paths.get('graph.indptr')}: too many splits ({len(splits)})")
     tgt = np.asarray(target)
