@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -22,13 +23,9 @@ def index_dtype(num_nodes: int) -> np.dtype:
 
 
 def _as_int_array(name: str, a) -> np.ndarray:
-    try:
-        import torch
-
-        if isinstance(a, torch.Tensor):
-            a = a.detach().cpu().numpy()
-    except ImportError:  # pragma: no cover - torch is a core dependency
-        pass
+    torch = sys.modules.get("torch")  # a tensor exists only once torch is imported
+    if torch is not None and isinstance(a, torch.Tensor):
+        a = a.detach().cpu().numpy()
     a = np.asarray(a)
     if a.ndim != 1:
         raise GraphfeedError(f"{name} must be 1-D, got shape {a.shape}")
