@@ -17,13 +17,14 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Optional, Sequence, Union
+from typing import Mapping, Optional, Union
 
 import numpy as np
 
 from ...errors import DatasetError
 from ..schema import MAX_NUM_CLASSES, SPLIT_NAMES
 from ..._checks import check_int
+from ..._registry import Registry
 from ..._memory import peak_rss_bytes
 from ..._units import format_bytes
 from ..build import DEFAULT_MEMORY_BUDGET, Progress, build_csc_streaming, write_feature
@@ -31,14 +32,19 @@ from ..build import DEFAULT_MEMORY_BUDGET, Progress, build_csc_streaming, write_
 __all__ = ["IMPORTERS", "Labels", "MAX_NUM_CLASSES", "PrepareReport", "SplitRule", "prepare", "load_labels",
            "load_ids", "load_split_sets", "read_labels"]
 
-#: importer name -> module (each has ``add_arguments(parser)`` and ``run(args, progress)``)
-IMPORTERS = {
-    "generic": "graphfeed.datasets.importers.generic",
-    "ogb": "graphfeed.datasets.importers.ogb",
-    "cora-text": "graphfeed.datasets.importers.shared",
-    "planetoid-npz": "graphfeed.datasets.importers.shared",
-    "csr-npz": "graphfeed.datasets.importers.shared",
-}
+#: importer name -> the library function that prepares a dataset from that input layout (the CLI
+#: adds one ``graphfeed prepare NAME`` subcommand per entry)
+IMPORTERS = Registry("importer")
+IMPORTERS.add("generic", ".datasets.importers.generic:prepare_generic",
+              "edge list + feature/label/split files (CSV, TSV, .gz, .npy, .npz)")
+IMPORTERS.add("ogb", ".datasets.importers.ogb:prepare_ogb",
+              "OGB node-property raw layout (raw/*.csv.gz, split/<name>/*.csv.gz)")
+IMPORTERS.add("cora-text", ".datasets.importers.shared:prepare_cora_text",
+              "Cora text layout: *_edges.csv, *_features.json, *_target.csv")
+IMPORTERS.add("planetoid-npz", ".datasets.importers.shared:prepare_planetoid_npz",
+              ".npz with x, y, edge_index, train_idx/val_idx/test_idx (Planetoid order)")
+IMPORTERS.add("csr-npz", ".datasets.importers.shared:prepare_csr_npz",
+              "gnn-benchmark .npz of CSR parts (adj_*, attr_*, labels)")
 
 
 @dataclass(frozen=True)
@@ -572,15 +578,3 @@ def _dtype(value):
 
 def _preview(names, k: int = 5) -> str:
     return str(list(names[:k]))[:-1] + (", ...]" if len(names) > k else "]")
-
-
-def parse_features_arg(values: Sequence[str]) -> dict:
-    """``["x.npy"]`` -> ``{"feat": "x.npy"}``; ``["feat=x.npy", "emb=e.csv"]`` -> by name."""
-    out = {}
-    for v in values or ():
-        if "=" in v and not os.path.exists(v):
-            k, p = v.split("=", 1)
-        else:
-            k, p = ("feat" if "feat" not in out else f"feat{len(out)}"), v
-        out[k] = p
-    return out
