@@ -232,18 +232,26 @@ def sniff_delimiter(line: str) -> Optional[str]:
     return None
 
 
+def data_lines(tb: TextBlocks) -> Iterator[tuple[list, Optional[str]]]:
+    """``(numbered data lines of one block, delimiter)`` for each block of ``tb`` that holds data
+    lines (see :func:`numbered_lines`); the delimiter is sniffed once, from the first data line."""
+    delim = None
+    first = True
+    for block, line_no in tb:
+        lines = numbered_lines(block, line_no, tb.path)
+        if not lines:
+            continue
+        if first:
+            delim, first = sniff_delimiter(lines[0][1]), False
+        yield lines, delim
+
+
 def read_float_blocks(path, *, block_bytes: int = DEFAULT_BLOCK, dtype=np.float32):
     """Yields float rows (2-D arrays) block by block from a delimited text file; an error names
     the exact line."""
     tb = TextBlocks(path, block_bytes=block_bytes)
     ncols = None
-    delim = None
-    for block, line_no in tb:
-        lines = numbered_lines(block, line_no, tb.path)
-        if not lines:
-            continue
-        if ncols is None:
-            delim = sniff_delimiter(lines[0][1])
+    for lines, delim in data_lines(tb):
         try:
             arr = np.loadtxt([t for _, t in lines], delimiter=delim, dtype=dtype, ndmin=2)
         except ValueError as e:

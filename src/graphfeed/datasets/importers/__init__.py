@@ -304,18 +304,12 @@ def _read_label_text(path: Path, label_col, id_col, strings: bool = False):
     whole table re-read as strings (classes by name)."""
     import csv
 
-    from .._readers import TextBlocks, looks_like_header, numbered_lines, sniff_delimiter
+    from .._readers import TextBlocks, data_lines, looks_like_header
 
-    tb = TextBlocks(path, skip_header=False)
     ids_parts, lab_parts, line_parts = [], [], []
-    lab_i = id_i = delim = None
+    lab_i = id_i = None
     need = 0
-    for block, line_no in tb:
-        lines = numbered_lines(block, line_no, tb.path)
-        if not lines:
-            continue
-        if lab_i is None:
-            delim = sniff_delimiter(lines[0][1])
+    for lines, delim in data_lines(TextBlocks(path, skip_header=False)):
         split = (lambda ts: list(csv.reader(ts, delimiter=delim))) if delim else \
             (lambda ts: [t.split() for t in ts])
         rows = split([t for _, t in lines])
