@@ -28,7 +28,7 @@ def workload(args) -> dict:
 
     from graphfeed import _cuda
     from graphfeed.datasets.synthetic import load_builtin
-    from graphfeed.loader import place
+    from graphfeed import place
 
     if not _cuda.cuda_available():
         raise SystemExit("alloc_fragmentation: needs a CUDA device")

@@ -31,8 +31,9 @@ _EXPORTS = {
     "PinnedFeature": ".features.pinned",
     "open_feature": ".features.registry",
     "TorchNeighborSampler": ".sampling.torch_sampler",
-    "place": ".loader.nodes",
-    "node_loader": ".loader.nodes",
+    "place": ".placement.plan",
+    "node_loader": ".placement.plan",
+    "DataPlan": ".placement.plan",
     "train": ".training",
     "TrainConfig": ".training",
     "ItemSampler": ".loader.item_sampler",
@@ -58,7 +59,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .features.memory import InMemoryFeature
     from .features.pinned import PinnedFeature
     from .features.registry import open_feature
-    from .loader.nodes import node_loader, place
+    from .placement.plan import DataPlan, node_loader, place
     from .sampling.torch_sampler import TorchNeighborSampler
     from .training import TrainConfig, train
     from .graph.csc import CSCGraph

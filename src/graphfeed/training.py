@@ -178,25 +178,42 @@ def _say(cfg: TrainConfig):
     return say
 
 
+def _plan(cfg: TrainConfig, world):
+    """The run's :class:`~graphfeed.placement.DataPlan`. Several GPU ranks each take their local
+    rank's GPU (one GPU per rank under NCCL; gloo ranks may share: local rank modulo the GPUs)."""
+    from .placement.plan import DataPlan
+
+    device = cfg.device
+    if world.world_size > 1 and str(device).startswith("cuda"):
+        device = "cuda"
+    try:
+        return DataPlan.resolve(features=cfg.features, cache_size=cfg.cache_size,
+                                cache_policy=cfg.cache_policy, mode=cfg.mode, device=device,
+                                world=world, private_copy=cfg.private_copy)
+    except GraphfeedError as e:
+        if "device" in str(e) and "(--device)" not in str(e):
+            raise GraphfeedError(f"{e} (--device)") from None
+        raise
+
+
 def _train_rank(cfg: TrainConfig, dataset=None, model=None, on_batch=None, on_epoch=None) -> TrainResult:
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    device = resolve_device(cfg.device)
-    if not device.startswith("cuda") and cfg.mode not in ("auto", "cpu-cpu"):
-        raise GraphfeedError(f"mode {cfg.mode!r} trains on a GPU, but the device is {device!r}")
+    from .distributed.world import World
+
+    world = World.from_env()
+    plan = _plan(cfg, world)
     started_group = False
-    if world_size > 1:
+    if world.world_size > 1:
         import torch.distributed as dist
 
         if not dist.is_initialized():
-            from .distributed import World, init
+            from .distributed import init
 
             # gloo on CPU, NCCL when the ranks train on GPUs (unless --dist-backend says otherwise)
-            init(World.from_env(), backend=_backend(cfg, device), device=device,
+            init(world, backend=_backend(cfg, plan.device), device=plan.device,
                  timeout_s=cfg.dist_timeout)
             started_group = True
-    rank, world_size = _dist_world()
     try:
-        return _train_loop(cfg, dataset, device, rank, world_size, model, on_batch, on_epoch)
+        return _train_loop(cfg, dataset, plan, model, on_batch, on_epoch)
     except BaseException as e:
         # the traceback keeps _train_loop's frame, and with it the DDP model, alive: clear it so
         # the model is freed while the process group still exists (see the finally below)
@@ -212,35 +229,29 @@ def _train_rank(cfg: TrainConfig, dataset=None, model=None, on_batch=None, on_ep
             shutdown()
 
 
-def _train_loop(cfg: TrainConfig, dataset, device: str, rank: int, world_size: int, model=None,
-                on_batch=None, on_epoch=None) -> TrainResult:
+def _train_loop(cfg: TrainConfig, dataset, plan, model=None, on_batch=None,
+                on_epoch=None) -> TrainResult:
     import torch
 
+    rank, world_size = _dist_world()
     say = _say(cfg) if rank == 0 else (lambda msg: None)
-    if device.startswith("cuda"):
-        from . import _cuda, cuda_alloc
+    device = plan.device
+    if plan.on_gpu:
+        from . import cuda_alloc
 
         cuda_alloc.start_cuda()  # the allocator setting first, then CUDA
-        if world_size > 1:
-            # one GPU per rank (NCCL); gloo ranks may share: local rank modulo the GPUs
-            local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-            device = f"cuda:{local_rank % _cuda.device_count()}"
-            torch.cuda.set_device(torch.device(device))
+        torch.cuda.set_device(torch.device(device))
 
     pre = _preflight(cfg, dataset, device, verbose=rank == 0)
     dataset = pre.dataset
-    graph, feat, labels = _data_for_rank(dataset, cfg, world_size, device)
-    from .loader import place
-
-    placed = place(graph, {"feat": feat, "label": labels}, list(cfg.fanouts), mode=cfg.mode,
-                   device=device, replace=cfg.replace, seed=cfg.seed,
-                   ranks_per_machine=int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
+    placed = plan.prepare(dataset, list(cfg.fanouts), replace=cfg.replace, seed=cfg.seed)
     device = str(placed.device)
+    feat = placed.features["feat"]
     say(f"graphfeed: placement {placed.placement.reason}")
     train_ids, valid_ids, test_ids = pre.splits
     say(
-        f"graphfeed train: dataset {dataset.name} ({graph.num_nodes:,} nodes, "
-        f"{graph.num_edges:,} edges, {pre.in_dim} features ({str(feat.dtype).replace('torch.', '')}), "
+        f"graphfeed train: dataset {dataset.name} ({dataset.num_nodes:,} nodes, "
+        f"{dataset.num_edges:,} edges, {pre.in_dim} features ({str(feat.dtype).replace('torch.', '')}), "
         f"{pre.num_classes} classes; train/valid/test {len(train_ids):,}/{len(valid_ids):,}/"
         f"{len(test_ids):,}); model {cfg.model}, fanouts {list(cfg.fanouts)}, eval fanouts "
         f"{list(pre.eval_plan.fanouts)} in batches of {pre.eval_plan.batch_size}, batch "
@@ -325,23 +336,3 @@ def check_run(cfg: TrainConfig, *, dataset=None) -> dict:
         "fanouts": list(cfg.fanouts), "eval_fanouts": list(pre.eval_plan.fanouts),
         "eval_batch_size": pre.eval_plan.batch_size,
     }
-
-
-# ---------------------------------------------------------------------------- data + placement
-def _data_for_rank(dataset, cfg: TrainConfig, world_size: int, device: str):
-    """The graph, input feature and label feature this process reads from."""
-    target = getattr(dataset, "target", "label")
-    if world_size > 1:
-        from .distributed import World, share_dataset
-
-        # pinnable: segments that a pinned-cuda placement can page-lock in place (one copy per
-        # machine; each rank registers the same pages)
-        shared = share_dataset(dataset, World.from_env(), features=cfg.features,
-                               private_copy=cfg.private_copy, cache_size=cfg.cache_size,
-                               cache_policy=cfg.cache_policy,
-                               pinnable=device.startswith("cuda"))
-        return shared.graph, shared.features["feat"], shared.features[target]
-    feat = dataset.node_feature("feat", backend=cfg.features, cache_size=cfg.cache_size,
-                                cache_policy=cfg.cache_policy)
-    labels = dataset.node_feature(target, backend="ram")
-    return dataset.graph, feat, labels

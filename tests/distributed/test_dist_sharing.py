@@ -98,5 +98,5 @@ def test_unknown_backend_is_rejected(tiny_path):
     from graphfeed.datasets.format import Dataset
     from graphfeed.errors import GraphfeedError
 
-    with pytest.raises(GraphfeedError, match="unknown features backend"):
+    with pytest.raises(GraphfeedError, match="unknown feature backend"):
         share_dataset(Dataset.open(tiny_path), World(), features="nvme")

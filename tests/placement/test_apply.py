@@ -77,7 +77,7 @@ def test_cpu_sampling_modes_use_the_numba_sampler(graph, features, mode, device)
     from graphfeed.sampling.neighbor import NeighborSampler
 
     placed = apply_placement(Placement(mode, "test", device), graph, features, FANOUTS,
-                             replace=True, seed=7, num_threads=1)
+                             replace=True, seed=7)
     assert isinstance(placed.sampler, NeighborSampler)
     assert placed.sampler.fanouts == FANOUTS and placed.sampler.replace and placed.sampler.seed == 7
     # features are untouched: the loader reads (and for cpu-cuda copies) them
@@ -111,15 +111,15 @@ def test_estimate_bytes(graph, features):
 
 # --------------------------------------------------- the GPU paths' logic, run on a CPU device
 def test_cuda_cuda_path_logic_on_cpu(graph, features, monkeypatch):
-    """``_cuda_cuda`` with device=cpu: the torch sampler over the graph, every feature copied
-    into an InMemoryFeature (chunked for a feature that is not one tensor)."""
+    """cuda-cuda's spec built with device=cpu: the torch sampler over the graph, every feature
+    copied into an InMemoryFeature (chunked for a feature that is not one tensor)."""
     from graphfeed.sampling.torch_sampler import TorchNeighborSampler
 
     monkeypatch.setattr(apply, "_CHUNK_BYTES", 3 * 4 * 16)  # 3 rows of 16 floats per chunk
     rows = RowsFeature(graph.num_nodes, 16)
     feats = dict(features, rows=rows)
     p = Placement("cuda-cuda", "test", "cpu")
-    placed = apply._cuda_cuda(p, graph, feats, FANOUTS, torch.device("cpu"), False, 3)
+    placed = apply._build(p, graph, feats, FANOUTS, replace=False, seed=3)
     assert isinstance(placed.sampler, TorchNeighborSampler)
     assert placed.sampler.fanouts == FANOUTS and placed.sampler.seed == 3
     for name, f in feats.items():
@@ -131,8 +131,9 @@ def test_cuda_cuda_path_logic_on_cpu(graph, features, monkeypatch):
 
 
 def test_pinned_cuda_path_logic_on_cpu(graph, features, monkeypatch):
-    """``_pinned_cuda`` with pinning replaced by recorders: the graph arrays and every feature's
-    rows are pinned (disk-like features read into RAM first) and viewed through ``uva_tensor``."""
+    """pinned-cuda's spec built with pinning replaced by recorders: the graph arrays and every
+    feature's rows are pinned (disk-like features read into RAM first) and viewed through
+    ``uva_tensor``."""
     import graphfeed._pinning as pinned
 
     pinned_ptrs, viewed = [], []
@@ -147,16 +148,17 @@ def test_pinned_cuda_path_logic_on_cpu(graph, features, monkeypatch):
 
     monkeypatch.setattr(pinned, "pin_tensor", fake_pin)
     monkeypatch.setattr(pinned, "uva_tensor", fake_uva)
+    monkeypatch.setattr(pinned, "cuda_available", lambda: True)  # CSCGraph.pin_memory asks
     rows = RowsFeature(graph.num_nodes, 4)
     feats = dict(features, rows=rows)
     p = Placement("pinned-cuda", "test", "cpu")
-    placed = apply._pinned_cuda(p, graph, feats, FANOUTS, torch.device("cpu"), True, 1)
+    placed = apply._build(p, graph, feats, FANOUTS, replace=True, seed=1)
     indptr, indices = graph.tensors("cpu")
     # the graph is pinned without a copy (views of its arrays), and in-memory features too
     assert indptr.data_ptr() in pinned_ptrs and indices.data_ptr() in pinned_ptrs
     assert features["feat"].data.data_ptr() in pinned_ptrs
     assert len(pinned_ptrs) == len(viewed) == 2 + len(feats)
-    assert len(placed.keep_alive) == len(pinned_ptrs)
+    assert len(placed.keep_alive) == len(feats)  # the sampler keeps the pinned graph alive itself
     assert placed.sampler.indptr.data_ptr() == indptr.data_ptr()
     assert torch.equal(placed.features["rows"].data, rows.read(torch.arange(graph.num_nodes)))
     seeds = [2, 8]

@@ -100,7 +100,7 @@ def test_reason_of_the_issue_example_has_the_numbers():
 def test_no_cuda_reason():
     p = plan_placement(GB, GB, cpu_box())
     assert p.reason == "no CUDA device: cpu-cpu"
-    assert not p.uses_cuda and p.sampling_device == "cpu" and p.feature_location == "cpu"
+    assert not p.uses_cuda and p.sampling_device == "cpu" and p.spec.features == "host"
 
 
 def test_reason_counts_ranks_sharing_a_gpu():
@@ -121,11 +121,11 @@ def test_headroom_and_workspace_are_used():
 def test_properties_per_mode():
     hw = gpu_box()
     p = plan_placement(GB, 3 * GB, hw)
-    assert (p.mode, p.sampling_device, p.feature_location) == ("cuda-cuda", "cuda:0", "cuda")
+    assert (p.mode, p.sampling_device, p.spec.features) == ("cuda-cuda", "cuda:0", "device")
     p = plan_placement(GB, 38 * GB, hw)
-    assert (p.mode, p.sampling_device, p.feature_location) == ("pinned-cuda", "cuda:0", "pinned")
+    assert (p.mode, p.sampling_device, p.spec.features) == ("pinned-cuda", "cuda:0", "pinned")
     p = plan_placement(GB, 200 * GB, hw)
-    assert (p.mode, p.sampling_device, p.feature_location) == ("cpu-cuda", "cpu", "cpu")
+    assert (p.mode, p.sampling_device, p.spec.features) == ("cpu-cuda", "cpu", "host")
     assert p.uses_cuda
     assert str(p).startswith("cpu-cuda on cuda:0: ")
 
@@ -142,7 +142,7 @@ def test_unknown_mode_lists_valid_ones():
         plan_placement(GB, GB, gpu_box(), requested="gpu")
     msg = str(e.value)
     assert "'gpu'" in msg
-    for m in ("auto",) + MODES:
+    for m in ("auto",) + MODES.names():
         assert m in msg
 
 

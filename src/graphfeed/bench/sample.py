@@ -176,7 +176,7 @@ def bench_sample(
     """
     import torch
 
-    from ..loader import place
+    from ..placement.plan import place
     from ..sampling.neighbor import NeighborSampler
 
     ids = _seed_batches(data.seed_pool, batch_size, num_batches + warmup, seed)

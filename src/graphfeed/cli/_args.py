@@ -115,3 +115,28 @@ def size_range(lo: int, hi: int, what: str, limits: str):
         return v
 
     return parse
+
+
+#: how every size flag reads its value (one convention, :func:`graphfeed._units.parse_size`)
+SIZE_UNITS = "kB/MB/GB are powers of 1000, KiB/MiB/GiB powers of 1024"
+
+
+def feature_backends() -> list[str]:
+    """``--features`` choices: the feature backend registry's names."""
+    from ..features.registry import BACKENDS
+
+    return list(BACKENDS.names())
+
+
+def placement_modes() -> list[str]:
+    """``--mode`` choices: ``auto`` and the placement mode registry's names."""
+    from ..placement.modes import AUTO, MODES
+
+    return [AUTO, *MODES.names()]
+
+
+def cache_policies() -> list[str]:
+    """``--cache-policy`` choices."""
+    from ..features.cache import POLICIES
+
+    return sorted(POLICIES)

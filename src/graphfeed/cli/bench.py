@@ -35,11 +35,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     s.add_argument("--threads", type=_args.positive_int, default=2)
     s.add_argument("--prefetch", type=_args.positive_int, default=2)
     s.add_argument("--replace", action="store_true")
-    s.add_argument("--features", default="ram", choices=["ram", "disk", "lmdb", "none"])
-    s.add_argument("--cache-size", type=_args.size, default=0)
-    s.add_argument("--cache-policy", default="sieve")
-    s.add_argument("--mode", default="cpu-cpu",
-                   choices=["auto", "cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"],
+    s.add_argument("--features", default="ram", choices=[*_args.feature_backends(), "none"])
+    s.add_argument("--cache-size", type=_args.size, default=0, help=f"({_args.SIZE_UNITS}) [0]")
+    s.add_argument("--cache-policy", default="sieve", choices=_args.cache_policies())
+    s.add_argument("--mode", default="cpu-cpu", choices=_args.placement_modes(),
                    help="placement, as in graphfeed train [cpu-cpu]")
     s.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N [auto]")
     s.add_argument("--baselines", action="store_true",

@@ -41,14 +41,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="stop after this many epochs without a better validation main metric [0: never]")
     p.add_argument("--replace", action="store_true", help="sample neighbours with replacement")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N [auto]")
-    p.add_argument("--mode", default="auto",
-                   choices=["auto", "cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"],
+    p.add_argument("--mode", default="auto", choices=_args.placement_modes(),
                    help="where the graph and features live and where sampling runs [auto]")
-    p.add_argument("--features", default="ram", choices=["ram", "disk", "lmdb"],
+    p.add_argument("--features", default="ram", choices=_args.feature_backends(),
                    help="feature store backend [ram]")
     p.add_argument("--cache-size", type=_args.size, default=0,
-                   help="CPU cache in front of disk/lmdb features, e.g. 512MB [0]")
-    p.add_argument("--cache-policy", default="sieve", help="cache policy (sieve, s3fifo, lru, clock)")
+                   help=f"CPU cache in front of disk/lmdb features, e.g. 512MB ({_args.SIZE_UNITS}) [0]")
+    p.add_argument("--cache-policy", default="sieve", choices=_args.cache_policies(),
+                   help="cache policy [sieve]")
     p.add_argument("--threads", type=_args.int_range(1, C.MAX_THREADS), default=2,
                    help="loader threads sampling and fetching batches in parallel [2]")
     p.add_argument("--prefetch", type=_args.int_range(1, C.MAX_PREFETCH), default=2,

@@ -44,7 +44,7 @@ for _name in (
     "graphfeed.datasets.format",
     "graphfeed.datasets.synthetic",
     "graphfeed.placement.apply",
-    "graphfeed.loader.nodes",
+    "graphfeed.placement.plan",
     "graphfeed.features.registry",
     "graphfeed.distributed.sharing",
 ):

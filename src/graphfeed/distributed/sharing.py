@@ -35,8 +35,6 @@ from .world import World, is_initialized
 
 __all__ = ["run_id", "share_arrays", "share_dataset", "SharedDataset", "is_file_backed"]
 
-FEATURE_BACKENDS = ("ram", "disk", "lmdb")
-
 _run_id: Optional[str] = None
 
 
@@ -243,8 +241,9 @@ def share_dataset(
     from ..features.memory import InMemoryFeature
     from ..graph.csc import CSCGraph
 
-    if features not in FEATURE_BACKENDS:
-        raise GraphfeedError(f"unknown features backend {features!r}; choose one of {FEATURE_BACKENDS}")
+    from ..features.registry import BACKENDS
+
+    BACKENDS.check(features)
     world = World.from_env() if world is None else world
     sharing = world.is_distributed and world.local_world_size > 1 and not private_copy
     placement: Dict[str, str] = {}

@@ -11,7 +11,12 @@ from .._units import parse_size
 from ..errors import DatasetError, GraphfeedError
 from .base import Feature
 
-BACKENDS = ("ram", "disk", "lmdb")
+from .._registry import Registry
+
+BACKENDS = Registry("feature backend")  # TEMPORARY on main: the features branch fills the targets
+BACKENDS.add("ram", "graphfeed.features.memory:InMemoryFeature")
+BACKENDS.add("disk", "graphfeed.features.disk:DiskFeature")
+BACKENDS.add("lmdb", "graphfeed.features.lmdb_store:LMDBFeature")
 
 __all__ = ["BACKENDS", "open_feature", "parse_size", "lmdb_path_for"]
 
@@ -81,7 +86,7 @@ def open_feature(
     path = Path(npy_path)
     name = str(backend).lower()
     if name not in BACKENDS:
-        raise GraphfeedError(f"unknown feature backend {backend!r}; valid backends: {', '.join(BACKENDS)}")
+        raise GraphfeedError(f"unknown feature backend {backend!r}; valid backends: {', '.join(BACKENDS.names())}")
     cache_bytes = parse_size(cache_size)
     if name == "ram":
         from .._io import load_npy

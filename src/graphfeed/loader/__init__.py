@@ -16,8 +16,6 @@ _EXPORTS = {
     "DataLoader": ".dataloader",
     "GraphfeedWarning": ".base",
     "LoaderStats": ".base",
-    "place": ".nodes",
-    "node_loader": ".nodes",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -30,4 +28,3 @@ if TYPE_CHECKING:  # pragma: no cover
     from .base import GraphfeedWarning, LoaderStats
     from .dataloader import DataLoader
     from .item_sampler import ItemSampler, SeedBatch
-    from .nodes import node_loader, place

@@ -1,5 +1,9 @@
 """Placement: where the graph and features live and where sampling runs.
 
+- :class:`DataPlan` (:mod:`.plan`): the frozen choices of one process (feature backend, cache,
+  mode, device, world) and the pipeline open -> share -> place; :func:`place` and
+  :func:`node_loader` are its one-call forms for loaded objects,
+- ``MODES`` (:mod:`.modes`): the placement modes, a registry of :class:`ModeSpec`,
 - :func:`detect_hardware` -> :class:`Hardware` (host/GPU memory, ranks per machine),
 - :func:`plan_placement` -> :class:`Placement` (``mode``, ``reason``, ``device``),
 - :func:`apply_placement` -> :class:`PlacedData` (sampler and features ready for the loader),
@@ -16,26 +20,27 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 from .hardware import Hardware, detect_hardware
+from .modes import AUTO, MODES, ModeSpec, mode_spec, validate_mode
 from .planner import (
-    AUTO,
     DEFAULT_HEADROOM,
     DEFAULT_SAMPLING_WORKSPACE,
-    MODES,
     Placement,
     PlacementWarning,
     plan_placement,
-    validate_mode,
 )
 from .workers import NumWorkersWarning, num_workers_message, warn_num_workers
 
-_LAZY = {"apply_placement": ".apply", "PlacedData": ".apply", "estimate_bytes": ".apply"}
+_LAZY = {"apply_placement": ".apply", "PlacedData": ".apply", "estimate_bytes": ".apply",
+         "DataPlan": ".plan", "place": ".plan", "node_loader": ".plan"}
 
 __all__ = [
     "AUTO",
+    "DataPlan",
     "DEFAULT_HEADROOM",
     "DEFAULT_SAMPLING_WORKSPACE",
     "MODES",
     "Hardware",
+    "ModeSpec",
     "NumWorkersWarning",
     "PlacedData",
     "Placement",
@@ -43,6 +48,9 @@ __all__ = [
     "apply_placement",
     "detect_hardware",
     "estimate_bytes",
+    "mode_spec",
+    "node_loader",
+    "place",
     "num_workers_message",
     "plan_placement",
     "validate_mode",
@@ -55,3 +63,4 @@ __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .apply import PlacedData, apply_placement, estimate_bytes
+    from .plan import DataPlan, node_loader, place

@@ -1,5 +1,9 @@
 """Put the graph and features where a :class:`Placement` says, and build the matching sampler.
 
+Every mode is built the same way from its :class:`~graphfeed.placement.modes.ModeSpec`: the
+sampler by name through ``graphfeed.sampling.build_sampler`` (the graph pinned or copied as the
+spec says), each feature left on the host, pinned and viewed through UVA, or copied to the GPU.
+
 =============  =====================================  ==========================================
 mode           sampler                                features
 =============  =====================================  ==========================================
@@ -16,7 +20,7 @@ cuda-cuda      ``TorchNeighborSampler`` on the GPU    copied to GPU memory
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import torch
 
@@ -24,6 +28,8 @@ from ..errors import GraphfeedError
 from ..features.base import Feature
 from ..features.memory import InMemoryFeature
 from ..graph.csc import CSCGraph
+from ..sampling.base import Sampler
+from .modes import ModeSpec
 from .planner import Placement
 
 __all__ = ["PlacedData", "apply_placement", "estimate_bytes"]
@@ -45,7 +51,7 @@ class PlacedData:
     """
 
     placement: Placement
-    sampler: Any
+    sampler: Sampler
     features: dict[str, Feature]
     device: torch.device
     keep_alive: list = field(default_factory=list, repr=False)
@@ -72,11 +78,9 @@ def apply_placement(
     *,
     replace: bool = False,
     seed: int = 0,
-    num_threads: int = 1,
 ) -> PlacedData:
     """Build the sampler and place the features for ``placement`` (see the module table).
 
-    ``num_threads`` is the CPU sampler's intra-batch parallelism (cpu-* modes).
     Costs: cpu-* modes copy nothing. cuda-cuda copies graph and features to the GPU once.
     pinned-cuda pins the graph and in-memory features in place where possible (features on
     disk or in LMDB are first read into RAM, in chunks of about 256 MB).
@@ -91,33 +95,54 @@ def apply_placement(
             raise GraphfeedError(
                 f"features[{name!r}] must be a graphfeed Feature, got {type(f).__name__}"
             )
+    spec: ModeSpec = placement.spec
     device = torch.device(placement.device)
+    if spec.samples_on_device or spec.features != "host":
+        if device.type != "cuda":
+            raise GraphfeedError(f"placement {placement.mode} needs a CUDA device, got {device}")
+        from .. import _cuda
 
-    if placement.mode in ("cpu-cpu", "cpu-cuda"):
-        from ..sampling.neighbor import NeighborSampler
+        if not _cuda.cuda_available():
+            raise GraphfeedError(
+                f"placement {placement.mode} needs CUDA, but no CUDA device is visible"
+            )
+        from ..cuda_alloc import configure_cuda_allocator
 
-        sampler = NeighborSampler(
-            graph, fanouts, replace=replace, seed=seed, num_threads=num_threads
-        )
-        return PlacedData(placement, sampler, feats, device)
+        configure_cuda_allocator()  # before the first allocation below
+    return _build(placement, graph, feats, fanouts, replace=replace, seed=seed)
 
-    if device.type != "cuda":
-        raise GraphfeedError(f"placement {placement.mode} needs a CUDA device, got {device}")
-    from .. import _cuda
 
-    if not _cuda.cuda_available():
-        raise GraphfeedError(
-            f"placement {placement.mode} needs CUDA, but no CUDA device is visible"
-        )
-    from ..cuda_alloc import configure_cuda_allocator
+def _build(placement: Placement, graph: CSCGraph, feats: dict, fanouts, *, replace: bool,
+           seed: int) -> PlacedData:
+    """The sampler and features of ``placement``'s spec (no device checks: tests run the GPU
+    modes' logic with a CPU device through this)."""
+    from ..sampling import build_sampler
 
-    configure_cuda_allocator()  # before the first allocation below
-    if placement.mode == "cuda-cuda":
-        return _cuda_cuda(placement, graph, feats, fanouts, device, replace, seed)
-    return _pinned_cuda(placement, graph, feats, fanouts, device, replace, seed)
+    spec: ModeSpec = placement.spec
+    device = torch.device(placement.device)
+    sampler = build_sampler(spec.sampler, graph, fanouts,
+                            device=torch.device(placement.sampling_device),
+                            replace=replace, seed=seed, uva=spec.graph == "pinned")
+    keep: list = []
+    placed = {name: _place_feature(f, spec.features, device, keep) for name, f in feats.items()}
+    return PlacedData(placement, sampler, placed, device, keep_alive=keep)
 
 
 # ---------------------------------------------------------------------- helpers
+def _place_feature(feat: Feature, location: str, device: torch.device, keep: list) -> Feature:
+    """``feat`` where ``location`` says: as it is (``host``), pinned host rows seen through a UVA
+    view (``pinned``; the pinned tensor goes to ``keep``), or a copy in GPU memory (``device``)."""
+    if location == "host":
+        return feat
+    if location == "device":
+        return InMemoryFeature(_to_device(feat, device))
+    from .._pinning import pin_tensor, uva_tensor
+
+    pinned = pin_tensor(_host_tensor(feat))
+    keep.append(pinned)
+    return InMemoryFeature(uva_tensor(pinned, device))
+
+
 def _rows_per_chunk(feat: Feature) -> int:
     return max(1, _CHUNK_BYTES // max(1, feat.row_nbytes))
 
@@ -131,27 +156,9 @@ def _data_tensor(feat: Feature) -> Optional[torch.Tensor]:
     return None
 
 
-def _host_tensor(feat: Feature) -> torch.Tensor:
-    """All rows of ``feat`` as one contiguous CPU tensor: the feature's own tensor when it is
-    in memory, else read in chunks (disk, LMDB)."""
-    data = _data_tensor(feat)
-    if data is not None and data.device.type == "cpu":
-        return data.contiguous()
-    out = torch.empty(feat.shape, dtype=feat.dtype)
-    step = _rows_per_chunk(feat)
-    for lo in range(0, feat.num_rows, step):
-        hi = min(feat.num_rows, lo + step)
-        out[lo:hi] = feat.read(torch.arange(lo, hi), check=False).cpu()
-    return out
-
-
-def _to_device(feat: Feature, device: torch.device) -> torch.Tensor:
-    """All rows of ``feat`` in a new tensor on ``device`` (chunked for non-memory features, so
-    host memory stays bounded)."""
-    data = _data_tensor(feat)
-    if data is not None:
-        return data.to(device)
-    out = torch.empty(feat.shape, dtype=feat.dtype, device=device)
+def _copy_rows(feat: Feature, out: torch.Tensor) -> torch.Tensor:
+    """All rows of ``feat`` into ``out`` in chunks of about 256 MB (disk, LMDB: host memory
+    stays bounded)."""
     step = _rows_per_chunk(feat)
     for lo in range(0, feat.num_rows, step):
         hi = min(feat.num_rows, lo + step)
@@ -159,45 +166,18 @@ def _to_device(feat: Feature, device: torch.device) -> torch.Tensor:
     return out
 
 
-def _torch_sampler_cls():
-    try:
-        from ..sampling.torch_sampler import TorchNeighborSampler
-    except ImportError as e:  # the GPU sampler ships separately
-        raise GraphfeedError(
-            "the CUDA placement modes need graphfeed.sampling.torch_sampler.TorchNeighborSampler, "
-            f"which could not be imported ({e}); use mode 'cpu-cuda'"
-        ) from e
-    return TorchNeighborSampler
+def _host_tensor(feat: Feature) -> torch.Tensor:
+    """All rows of ``feat`` as one contiguous CPU tensor: the feature's own tensor when it is
+    in memory, else read in chunks (disk, LMDB)."""
+    data = _data_tensor(feat)
+    if data is not None and data.device.type == "cpu":
+        return data.contiguous()
+    return _copy_rows(feat, torch.empty(feat.shape, dtype=feat.dtype))
 
 
-def _cuda_cuda(placement, graph, feats, fanouts, device, replace, seed) -> PlacedData:
-    cls = _torch_sampler_cls()
-    sampler = cls.from_graph(graph, fanouts, device=device, replace=replace, seed=seed)
-    placed = {name: InMemoryFeature(_to_device(f, device)) for name, f in feats.items()}
-    return PlacedData(placement, sampler, placed, device)
-
-
-def _pinned_cuda(placement, graph, feats, fanouts, device, replace, seed) -> PlacedData:
-    try:
-        from .._pinning import pin_tensor, uva_tensor
-    except ImportError as e:
-        raise GraphfeedError(
-            "placement pinned-cuda needs graphfeed._pinning (pin_tensor, uva_tensor), "
-            f"which could not be imported ({e}); use mode 'cpu-cuda' or 'cuda-cuda'"
-        ) from e
-    cls = _torch_sampler_cls()
-    keep: list = []
-
-    def uva(t: torch.Tensor) -> torch.Tensor:
-        pinned = pin_tensor(t)
-        keep.append(pinned)
-        return uva_tensor(pinned, device)
-
-    # Views of the graph's arrays (no copy); pinned in place where CUDA allows it, else pinned
-    # copies kept alive by the result. A graph pinned earlier (CSCGraph.pin_memory) is reused.
-    indptr, indices = graph.tensors("cpu")
-    sampler = cls(
-        uva(indptr.contiguous()), uva(indices.contiguous()), fanouts, replace=replace, seed=seed
-    )
-    placed = {name: InMemoryFeature(uva(_host_tensor(f))) for name, f in feats.items()}
-    return PlacedData(placement, sampler, placed, device, keep_alive=keep)
+def _to_device(feat: Feature, device: torch.device) -> torch.Tensor:
+    """All rows of ``feat`` in a new tensor on ``device``."""
+    data = _data_tensor(feat)
+    if data is not None:
+        return data.to(device)
+    return _copy_rows(feat, torch.empty(feat.shape, dtype=feat.dtype, device=device))

@@ -32,14 +32,15 @@ a ``PlacementWarning`` (the user knows their model's footprint better than the p
 from __future__ import annotations
 
 import logging
-import operator
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from .._checks import check_float, check_int
 from .._units import format_bytes
 from ..errors import GraphfeedError
 from .hardware import Hardware
+from .modes import AUTO, MODES, mode_spec, validate_mode
 
 __all__ = [
     "MODES",
@@ -54,8 +55,6 @@ __all__ = [
 
 log = logging.getLogger("graphfeed.placement")
 
-MODES = ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda")
-AUTO = "auto"
 DEFAULT_HEADROOM = 0.7
 #: GPU memory one rank needs beyond the data: sampled ids, per-batch maps, gathered features.
 DEFAULT_SAMPLING_WORKSPACE = 1 << 30
@@ -80,51 +79,24 @@ class Placement:
     details: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.mode not in MODES:
-            raise GraphfeedError(
-                f"a Placement's mode must be one of {', '.join(MODES)}, got {self.mode!r}"
-            )
+        MODES.check(self.mode)
+
+    @property
+    def spec(self):
+        """The mode's :class:`~graphfeed.placement.modes.ModeSpec` (sampler, locations)."""
+        return mode_spec(self.mode)
 
     @property
     def uses_cuda(self) -> bool:
-        return self.mode != "cpu-cpu"
+        return self.spec.uses_cuda
 
     @property
     def sampling_device(self) -> str:
         """Where neighbour sampling runs: ``"cpu"`` or the CUDA device."""
-        return self.device if self.mode in ("pinned-cuda", "cuda-cuda") else "cpu"
-
-    @property
-    def feature_location(self) -> str:
-        """``"cpu"`` (RAM, memory map, disk or LMDB), ``"pinned"`` (host, read by the GPU) or
-        ``"cuda"``."""
-        return {"cpu-cpu": "cpu", "cpu-cuda": "cpu", "pinned-cuda": "pinned"}.get(self.mode, "cuda")
+        return self.device if self.spec.samples_on_device else "cpu"
 
     def __str__(self) -> str:
         return f"{self.mode} on {self.device}: {self.reason}"
-
-
-def validate_mode(mode: str) -> str:
-    """Normalise a mode name (``"CUDA_CUDA"`` -> ``"cuda-cuda"``); ``GraphfeedError`` listing the
-    valid names when unknown."""
-    if not isinstance(mode, str):
-        raise GraphfeedError(f"placement mode must be a string, got {type(mode).__name__}")
-    m = mode.strip().lower().replace("_", "-")
-    if m != AUTO and m not in MODES:
-        raise GraphfeedError(
-            f"unknown placement mode {mode!r}; valid modes: {', '.join((AUTO,) + MODES)}"
-        )
-    return m
-
-
-def _check_size(name: str, v) -> int:
-    try:
-        n = None if isinstance(v, bool) else operator.index(v)  # ints, numpy integers
-    except TypeError:
-        n = None
-    if n is None or n < 0:
-        raise GraphfeedError(f"{name} must be an int >= 0 (bytes), got {v!r}")
-    return n
 
 
 def plan_placement(
@@ -145,12 +117,10 @@ def plan_placement(
     the data. The decision and its reason are logged on ``graphfeed.placement`` (INFO).
     """
     requested = validate_mode(requested)
-    graph_bytes = _check_size("graph_bytes", graph_bytes)
-    feature_bytes = _check_size("feature_bytes", feature_bytes)
-    workspace = _check_size("sampling_workspace_bytes", sampling_workspace_bytes)
-    if not isinstance(headroom, (int, float)) or not 0.0 < float(headroom) <= 1.0:
-        raise GraphfeedError(f"headroom must be in (0, 1], got {headroom!r}")
-    headroom = float(headroom)
+    graph_bytes = check_int("graph_bytes", graph_bytes, 0)
+    feature_bytes = check_int("feature_bytes", feature_bytes, 0)
+    workspace = check_int("sampling_workspace_bytes", sampling_workspace_bytes, 0)
+    headroom = check_float("headroom", headroom, 0.0, 1.0, lo_open=True)
 
     n = _Numbers.compute(graph_bytes, feature_bytes, workspace, hw, headroom)
     if requested != AUTO:

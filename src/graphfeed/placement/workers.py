@@ -13,7 +13,7 @@ import warnings
 from typing import Optional
 
 from ..errors import GraphfeedWarning
-from .planner import MODES, validate_mode
+from .modes import AUTO, mode_spec, validate_mode
 
 __all__ = ["NumWorkersWarning", "num_workers_message", "warn_num_workers"]
 
@@ -30,7 +30,7 @@ def num_workers_message(
     parallelism setting)."""
     mode = validate_mode(mode)
     asked = f"num_workers={num_workers}" if num_workers is not None else "num_workers"
-    if mode in MODES and mode != "cpu-cpu":
+    if mode != AUTO and mode_spec(mode).uses_cuda:
         return (
             f"graphfeed: {asked} is not needed and is ignored in {mode} mode. graphfeed's loader "
             "runs sampling and feature reads in threads of this process (its numba and torch "

@@ -4,11 +4,11 @@ touched or memory allocated (bad values raise ``GraphfeedError`` naming the fiel
 from __future__ import annotations
 
 import dataclasses
-import math
-import operator
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from .._checks import check_float as _float
+from .._checks import check_int as _int
 from ..errors import GraphfeedError
 
 #: model names accepted by ``--model`` (see ``graphfeed.models.build_model``)
@@ -30,31 +30,6 @@ DIST_BACKENDS = ("auto", "gloo", "nccl")
 #: ``--runs`` derives run k's seed as ``seed + k``; keep it in range
 PREDICT_NODES = ("test", "all")
 HUMAN_OUTPUTS = ("stdout", "stderr")
-
-
-def _int(name: str, value, lo: int, hi: Optional[int] = None) -> int:
-    if isinstance(value, bool):
-        raise GraphfeedError(f"{name} must be an integer, got {value!r}")
-    try:
-        v = operator.index(value)
-    except TypeError:
-        raise GraphfeedError(f"{name} must be an integer, got {value!r}") from None
-    if v < lo or (hi is not None and v > hi):
-        bound = f">= {lo}" if hi is None else f"between {lo} and {hi}"
-        raise GraphfeedError(f"{name} must be an integer {bound}, got {v}")
-    return int(v)
-
-
-def _float(name: str, value, lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise GraphfeedError(f"{name} must be a number, got {value!r}") from None
-    ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
-    if not ok:
-        left, right = "(" if lo_open else "[", ")" if hi_open else "]"
-        raise GraphfeedError(f"{name} must be a finite number in {left}{lo:g}, {hi:g}{right}, got {value!r}")
-    return v
 
 
 def check_fanouts(name: str, fanouts) -> tuple[int, ...]:
@@ -161,8 +136,9 @@ class TrainConfig:
                 f"dist_backend must be one of {', '.join(DIST_BACKENDS)}, got {self.dist_backend!r}")
         if self.split is not None:
             self.split = _int("split", self.split, 0, 10**6)
-        if self.features not in ("ram", "disk", "lmdb"):
-            raise GraphfeedError(f"features must be ram, disk or lmdb, got {self.features!r}")
+        from ..features.registry import BACKENDS
+
+        BACKENDS.check(self.features)
         self.cache_size = _int("cache_size", self.cache_size, 0)
         if self.cache_size and self.features == "ram":
             raise GraphfeedError(

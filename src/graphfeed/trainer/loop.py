@@ -118,7 +118,7 @@ def run(setup: RunSetup, model_factory=None, *, on_batch=None, on_epoch=None) ->
     import torch
     import torch.nn.functional as F
 
-    from ..loader.nodes import node_loader
+    from ..placement.plan import node_loader
     from ..models import build_model
 
     cfg, placed, device, rank, world = setup.cfg, setup.placed, setup.device, setup.rank, setup.world_size

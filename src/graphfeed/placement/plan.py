@@ -1,0 +1,207 @@
+"""The data plan: one frozen answer to "where does the data live", and the one pipeline that
+carries it out, **open -> share -> place**.
+
+:meth:`DataPlan.resolve` checks every choice once (feature backend, cache size and policy,
+placement mode, device, the process's place in the world) and freezes it. Then:
+
+1. **decide** (:meth:`DataPlan.decide`): the placement mode, from the data's sizes and the
+   hardware when the plan says ``auto`` (``graphfeed.placement.plan_placement``), before any
+   data is read;
+2. **open and share** (:meth:`DataPlan.open`): the graph and the node features on the plan's
+   backend; with several ranks on a machine, one shared copy per machine
+   (``graphfeed.distributed.share_dataset``), mapped so that a pinned placement can page-lock it
+   in place;
+3. **place** (:meth:`DataPlan.place`): graph and features where the mode's spec says, and its
+   sampler (``graphfeed.placement.apply_placement``).
+
+:meth:`DataPlan.prepare` runs all three on a dataset. ``graphfeed.place(graph, features, ...)``
+and training both go through here, so no other module decides where data lives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Mapping, Optional, Sequence
+
+from .._units import parse_size
+from ..errors import GraphfeedError
+from .modes import AUTO, mode_spec, validate_mode
+
+__all__ = ["DataPlan", "place", "node_loader"]
+
+log = logging.getLogger("graphfeed.placement")
+
+
+@dataclasses.dataclass(frozen=True)
+class DataPlan:
+    """Where the data of one process lives; build it with :meth:`resolve`.
+
+    - ``features``: the node features' backend (``graphfeed.features.BACKENDS``); labels are
+      always in RAM.
+    - ``cache_size`` (bytes) and ``cache_policy``: a row cache in front of a ``disk``/``lmdb``
+      backend (0: none).
+    - ``mode``: a placement mode, or ``"auto"`` until :meth:`decide`.
+    - ``device``: where the model trains (``"cpu"`` or ``"cuda:N"``), resolved.
+    - ``world``: this process among the ranks (``graphfeed.distributed.World``).
+    - ``private_copy``: every rank loads its own copy (the comparison point for memory).
+    """
+
+    features: str = "ram"
+    cache_size: int = 0
+    cache_policy: str = "sieve"
+    mode: str = AUTO
+    device: str = "cpu"
+    world: object = None
+    private_copy: bool = False
+
+    @classmethod
+    def resolve(cls, *, features: str = "ram", cache_size=0, cache_policy: str = "sieve",
+                mode: str = AUTO, device: str = "auto", world=None,
+                private_copy: bool = False) -> "DataPlan":
+        """Check and freeze the choices. ``cache_size``: bytes or a size string (``"2GB"`` is
+        2*10**9 bytes, ``"2GiB"`` 2*2**30). ``device``: ``auto``/``cpu``/``cuda``/``cuda:N``
+        (``cuda`` under several ranks: the local rank's GPU); resolving it never starts CUDA.
+        ``world``: default from torchrun's variables."""
+        from .. import _cuda
+        from ..distributed.world import World
+        from ..features.cache import policy_code
+        from ..features.registry import BACKENDS
+
+        BACKENDS.check(features)
+        cache = parse_size(cache_size)
+        policy_code(cache_policy)
+        mode = validate_mode(mode)
+        if device == "auto" and mode == "cpu-cpu":
+            device = "cpu"
+        dev = str(_cuda.resolve_device(device))
+        if not dev.startswith("cuda") and mode != AUTO and mode_spec(mode).uses_cuda:
+            raise GraphfeedError(f"mode {mode!r} trains on a GPU, but the device is {dev!r}")
+        world = World.from_env() if world is None else world
+        return cls(features=features, cache_size=cache, cache_policy=cache_policy, mode=mode,
+                   device=dev, world=world, private_copy=bool(private_copy))
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.device.startswith("cuda")
+
+    # ------------------------------------------------------------------ 1. decide
+    def decide(self, graph_bytes: int, feature_bytes: int):
+        """The :class:`~graphfeed.placement.Placement` for data of these sizes: the plan's mode
+        checked against the hardware, or the automatic choice (with its reason)."""
+        from .hardware import detect_hardware
+        from .planner import plan_placement
+
+        hw = detect_hardware(ranks_per_machine=self.world.local_world_size, device=self.device)
+        placement = plan_placement(graph_bytes, feature_bytes, hw, requested=self.mode)
+        log.info("placement %s", placement.reason)
+        return placement
+
+    # ------------------------------------------------------------------ 2. open and share
+    def open(self, dataset, names: Sequence[str], *, pins_host: Optional[bool] = None):
+        """``(graph, {name: Feature})`` of ``dataset`` for this process: the features in
+        ``names`` on the plan's backend (the dataset's target labels always in RAM), shared once
+        per machine when several ranks run on it. ``pins_host``: whether the placement will
+        page-lock host memory (pinned-cuda); shared segments are then mapped so that every rank
+        can pin the one copy in place. Default: the plan's device is a GPU."""
+        target = getattr(dataset, "target", "label")
+        if self.world.world_size > 1 or self.private_copy:
+            from ..distributed import share_dataset
+
+            shared = share_dataset(dataset, self.world, features=self.features,
+                                   private_copy=self.private_copy, cache_size=self.cache_size,
+                                   cache_policy=self.cache_policy, feature_names=list(names),
+                                   pinnable=self.on_gpu if pins_host is None else pins_host)
+            return shared.graph, dict(shared.features)
+        feats = {}
+        for name in names:
+            backend = "ram" if name == target else self.features
+            feats[name] = dataset.node_feature(name, backend=backend, cache_size=self.cache_size,
+                                               cache_policy=self.cache_policy)
+        return dataset.graph, feats
+
+    # ------------------------------------------------------------------ 3. place
+    def place(self, graph, features: Mapping, fanouts: Sequence[int], *, replace: bool = False,
+              seed: int = 0, placement=None):
+        """Graph and features placed for training, with the mode's sampler: a
+        ``graphfeed.placement.PlacedData``. ``placement``: one :meth:`decide` already made (else
+        it is made here from the loaded objects' sizes)."""
+        from .apply import apply_placement, estimate_bytes
+
+        if placement is None:
+            placement = self.decide(*estimate_bytes(graph, features))
+        return apply_placement(placement, graph, features, fanouts, replace=replace, seed=seed)
+
+    def prepare(self, dataset, fanouts: Sequence[int], *, inputs: Sequence[str] = ("feat",),
+                replace: bool = False, seed: int = 0):
+        """Decide, open and share, place: ``dataset``'s graph, its input features ``inputs``
+        and its labels (under the name ``"label"``), ready for ``graphfeed.node_loader``."""
+        target = getattr(dataset, "target", "label")
+        names = list(dict.fromkeys([*inputs, target]))
+        sizes = (int(dataset.graph.nbytes),
+                 sum(int(dataset.features[n].nbytes) for n in names))
+        placement = self.decide(*sizes)
+        graph, feats = self.open(dataset, names, pins_host=placement.spec.features == "pinned"
+                                 or placement.spec.graph == "pinned")
+        loader_feats = {n: feats[n] for n in inputs}
+        loader_feats["label"] = feats[target]
+        return self.place(graph, loader_feats, fanouts, replace=replace, seed=seed,
+                          placement=placement)
+
+
+def place(graph, features: Mapping, fanouts: Sequence[int], *, mode: str = AUTO,
+          device: str = "auto", replace: bool = False, seed: int = 0,
+          ranks_per_machine: Optional[int] = None):
+    """Plan (``mode="auto"``: from data sizes, free host and GPU memory, ranks per machine) and
+    apply a placement of loaded objects; returns ``graphfeed.placement.PlacedData``
+    (``sampler``, ``features``, ``device``, ``placement`` with its human-readable ``reason``).
+    Place once, then build as many loaders (train, valid, test) over it as needed."""
+    from ..distributed.world import World
+
+    world = None
+    if ranks_per_machine is not None:
+        n = max(1, int(ranks_per_machine))
+        world = World(world_size=n, local_world_size=n)
+    plan = DataPlan.resolve(mode=mode, device=device, world=world)
+    return plan.place(graph, features, fanouts, replace=replace, seed=seed)
+
+
+def node_loader(
+    ids,
+    placed,
+    *,
+    batch_size: int = 1024,
+    shuffle: bool = True,
+    drop_last: bool = False,
+    seed: int = 0,
+    rank: int = 0,
+    world_size: int = 1,
+    feature_names: Union[Sequence[str], None] = ("feat",),
+    label_name: Optional[str] = "label",
+    num_threads: int = 2,
+    prefetch: int = 2,
+):
+    """A ``DataLoader`` over node ``ids`` for data placed by :func:`place`.
+
+    ``feature_names`` are read at each batch's ``input_nodes``, ``label_name`` at its seeds.
+    With ``world_size > 1`` every rank gets an equal share of the ids each epoch.
+    """
+    from ..loader.dataloader import DataLoader
+    from ..loader.item_sampler import ItemSampler
+
+    feats = placed.features
+    names = list(feature_names) if feature_names is not None else [k for k in feats if k != label_name]
+    missing = [n for n in names + ([label_name] if label_name else []) if n not in feats]
+    if missing:
+        raise GraphfeedError(f"placed data has no feature(s) {missing}; it has {sorted(feats)}")
+    items = ItemSampler(ids, batch_size, shuffle=shuffle, drop_last=drop_last, seed=seed,
+                        rank=rank, world_size=world_size)
+    return DataLoader(
+        items,
+        placed.sampler,
+        node_features={n: feats[n] for n in names},
+        labels=feats[label_name] if label_name else None,
+        device=placed.device,
+        num_threads=num_threads,
+        prefetch=prefetch,
+    )
