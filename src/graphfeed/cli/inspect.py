@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ._args import positive_int, size
+from ._args import SIZE_UNITS, positive_int, size
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -19,7 +19,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--nproc", type=positive_int, default=None,
                    help="processes per machine for the second estimate (default: CPU count, at least 2)")
     p.add_argument("--cache-size", default=0, type=size,
-                   help="feature cache per process for the disk placement (e.g. 2GB)")
+                   help=f"feature cache per process for the disk placement, e.g. 2GB ({SIZE_UNITS})")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--no-validate", action="store_true", help="skip the O(N + E) content checks")
     return p

@@ -69,7 +69,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="store features as this dtype (e.g. float16, float32; default: as given, "
                         "float32 for text); a value that does not fit is an error")
     g.add_argument("--memory-budget", default=2**31, type=_args.size_range(2**20, 2**50, "--memory-budget", "1MiB and 1PiB"),
-                   help="bytes of the indices file mapped at once; bigger graphs build in windows (default 2GiB)")
+                   help=f"bytes of the indices file mapped at once; bigger graphs build in windows "
+                        f"(default 2GiB; {_args.SIZE_UNITS})")
     g.add_argument("--block-size", default=2**23, type=_args.size_range(1, 2**30, "--block-size", "1B and 1GiB"),
                    help="bytes read per chunk, 1 B to 1 GiB (default 8MiB)")
     g.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
