@@ -18,6 +18,7 @@ from typing import Iterator, Mapping, Optional
 
 import numpy as np
 
+from .._checks import check_int
 from ..errors import DatasetError
 
 DEFAULT_BLOCK = 8 * 1024 * 1024
@@ -55,11 +56,7 @@ def check_input_file(path, what: str = "input") -> Path:
 def check_block_bytes(block_bytes) -> int:
     """The read block size in bytes: an integer in ``[1, 1 GiB]`` (a line longer than the block
     grows the buffer, so any size in range reads everything; 0 would read nothing)."""
-    if isinstance(block_bytes, bool) or not isinstance(block_bytes, (int, np.integer)):
-        raise DatasetError(f"block size must be an integer number of bytes, got {block_bytes!r}")
-    if not 1 <= int(block_bytes) <= MAX_BLOCK:
-        raise DatasetError(f"block size must be between 1 byte and 1 GiB, got {int(block_bytes)} bytes")
-    return int(block_bytes)
+    return check_int("block size (bytes)", block_bytes, 1, MAX_BLOCK)
 
 
 def _is_number(tok: str) -> bool:
@@ -619,8 +616,7 @@ class EdgeSource:
 
         cols = {"source": src_col, "destination": dst_col, **{f"{k} column": v for k, v in value_cols.items()}}
         for what, c in cols.items():
-            if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or not 0 <= c < 1024:
-                raise DatasetError(f"the {what} must be a column index in [0, 1024), got {c!r}")
+            check_int(f"the {what} (a column index)", c, 0, 1023)
         seen: dict = {}
         for what, c in cols.items():
             if c in seen:

@@ -335,12 +335,13 @@ class Dataset:
 
     def _check_index(self, index) -> int:
         k = self.num_split_sets
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < k:
+        try:
+            return check_int("split index", index, 0, k - 1)
+        except GraphfeedError:
             raise GraphfeedError(
                 f"dataset {self.name!r} has {k} split set{'s' if k > 1 else ''} (indices 0..{k - 1}); "
                 f"got split index {index!r}"
-            )
-        return int(index)
+            ) from None
 
     @property
     def num_split_sets(self) -> int:
