@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..datasets.schema import SPLIT_NAMES
 from . import _args, _output
 
 DEFAULTS = (
@@ -81,6 +80,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 # --------------------------------------------------------------------------- per-format arguments
 # Each format: the arguments of its subcommand, and how they become the importer's keywords.
 def _generic_arguments(p: argparse.ArgumentParser) -> None:
+    from ..datasets.schema import SPLIT_NAMES
+
     p.add_argument("out", metavar="OUT", help="dataset folder to create")
     p.add_argument("--edges", required=True, help="edge list: .csv/.tsv/.txt[.gz], .npy (E,2)/(2,E), .npz")
     p.add_argument("--features", action="append", default=[], metavar="[NAME=]PATH",
@@ -105,6 +106,7 @@ def _generic_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _generic_kwargs(args) -> dict:
+    from ..datasets.schema import SPLIT_NAMES
     from ..errors import DatasetError
 
     files = {k: getattr(args, k) for k in SPLIT_NAMES if getattr(args, k)}

@@ -16,6 +16,7 @@ from typing import Mapping, Optional
 from .._readers import EdgeSource
 from . import PrepareReport, prepare
 
+
 def prepare_generic(
     out,
     *,

@@ -20,6 +20,7 @@ from .._readers import EdgeSource, read_int_table
 from ..schema import SPLIT_NAMES
 from . import PrepareReport, prepare
 
+
 def _find(folder: Path, stem: str) -> Optional[Path]:
     for suffix in (".csv.gz", ".csv"):
         p = folder / f"{stem}{suffix}"
