@@ -35,16 +35,16 @@ __all__ = ["IMPORTERS", "Labels", "MAX_NUM_CLASSES", "PrepareReport", "SplitRule
 #: importer name -> the library function that prepares a dataset from that input layout (the CLI
 #: adds one ``graphfeed prepare NAME`` subcommand per entry)
 IMPORTERS = Registry("importer")
-IMPORTERS.add("generic", ".datasets.importers.generic:prepare_generic",
-              "edge list + feature/label/split files (CSV, TSV, .gz, .npy, .npz)")
-IMPORTERS.add("ogb", ".datasets.importers.ogb:prepare_ogb",
-              "OGB node-property raw layout (raw/*.csv.gz, split/<name>/*.csv.gz)")
-IMPORTERS.add("cora-text", ".datasets.importers.shared:prepare_cora_text",
-              "Cora text layout: *_edges.csv, *_features.json, *_target.csv")
-IMPORTERS.add("planetoid-npz", ".datasets.importers.shared:prepare_planetoid_npz",
-              ".npz with x, y, edge_index, train_idx/val_idx/test_idx (Planetoid order)")
-IMPORTERS.add("csr-npz", ".datasets.importers.shared:prepare_csr_npz",
-              "gnn-benchmark .npz of CSR parts (adj_*, attr_*, labels)")
+for _name, _target, _help in (
+    ("generic", "generic:prepare_generic", "edge list + feature/label/split files (CSV, TSV, .gz, .npy, .npz)"),
+    ("ogb", "ogb:prepare_ogb", "OGB node-property raw layout (raw/*.csv.gz, split/<name>/*.csv.gz)"),
+    ("cora-text", "shared:prepare_cora_text", "Cora text layout: *_edges.csv, *_features.json, *_target.csv"),
+    ("planetoid-npz", "shared:prepare_planetoid_npz",
+     ".npz with x, y, edge_index, train_idx/val_idx/test_idx (Planetoid order)"),
+    ("csr-npz", "shared:prepare_csr_npz", "gnn-benchmark .npz of CSR parts (adj_*, attr_*, labels)"),
+):
+    IMPORTERS.add(_name, f".datasets.importers.{_target}", _help)
+del _name, _target, _help
 
 
 @dataclass(frozen=True)
