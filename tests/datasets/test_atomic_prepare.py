@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -15,17 +14,8 @@ import pytest
 from graphfeed.datasets.format import Dataset
 from graphfeed.errors import DatasetError
 
-SCRIPT = r"""
-import sys
-from graphfeed.datasets.importers.generic import prepare_generic
-from graphfeed.datasets.importers import SplitRule
-tmp = sys.argv[1]
-print("started", flush=True)
-prepare_generic(tmp + "/out", edges=tmp + "/edges.csv", labels=tmp + "/y.npy",
-                features={"feat": tmp + "/x.npy"}, splits=SplitRule.parse("0.5,0.2,0.2"),
-                undirected=True, dedupe=True, block_bytes=4096, overwrite=len(sys.argv) > 2)
-print("done", flush=True)
-"""
+#: runs graphfeed's CLI with a delay patched around the per-chunk work of the CSC build
+WRAPPER = str(Path(__file__).with_name("slow_prepare.py"))
 
 
 def _inputs(tmp: Path, n=2000, e=20000):
@@ -37,8 +27,10 @@ def _inputs(tmp: Path, n=2000, e=20000):
 
 
 def _run(tmp: Path, *, sleep: float, extra=()) -> subprocess.Popen:
-    env = dict(os.environ, GRAPHFEED_TEST_PREPARE_SLEEP=str(sleep))
-    return subprocess.Popen([sys.executable, "-c", SCRIPT, str(tmp), *extra], env=env,
+    args = ["prepare", "generic", str(tmp / "out"), "--edges", str(tmp / "edges.csv"),
+            "--labels", str(tmp / "y.npy"), "--features", str(tmp / "x.npy"), "--split", "0.5,0.2,0.2",
+            "--undirected", "--dedupe", "--block-size", "4096", *extra]
+    return subprocess.Popen([sys.executable, WRAPPER, str(sleep), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -80,5 +72,5 @@ def test_killed_prepare_leaves_nothing_and_rerun_succeeds(tmp_path):
     # killing an --overwrite run keeps the previous complete dataset intact
     before = np.array(ds.graph.indices)
     del ds
-    _kill_midway(tmp_path, extra=("overwrite",))
+    _kill_midway(tmp_path, extra=("--overwrite",))
     np.testing.assert_array_equal(Dataset.open(tmp_path / "out").graph.indices, before)

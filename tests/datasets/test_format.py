@@ -108,6 +108,12 @@ def test_memory_estimate(dataset_dir):
     assert est.placement("cuda-cuda").gpu_bytes == d and est.placement("cuda-cuda").host_bytes == 0
     assert est.placement("pinned-cuda").gpu_bytes == 0
     assert estimate_memory(ds).graph_bytes == est.graph_bytes
+    # arrays already opened are used as they are (inspect opens the folder once)
+    from graphfeed.datasets.validate import load_folder
+
+    arrays = load_folder(dataset_dir, full=False)
+    assert estimate_memory(arrays, nproc=4, cache_bytes=100) == est
+    assert ds.arrays.metadata == arrays.metadata
     with pytest.raises(GraphfeedError):
         estimate_memory(dataset_dir, nproc=0)
 

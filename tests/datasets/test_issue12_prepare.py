@@ -17,7 +17,7 @@ import pytest
 from graphfeed.datasets.format import Dataset, write_dataset
 from graphfeed.datasets.importers import SplitRule
 from graphfeed.datasets.importers.generic import prepare_generic
-from graphfeed.errors import DatasetError
+from graphfeed.errors import DatasetError, GraphfeedError
 
 from ds_helpers import assert_one_line_error, run_cli, small_arrays
 
@@ -47,7 +47,7 @@ def test_block_size_zero_is_refused_and_tiny_blocks_read_every_edge(inputs, caps
     rc, out, err = run_cli(_generic(tmp, "--block-size", "0", edges=edges), capsys)
     assert_one_line_error(rc, err, "--block-size")
     assert not (tmp / "out").exists()
-    with pytest.raises(DatasetError, match="block size"):
+    with pytest.raises(GraphfeedError, match="block size"):  # an argument, not a dataset file: GraphfeedError
         prepare_generic(tmp / "lib", edges=tmp / edges, labels=tmp / "y.npy", block_bytes=0)
     for block in ("1", "7", "8MiB"):
         rc, out, err = run_cli(_generic(tmp, "--block-size", block, "--overwrite", edges=edges), capsys)

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
-from ._args import positive_int, size
+from ._args import SIZE_UNITS, positive_int, size
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -20,7 +19,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--nproc", type=positive_int, default=None,
                    help="processes per machine for the second estimate (default: CPU count, at least 2)")
     p.add_argument("--cache-size", default=0, type=size,
-                   help="feature cache per process for the disk placement (e.g. 2GB)")
+                   help=f"feature cache per process for the disk placement, e.g. 2GB ({SIZE_UNITS})")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--no-validate", action="store_true", help="skip the O(N + E) content checks")
     return p
@@ -28,9 +27,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def describe(path, *, nproc: int, cache_bytes: int, validate=True) -> dict:
     """The facts ``inspect`` prints, as a dict (also used by tests)."""
+    return _describe(path, nproc=nproc, cache_bytes=cache_bytes, validate=validate)[0]
+
+
+def _describe(path, *, nproc: int, cache_bytes: int, validate=True) -> tuple:
+    """``(facts, memory estimates for 1 and nproc processes)``; the folder is opened once (its
+    arrays memory-mapped, without torch) and every fact is read from that one opening."""
     import numpy as np
 
     from ..datasets.estimate import class_balance, estimate_memory
+    from ..datasets.schema import split_role
     from ..datasets.validate import load_folder
     from ..errors import DatasetError, GraphfeedError
 
@@ -53,11 +59,11 @@ def describe(path, *, nproc: int, cache_bytes: int, validate=True) -> dict:
             balance["train"] = class_balance(y, task.num_classes, ids=arrays.splits["train"][0],
                                              class_names=task.class_names)
         except GraphfeedError as e:  # ids out of range: only when the content checks were skipped
-            where = arrays.paths.get("splits.train") or arrays.paths.get("splits.train.0")
+            where = arrays.paths[split_role("train", 0, meta.splits["train"].num_sets)]
             raise DatasetError(f"{where}: {e}") from None
     balance["labelled"] = class_balance(y, task.num_classes, class_names=task.class_names)
-    est = [estimate_memory(path, nproc=k, cache_bytes=cache_bytes).to_json() for k in sorted({1, nproc})]
-    return {
+    estimates = [estimate_memory(arrays, nproc=k, cache_bytes=cache_bytes) for k in sorted({1, nproc})]
+    info = {
         "path": str(path), "name": meta.name, "format_version": meta.format_version,
         "num_nodes": meta.num_nodes, "num_edges": meta.graph.num_edges,
         "undirected": meta.graph.undirected, "index_dtype": str(arrays.indices.dtype),
@@ -71,8 +77,9 @@ def describe(path, *, nproc: int, cache_bytes: int, validate=True) -> dict:
                      for k, a in arrays.node_features.items()},
         "class_balance": {k: b.to_json() for k, b in balance.items()},
         "warnings": balance_warnings(balance),
-        "estimates": est,
+        "estimates": [e.to_json() for e in estimates],
     }
+    return info, estimates
 
 
 _POPULATION = {"train": "training split", "labelled": "labelled nodes"}
@@ -127,13 +134,12 @@ def run(args) -> int:
     import os
 
     from .._units import format_bytes
-    from ..datasets.estimate import estimate_memory
     from ._output import one_line_errors, write_stdout
 
     nproc = args.nproc if args.nproc is not None else max(2, os.cpu_count() or 2)
     cache = args.cache_size
     with one_line_errors("inspect", args.path):
-        info = describe(args.path, nproc=nproc, cache_bytes=cache, validate=not args.no_validate)
+        info, estimates = _describe(args.path, nproc=nproc, cache_bytes=cache, validate=not args.no_validate)
         if args.json:
             return write_stdout("inspect", json.dumps(info, indent=2) + "\n")
         out = io.StringIO()
@@ -157,8 +163,8 @@ def run(args) -> int:
         out.write("  node features\n")
         for k, f in info["features"].items():
             out.write(f"    {k:<12} {f['dtype']:<8} {str(tuple(f['shape'])):<20} {format_bytes(f['bytes'])}\n")
-        for k in sorted({1, nproc}):
-            est = estimate_memory(args.path, nproc=k, cache_bytes=cache)
+        for est in estimates:
+            k = est.nproc
             out.write(f"\n  memory estimate, {k} process{'es' if k > 1 else ''} per machine "
                       f"(graph {format_bytes(est.graph_bytes)}, features {format_bytes(est.feature_bytes)}):\n")
             out.write("".join("    " + line + "\n" for line in est.table().splitlines()))

@@ -12,6 +12,10 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
 
 from . import _args, _output
 
@@ -64,7 +68,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="store features as this dtype (e.g. float16, float32; default: as given, "
                         "float32 for text); a value that does not fit is an error")
     g.add_argument("--memory-budget", default=2**31, type=_args.size_range(2**20, 2**50, "--memory-budget", "1MiB and 1PiB"),
-                   help="bytes of the indices file mapped at once; bigger graphs build in windows (default 2GiB)")
+                   help=f"bytes of the indices file mapped at once; bigger graphs build in windows "
+                        f"(default 2GiB; {_args.SIZE_UNITS})")
     g.add_argument("--block-size", default=2**23, type=_args.size_range(1, 2**30, "--block-size", "1B and 1GiB"),
                    help="bytes read per chunk, 1 B to 1 GiB (default 8MiB)")
     g.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
@@ -72,8 +77,114 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="progress bar on stderr (default: when stderr is a terminal)")
 
 
+# --------------------------------------------------------------------------- per-format arguments
+# Each format: the arguments of its subcommand, and how they become the importer's keywords.
+def _generic_arguments(p: argparse.ArgumentParser) -> None:
+    from ..datasets.schema import SPLIT_NAMES
+
+    p.add_argument("out", metavar="OUT", help="dataset folder to create")
+    p.add_argument("--edges", required=True, help="edge list: .csv/.tsv/.txt[.gz], .npy (E,2)/(2,E), .npz")
+    p.add_argument("--features", action="append", default=[], metavar="[NAME=]PATH",
+                   help="node features, one row per node: .npy, CSV, sparse .json (feature ids per node) "
+                        "or scipy sparse .npz (stored dense); repeat for more (default name: feat)")
+    p.add_argument("--labels", required=True,
+                   help="labels: .npy, or text with one label per line or id,label (strings become classes)")
+    p.add_argument("--label-col", help="label column of a text label table (name or 0-based index)")
+    p.add_argument("--id-col", help="node id column of a text label table (name or 0-based index)")
+    for k, what in zip(SPLIT_NAMES, ("train", "validation", "test")):
+        p.add_argument(f"--{k}", action="append", metavar="PATH",
+                       help=f"{what} node ids or boolean mask (.npy, FILE.npz:KEY, one id per line); "
+                            f"repeat, or give an (N, k) mask, for k stored splits")
+    p.add_argument("--num-nodes", type=int, help="number of nodes (default: feature rows / label count)")
+    p.add_argument("--src-col", type=int, default=0, help="column of the source id in a text edge list (default 0)")
+    p.add_argument("--dst-col", type=int, default=1, help="column of the destination id (default 1)")
+    p.add_argument("--weight-col", type=int, help="column of an edge weight in a text edge list")
+    p.add_argument("--time-col", type=int, help="column of an edge timestamp in a text edge list")
+    p.add_argument("--edge-key", help="edges in an .npz: one (2, E) or (E, 2) array, or SRC,DST")
+    p.add_argument("--weight-key", help="edge weights in an .npz (1-D, one per edge)")
+    p.add_argument("--time-key", help="edge timestamps in an .npz (1-D, one per edge)")
+
+
+def _generic_kwargs(args) -> dict:
+    from ..datasets.schema import SPLIT_NAMES
+    from ..errors import DatasetError
+
+    files = {k: getattr(args, k) for k in SPLIT_NAMES if getattr(args, k)}
+    if files and args.split:
+        raise DatasetError("give either --train/--valid/--test files or --split, not both")
+    return dict(
+        out=Path(args.out), edges=args.edges, labels=args.labels, features=parse_features_arg(args.features),
+        splits=files or _split(args.split or "0.8,0.1,0.1", args.seed),
+        src_col=args.src_col, dst_col=args.dst_col, weight_col=args.weight_col, time_col=args.time_col,
+        edge_key=args.edge_key, weight_key=args.weight_key, time_key=args.time_key,
+        num_nodes=args.num_nodes, label_col=args.label_col, id_col=args.id_col,
+    )
+
+
+def _ogb_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("src", metavar="SRC", help="OGB dataset folder (holding raw/ and split/)")
+    p.add_argument("out", metavar="OUT", help="dataset folder to create")
+    p.add_argument("--split-name", help="which split/<name>/ to use (default: the first)")
+
+
+def _ogb_kwargs(args) -> dict:
+    return dict(src=args.src, out=args.out, split_name=args.split_name, split=_split(args.split, args.seed))
+
+
+def _file_arguments(p: argparse.ArgumentParser, fmt: str) -> None:
+    what = "folder with the text files" if fmt == "cora-text" else ".npz file"
+    p.add_argument("src", metavar="SRC", help=what)
+    p.add_argument("out", metavar="OUT", help="dataset folder to create")
+    p.add_argument("--normalize-features", action="store_true",
+                   help="divide each feature row by its sum (GCN's preprocessing)")
+    if fmt == "cora-text":
+        p.add_argument("--label-col", help="label column of *_target.csv (name or 0-based index; "
+                                           "default: the column named target/label/class)")
+
+
+def _file_kwargs(args) -> dict:
+    return dict(src=args.src, out=args.out, split=_split(args.split, args.seed),
+                normalize_features=args.normalize_features)
+
+
+def _cora_kwargs(args) -> dict:
+    kw = _file_kwargs(args)
+    if args.label_col is not None:
+        kw["label_col"] = args.label_col
+    return kw
+
+
+#: importer name -> (add its arguments to a subparser, turn the parsed arguments into its keywords)
+FORMATS = {
+    "generic": (_generic_arguments, _generic_kwargs),
+    "ogb": (_ogb_arguments, _ogb_kwargs),
+    "cora-text": (lambda p: _file_arguments(p, "cora-text"), _cora_kwargs),
+    "planetoid-npz": (lambda p: _file_arguments(p, "planetoid-npz"), _file_kwargs),
+    "csr-npz": (lambda p: _file_arguments(p, "csr-npz"), _file_kwargs),
+}
+
+
+def _split(text: Optional[str], seed: int):
+    """``--split`` as a :class:`~graphfeed.datasets.importers.SplitRule` (``None`` when not given)."""
+    from ..datasets.importers import SplitRule
+
+    return SplitRule.parse(text, seed) if text else None
+
+
+def parse_features_arg(values: Sequence[str]) -> dict:
+    """``["x.npy"]`` -> ``{"feat": "x.npy"}``; ``["feat=x.npy", "emb=e.csv"]`` -> by name."""
+    out = {}
+    for v in values or ():
+        if "=" in v and not os.path.exists(v):
+            k, p = v.split("=", 1)
+        else:
+            k, p = ("feat" if "feat" not in out else f"feat{len(out)}"), v
+        out[k] = p
+    return out
+
+
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    from ..datasets.importers import IMPORTERS  # light: no numpy-heavy work at import
+    from ..datasets.importers import IMPORTERS
 
     p = subparsers.add_parser(
         "prepare",
@@ -83,27 +194,21 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="format", metavar="FORMAT")
     sub.required = True
-    for fmt, modname in IMPORTERS.items():
-        mod = __import__(modname, fromlist=["add_arguments"])
-        help_ = mod.HELP[fmt] if isinstance(mod.HELP, dict) else mod.HELP
-        sp = sub.add_parser(fmt, help=help_,
-                            description=(mod.__doc__ or "").strip().split("\n\n")[0] + "\n\n" + DEFAULTS)
-        if fmt in ("cora-text", "planetoid-npz", "csr-npz"):
-            mod.add_arguments(sp, fmt)
-        else:
-            mod.add_arguments(sp)
+    assert set(FORMATS) == set(IMPORTERS.names()), "every importer needs its CLI arguments"
+    for fmt in IMPORTERS.names():
+        doc = sys.modules[IMPORTERS.get(fmt).__module__].__doc__ or ""
+        sp = sub.add_parser(fmt, help=IMPORTERS.entry(fmt).help,
+                            description=doc.strip().split("\n\n")[0] + "\n\n" + DEFAULTS)
+        FORMATS[fmt][0](sp)
         _common(sp)
-        sp.set_defaults(_importer=modname)
     return p
 
 
 # --------------------------------------------------------------------------- errors
 def run(args) -> int:
-    import importlib
-
     from ..datasets.build import Progress
+    from ..datasets.importers import IMPORTERS
 
-    mod = importlib.import_module(args._importer)
     common = dict(
         undirected=args.undirected,
         drop_self_loops=args.drop_self_loops,
@@ -118,5 +223,5 @@ def run(args) -> int:
     if args.name:
         common["name"] = args.name
     with _output.one_line_errors("prepare", args.out):
-        report = mod.run(args, common)
+        report = IMPORTERS.get(args.format)(**FORMATS[args.format][1](args), **common)
     return _output.write_stdout("prepare", report.summary() + "\n")

@@ -1,24 +1,20 @@
-"""Datasets: the on-disk format (``Dataset``, ``write_dataset``), importers (``prepare``),
-validation and the memory estimate. Names load lazily so ``import graphfeed.datasets`` is cheap."""
+"""Datasets: the on-disk format (``Dataset``, ``write_dataset``), ``open_dataset`` (a built-in
+name or a folder), importers (``prepare``), validation and the memory estimate. Names load lazily
+so ``import graphfeed.datasets`` is cheap."""
 
 from __future__ import annotations
 
 from .._lazy import lazy_exports
 
-
-_EXPORTS = {
-    "Dataset": ".format",
-    "DatasetWriter": ".format",
-    "write_dataset": ".format",
-    "Metadata": ".schema",
-    "FORMAT_VERSION": ".schema",
-    "estimate_memory": ".estimate",
-    "MemoryEstimate": ".estimate",
-    "class_balance": ".estimate",
-    "ClassBalance": ".estimate",
-    "IMPORTERS": ".importers",
-    "prepare": ".importers",
+# submodule -> the names it exports
+_MODULES = {
+    ".format": ("Dataset", "DatasetWriter", "write_dataset"),
+    ".open": ("open_dataset",),
+    ".schema": ("Metadata", "FORMAT_VERSION"),
+    ".estimate": ("estimate_memory", "MemoryEstimate", "class_balance", "ClassBalance"),
+    ".importers": ("IMPORTERS", "prepare"),
 }
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = sorted(_EXPORTS)
 

@@ -1,5 +1,6 @@
-"""numba kernels for preparing and validating datasets: text parsing, the streamed two-pass
-CSC build, split checks. Module-level functions over plain arrays, writing into given outputs."""
+"""numba kernels for preparing and validating datasets: text parsing and split checks.
+Module-level functions over plain arrays, writing into given outputs. (The CSC build's kernels
+are the graph's: :mod:`graphfeed.graph._kernels`.)"""
 
 from __future__ import annotations
 
@@ -202,86 +203,6 @@ def count_byte(buf, value):
     return n
 
 
-# --------------------------------------------------------------------------- CSC build
-@kernel
-def accumulate_in_degrees(src, dst, counts, undirected, drop_self_loops):
-    """Pass 1 of the streamed CSC build: ``counts[v + 1] += in-degree of v`` for one chunk.
-
-    Returns the index of the first edge with an endpoint outside ``[0, len(counts) - 1)``, or -1.
-    """
-    num_nodes = counts.shape[0] - 1
-    for e in range(src.shape[0]):
-        s = src[e]
-        d = dst[e]
-        if s < 0 or d < 0 or s >= num_nodes or d >= num_nodes:
-            return e
-        if s == d:
-            if drop_self_loops:
-                continue
-            counts[d + 1] += 1  # a reversed self loop is itself: stored once
-            continue
-        counts[d + 1] += 1
-        if undirected:
-            counts[s + 1] += 1
-    return -1
-
-
-@kernel
-def scatter_window(src, dst, vals, lo, hi, base, cursor, out, vout, undirected, drop_self_loops):
-    """Pass 2 for destinations ``[lo, hi)``: place each edge's source at ``cursor[d - lo]``
-    (absolute edge position) in ``out``, the window of the indices file starting at ``base``,
-    and its values ``vals[:, e]`` (``(k, R)``, k may be 0) in row ``p - base`` of ``vout``
-    (``(window, k)``). Stable: a column keeps its input order; a reverse edge carries the same
-    values."""
-    k = vals.shape[0]
-    for e in range(src.shape[0]):
-        s = src[e]
-        d = dst[e]
-        if s == d and drop_self_loops:
-            continue
-        if d >= lo and d < hi:
-            p = cursor[d - lo]
-            out[p - base] = s
-            for j in range(k):
-                vout[p - base, j] = vals[j, e]
-            cursor[d - lo] = p + 1
-        if undirected and s != d and s >= lo and s < hi:
-            p = cursor[s - lo]
-            out[p - base] = d
-            for j in range(k):
-                vout[p - base, j] = vals[j, e]
-            cursor[s - lo] = p + 1
-
-
-@kernel
-def dedupe_window(local_indptr, indices, vals, marker, new_counts):
-    """Drop repeated sources within each column of a window, in place (keep the first, and its
-    row of ``vals``, ``(window, k)``).
-
-    ``local_indptr`` are offsets into ``indices`` (the window); ``marker`` is an int64 array of
-    ``num_nodes`` entries set to -1; writes each column's new size to ``new_counts`` and returns
-    the window's new edge count. Columns stay packed from the window start.
-    """
-    k = vals.shape[1]
-    w = 0
-    for v in range(local_indptr.shape[0] - 1):
-        start = w
-        for p in range(local_indptr[v], local_indptr[v + 1]):
-            u = indices[p]
-            if marker[u] == v:
-                continue
-            marker[u] = v
-            indices[w] = u
-            for j in range(k):
-                vals[w, j] = vals[p, j]
-            w += 1
-        new_counts[v] = w - start
-        # reset markers of this column so the next window (v restarts at 0) sees a clean slate
-        for p in range(start, w):
-            marker[indices[p]] = -1
-    return w
-
-
 # --------------------------------------------------------------------------- validation
 @kernel
 def mark_split(ids, marks, tag, num_nodes):
@@ -309,6 +230,3 @@ def check_labels(labels, ids, num_classes):
             return i
     return -1
 
-
-def empty_marker(num_nodes: int) -> np.ndarray:
-    return np.full(num_nodes, -1, dtype=np.int64)

@@ -18,6 +18,7 @@ from typing import Iterator, Mapping, Optional
 
 import numpy as np
 
+from .._checks import check_int
 from ..errors import DatasetError
 
 DEFAULT_BLOCK = 8 * 1024 * 1024
@@ -55,11 +56,7 @@ def check_input_file(path, what: str = "input") -> Path:
 def check_block_bytes(block_bytes) -> int:
     """The read block size in bytes: an integer in ``[1, 1 GiB]`` (a line longer than the block
     grows the buffer, so any size in range reads everything; 0 would read nothing)."""
-    if isinstance(block_bytes, bool) or not isinstance(block_bytes, (int, np.integer)):
-        raise DatasetError(f"block size must be an integer number of bytes, got {block_bytes!r}")
-    if not 1 <= int(block_bytes) <= MAX_BLOCK:
-        raise DatasetError(f"block size must be between 1 byte and 1 GiB, got {int(block_bytes)} bytes")
-    return int(block_bytes)
+    return check_int("block size (bytes)", block_bytes, 1, MAX_BLOCK)
 
 
 def _is_number(tok: str) -> bool:
@@ -232,18 +229,26 @@ def sniff_delimiter(line: str) -> Optional[str]:
     return None
 
 
+def data_lines(tb: TextBlocks) -> Iterator[tuple[list, Optional[str]]]:
+    """``(numbered data lines of one block, delimiter)`` for each block of ``tb`` that holds data
+    lines (see :func:`numbered_lines`); the delimiter is sniffed once, from the first data line."""
+    delim = None
+    first = True
+    for block, line_no in tb:
+        lines = numbered_lines(block, line_no, tb.path)
+        if not lines:
+            continue
+        if first:
+            delim, first = sniff_delimiter(lines[0][1]), False
+        yield lines, delim
+
+
 def read_float_blocks(path, *, block_bytes: int = DEFAULT_BLOCK, dtype=np.float32):
     """Yields float rows (2-D arrays) block by block from a delimited text file; an error names
     the exact line."""
     tb = TextBlocks(path, block_bytes=block_bytes)
     ncols = None
-    delim = None
-    for block, line_no in tb:
-        lines = numbered_lines(block, line_no, tb.path)
-        if not lines:
-            continue
-        if ncols is None:
-            delim = sniff_delimiter(lines[0][1])
+    for lines, delim in data_lines(tb):
         try:
             arr = np.loadtxt([t for _, t in lines], delimiter=delim, dtype=dtype, ndmin=2)
         except ValueError as e:
@@ -611,8 +616,7 @@ class EdgeSource:
 
         cols = {"source": src_col, "destination": dst_col, **{f"{k} column": v for k, v in value_cols.items()}}
         for what, c in cols.items():
-            if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or not 0 <= c < 1024:
-                raise DatasetError(f"the {what} must be a column index in [0, 1024), got {c!r}")
+            check_int(f"the {what} (a column index)", c, 0, 1023)
         seen: dict = {}
         for what, c in cols.items():
             if c in seen:

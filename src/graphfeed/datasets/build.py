@@ -23,13 +23,13 @@ from typing import Optional
 
 import numpy as np
 
+from .._checks import check_int
 from .._io import save_npy
 from .._units import format_bytes
 from ..errors import DatasetError
 
 INT32_MAX = int(np.iinfo(np.int32).max)
 DEFAULT_MEMORY_BUDGET = 2 * 1024**3
-_TEST_SLEEP_ENV = "GRAPHFEED_TEST_PREPARE_SLEEP"  # test hook: seconds to sleep per edge chunk
 
 
 def check_allocation(nbytes: int, what: str, hint: str = "") -> None:
@@ -112,11 +112,6 @@ class CSCBuildResult:
     values: dict = field(default_factory=dict)
 
 
-def _test_sleep() -> float:
-    v = os.environ.get(_TEST_SLEEP_ENV)
-    return float(v) if v else 0.0
-
-
 def value_dtype(name: str, integral: bool) -> np.dtype:
     """Storage dtype of an edge value column: ``weight`` is float32 (what GNN layers take);
     other columns (timestamps) are int64 when every value is an integer, else float64."""
@@ -149,7 +144,7 @@ def build_csc_streaming(
     written to ``value_paths[name]`` (default ``out_dir/<name>.npy``) in ``indices`` order, with
     :func:`value_dtype`; a non-finite value is an error.
     """
-    from ._kernels import accumulate_in_degrees, dedupe_window, empty_marker, scatter_window
+    from ..graph._kernels import accumulate_in_degrees, dedupe_window, empty_marker, scatter_window
 
     progress = progress or Progress(False)
     out_dir = Path(out_dir)
@@ -158,9 +153,7 @@ def build_csc_streaming(
     k = len(names)
     fixed = num_nodes is not None
     if fixed:
-        num_nodes = int(num_nodes)
-        if num_nodes < 0:
-            raise DatasetError(f"num_nodes must be >= 0, got {num_nodes}")
+        num_nodes = check_int("num_nodes", num_nodes, 0)
         check_allocation((num_nodes + 1) * 8 * (3 if dedupe else 2), f"{num_nodes} nodes")
     cap = num_nodes if fixed else 1024
     counts = np.zeros(cap + 1, dtype=np.int64)
@@ -195,13 +188,14 @@ def build_csc_streaming(
                 e = int(np.flatnonzero(~fin)[0])
                 raise DatasetError(f"{src_name}: edge {input_edges - s.shape[0] + e} ({int(s[e])} -> {int(d[e])}) "
                                    f"has {names[j]} {v[e]}; values must be finite numbers")
-            if names[j] == "weight" and np.abs(v).max() > np.finfo(np.float32).max:
-                raise DatasetError(f"{src_name}: a weight of {np.abs(v).max():g} does not fit float32")
+            top = float(np.abs(v).max())
+            if names[j] == "weight" and top > np.finfo(np.float32).max:
+                raise DatasetError(f"{src_name}: a weight of {top:g} does not fit float32")
             if integral[j] and not np.all(v == np.floor(v)):
                 integral[j] = False
-            if names[j] != "weight" and np.abs(v).max() > 2.0**53:
+            if names[j] != "weight" and top > 2.0**53:
                 # values travel as float64: past 2^53 an integer (a ns timestamp) would be rounded
-                raise DatasetError(f"{src_name}: {names[j]} {np.abs(v).max():.0f} is above 2^53 and cannot "
+                raise DatasetError(f"{src_name}: {names[j]} {top:.0f} is above 2^53 and cannot "
                                    f"be kept exactly; rescale it (e.g. nanoseconds to seconds)")
         bad = accumulate_in_degrees(s, d, counts, undirected, drop_self_loops)
         assert bad < 0, "range was checked above"
@@ -239,7 +233,6 @@ def build_csc_streaming(
     if k:
         with open(vraw, "wb") as f:
             f.truncate(num_edges * k * 8)
-    sleep = _test_sleep()
     new_counts = np.zeros(num_nodes, dtype=np.int64) if dedupe else None
     kept = []  # (window base, kept edges) for compaction
     marker = empty_marker(num_nodes) if dedupe else None
@@ -260,8 +253,6 @@ def build_csc_streaming(
             for s, d, vals in edges:
                 scatter_window(s, d, vals, lo, hi, base, cursor, out, vout, undirected, drop_self_loops)
                 progress.update(getattr(edges, "bytes_done", 0))
-                if sleep:
-                    time.sleep(sleep)
         assert np.array_equal(cursor, indptr[lo + 1 : hi + 1]), "pass 2 disagrees with pass 1"
         if dedupe:
             local = indptr[lo : hi + 1] - base

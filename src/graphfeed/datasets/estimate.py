@@ -29,8 +29,11 @@ from typing import Optional, Union
 
 import numpy as np
 
-from ..errors import GraphfeedError
+from .._checks import check_int
 from .._units import format_bytes
+from ..errors import GraphfeedError
+from .format import Dataset
+from .validate import LoadedArrays, load_folder
 
 
 @dataclass(frozen=True)
@@ -103,21 +106,21 @@ def _placements(g: int, f: int, nproc: int, cache: int) -> tuple:
     )
 
 
-def estimate_memory(dataset_or_path: Union["object", str, os.PathLike], *, nproc: int = 1,
+def estimate_memory(dataset_or_path: Union[Dataset, LoadedArrays, str, os.PathLike], *, nproc: int = 1,
                     cache_bytes: int = 0) -> MemoryEstimate:
-    """Estimate the data footprint of a :class:`~graphfeed.datasets.format.Dataset` (or a dataset
-    folder, whose ``.npy`` headers alone are read) for ``nproc`` processes per machine."""
-    from .format import Dataset
+    """Estimate the data footprint of a dataset for ``nproc`` processes per machine with
+    ``cache_bytes`` of feature cache per process.
 
-    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
-        raise GraphfeedError(f"nproc must be a positive integer, got {nproc!r}")
-    if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
-        raise GraphfeedError(f"cache_bytes must be a non-negative integer, got {cache_bytes!r}")
+    ``dataset_or_path``: an opened :class:`~graphfeed.datasets.format.Dataset`, the arrays of a folder
+    already opened with :func:`~graphfeed.datasets.validate.load_folder` (nothing is re-read), or
+    a dataset folder (only its metadata and ``.npy`` headers are read)."""
+    nproc = check_int("nproc", nproc, 1)
+    cache_bytes = check_int("cache_bytes", cache_bytes, 0)
     if isinstance(dataset_or_path, Dataset):
-        arrays = dataset_or_path._arrays
+        arrays = dataset_or_path.arrays
+    elif isinstance(dataset_or_path, LoadedArrays):
+        arrays = dataset_or_path
     else:
-        from .validate import load_folder
-
         arrays = load_folder(Path(dataset_or_path), mmap=True, full=False)
     meta = arrays.metadata
     g = int(arrays.indptr.nbytes + arrays.indices.nbytes + (arrays.weights.nbytes if arrays.weights is not None else 0))
@@ -195,8 +198,7 @@ def class_balance(labels: np.ndarray, num_classes: int, *, ids: Optional[np.ndar
     labels = np.asanyarray(labels)
     if labels.ndim != 1 or labels.dtype.kind not in "iu":
         raise GraphfeedError(f"labels must be a 1-D integer array, got {labels.dtype} {labels.shape}")
-    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or num_classes < 1:
-        raise GraphfeedError(f"num_classes must be a positive integer, got {num_classes!r}")
+    num_classes = check_int("num_classes", num_classes, 1)
     if class_names is not None and len(class_names) != num_classes:
         raise GraphfeedError(f"{len(class_names)} class names for {num_classes} classes")
     if ids is not None:

@@ -22,11 +22,13 @@ import dataclasses
 import fcntl
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Iterator, Mapping, Optional
 
 import numpy as np
 
+from .._checks import check_int
 from .._io import atomic_dir, fsync_dir, save_npy
 from ..errors import DatasetError, GraphfeedError
 from .schema import (
@@ -38,13 +40,16 @@ from .schema import (
     SplitSpec,
     TaskSpec,
     check_json_value,
+    check_name,
     dtype_name,
+    feature_path,
+    feature_role,
+    parse_metadata,
+    resolve_inside,
+    split_path,
 )
 
 __all__ = ["Dataset", "DatasetWriter", "write_dataset", "FORMAT_VERSION", "METADATA_FILE"]
-
-SPLIT_NAMES = ("train", "valid", "test")
-
 
 # --------------------------------------------------------------------------- writing
 @contextlib.contextmanager
@@ -145,11 +150,18 @@ class DatasetWriter:
         save_npy(path, array, fsync=False)  # atomic_dir fsyncs every file before publishing
         return path
 
+    def save_split(self, name: str, sets) -> SplitSpec:
+        """Write the node-id sets of split ``name`` (1-D integer arrays, one per split index; a
+        single set serves every index) as int64 files and return the split's spec."""
+        assert self.root is not None and len(sets) >= 1
+        rels = tuple(split_path(name, i, len(sets)) for i in range(len(sets)))
+        for rel, ids in zip(rels, sets):
+            self.save_array(rel, np.asarray(ids).astype(np.int64, copy=False))
+        return SplitSpec(rels, tuple(int(ids.shape[0]) for ids in sets))
+
     def path_for(self, rel: str) -> Path:
         """``root / rel``, refusing anything that would land outside the dataset folder."""
         assert self.root is not None
-        from .schema import resolve_inside
-
         return resolve_inside(self.root, rel, str(self.out))
 
     def finish(self, metadata: Metadata) -> None:
@@ -206,16 +218,13 @@ def write_dataset(
     path = Path(path)
     if not isinstance(graph, CSCGraph):
         raise GraphfeedError(f"graph must be a CSCGraph, got {type(graph).__name__}")
-    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or num_classes < 1:
-        raise GraphfeedError(f"num_classes must be a positive integer, got {num_classes!r}")
+    num_classes = check_int("num_classes", num_classes, 1)
     if class_names is not None:
         class_names = tuple(str(c) for c in class_names)
     if target not in node_features:
         raise GraphfeedError(f"target {target!r} is not one of node_features {sorted(node_features)}")
     if extra is not None:
         check_json_value(extra, "extra")
-    from .schema import check_name
-
     # names become file names: check them all before anything is written
     for kind, names in (("node feature", node_features), ("edge feature", edge_features or {}),
                         ("split", splits)):
@@ -231,32 +240,19 @@ def write_dataset(
         if graph.weights is not None:
             weights_rel = "graph/weights.npy"
             w.save_array(weights_rel, np.asarray(graph.weights))
-        feats = {}
-        for fname, arr in node_features.items():
-            arr = _to_numpy(arr, f"node feature {fname!r}")
-            rel = f"node_features/{fname}.npy"
-            feats[fname] = _feature_spec(fname, arr, rel)
-            w.save_array(rel, arr)
-        efeats = {}
-        for fname, arr in (edge_features or {}).items():
-            arr = _to_numpy(arr, f"edge feature {fname!r}")
-            rel = f"edge_features/{fname}.npy"
-            efeats[fname] = _feature_spec(fname, arr, rel)
-            w.save_array(rel, arr)
+        feats, efeats = {}, {}
+        for kind, given, specs in (("node", node_features, feats), ("edge", edge_features or {}, efeats)):
+            for fname, arr in given.items():
+                arr = _to_numpy(arr, f"{kind} feature {fname!r}")
+                rel = feature_path(fname, kind)
+                specs[fname] = _feature_spec(fname, arr, rel)
+                w.save_array(rel, arr)
         split_specs = {}
         for sname, sets in splits.items():
-            sets = list(sets) if isinstance(sets, (list, tuple)) else [sets]
-            rels, sizes = [], []
-            for i, ids in enumerate(sets):
-                ids = _to_numpy(ids, f"split {sname!r}")
-                if ids.ndim != 1 or ids.dtype.kind not in "iu":
-                    raise DatasetError(f"split {sname!r} must be 1-D integer node ids, got {ids.dtype} {ids.shape}")
-                rels.append(f"splits/{sname}.npy" if len(sets) == 1 else f"splits/{sname}.{i}.npy")
-                w.save_array(rels[-1], ids.astype(np.int64, copy=False))
-                sizes.append(int(ids.shape[0]))
-            if not rels:
+            sets = [_split_ids(ids, sname) for ids in (sets if isinstance(sets, (list, tuple)) else [sets])]
+            if not sets:
                 raise DatasetError(f"split {sname!r} holds no set of ids")
-            split_specs[sname] = SplitSpec(tuple(rels), tuple(sizes))
+            split_specs[sname] = w.save_split(sname, sets)
         meta = _metadata(
             name or path.name,
             num_nodes,
@@ -271,20 +267,15 @@ def write_dataset(
     return path
 
 
-def _metadata(name, num_nodes, graph, feats, splits, task, efeats, extra) -> Metadata:
-    from .schema import parse_metadata
+def _split_ids(ids, sname: str) -> np.ndarray:
+    ids = _to_numpy(ids, f"split {sname!r}")
+    if ids.ndim != 1 or ids.dtype.kind not in "iu":
+        raise DatasetError(f"split {sname!r} must be 1-D integer node ids, got {ids.dtype} {ids.shape}")
+    return ids
 
-    meta = Metadata(
-        format_version=1,
-        name=str(name),
-        num_nodes=int(num_nodes),
-        graph=graph,
-        node_features=feats,
-        splits=splits,
-        task=task,
-        edge_features=efeats,
-        extra=extra,
-    )
+
+def _metadata(name, num_nodes, graph, feats, splits, task, efeats, extra) -> Metadata:
+    meta = Metadata(str(name), int(num_nodes), graph, feats, splits, task, efeats, extra)
     # the oldest version that holds it, so older readers keep reading plain datasets
     meta = dataclasses.replace(meta, format_version=meta.required_version())
     # round-trip through the parser so a writer can never produce a file the reader rejects
@@ -292,13 +283,9 @@ def _metadata(name, num_nodes, graph, feats, splits, task, efeats, extra) -> Met
 
 
 def _to_numpy(a, what: str) -> np.ndarray:
-    try:
-        import torch
-
-        if isinstance(a, torch.Tensor):
-            a = a.detach().cpu().numpy()
-    except ImportError:  # pragma: no cover
-        pass
+    torch = sys.modules.get("torch")  # a tensor exists only once torch is imported
+    if torch is not None and isinstance(a, torch.Tensor):
+        a = a.detach().cpu().numpy()
     a = np.asarray(a)
     if a.dtype.hasobject:
         raise DatasetError(f"{what}: object arrays are not allowed")
@@ -315,7 +302,8 @@ class Dataset:
     ``InMemoryFeature`` over those arrays, labels included under ``target``), ``num_classes``,
     ``target``, ``class_names`` (text of each class, or ``None``), ``train_ids`` / ``valid_ids`` /
     ``test_ids`` (int64 numpy arrays of the selected split set; empty when the dataset has no such
-    split), ``split(name)``, ``node_feature(name, backend)``.
+    split), ``split(name)``, ``node_feature(name, backend)``, ``arrays`` (the checked
+    arrays without torch: :class:`~graphfeed.datasets.validate.LoadedArrays`).
 
     Several split sets (e.g. the 10 standard splits of a benchmark): ``num_split_sets`` says how
     many, ``split_index`` which one ``train_ids`` & co. return; choose it with
@@ -340,19 +328,20 @@ class Dataset:
             try:
                 feats[fname] = InMemoryFeature(arr)
             except GraphfeedError as e:
-                raise DatasetError(f"{arrays.paths[f'node_features.{fname}']}: {e}") from None
+                raise DatasetError(f"{arrays.paths[feature_role(fname)]}: {e}") from None
         self.features = FeatureStore(feats)
         self.edge_features = dict(arrays.edge_features)
         self.split_index = self._check_index(split)
 
     def _check_index(self, index) -> int:
         k = self.num_split_sets
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < k:
+        try:
+            return check_int("split index", index, 0, k - 1)
+        except GraphfeedError:
             raise GraphfeedError(
                 f"dataset {self.name!r} has {k} split set{'s' if k > 1 else ''} (indices 0..{k - 1}); "
                 f"got split index {index!r}"
-            )
-        return int(index)
+            ) from None
 
     @property
     def num_split_sets(self) -> int:
@@ -386,6 +375,13 @@ class Dataset:
         full = validate is True or validate == "full"
         arrays = load_folder(path, mmap=not in_memory, full=full)
         return cls(Path(path), arrays, in_memory, split, graph_checked=full)
+
+    @property
+    def arrays(self):
+        """The checked arrays behind this dataset
+        (:class:`~graphfeed.datasets.validate.LoadedArrays`: metadata, graph, features, splits and
+        their paths; read-only memory maps unless opened ``in_memory``)."""
+        return self._arrays
 
     # ------------------------------------------------------------------ task
     @property
@@ -446,7 +442,7 @@ class Dataset:
 
     # ------------------------------------------------------------------ features
     def feature_path(self, name: str) -> Path:
-        role = f"node_features.{name}"
+        role = feature_role(name)
         if role not in self._arrays.paths:
             raise GraphfeedError(
                 f"dataset {self.name!r} has no node feature {name!r}; it has {sorted(self.metadata.node_features)}"
@@ -467,11 +463,6 @@ class Dataset:
         from ..features.registry import open_feature
 
         return open_feature(path, backend, cache_size=cache_size, cache_policy=cache_policy)
-
-    def memory_estimate(self, *, nproc: int = 1, cache_bytes: int = 0):
-        from .estimate import estimate_memory
-
-        return estimate_memory(self, nproc=nproc, cache_bytes=cache_bytes)
 
     def __repr__(self) -> str:
         return (

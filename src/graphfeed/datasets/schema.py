@@ -48,6 +48,34 @@ SPLIT_KINDS = ("node_ids",)
 FEATURE_DTYPES = (
     "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
 )
+#: the splits ``Dataset.train_ids`` / ``valid_ids`` / ``test_ids`` read (a dataset may hold others)
+SPLIT_NAMES = ("train", "valid", "test")
+
+
+# --------------------------------------------------------------------------- names of files and roles
+# One place names every array of the folder: the writers use the paths, and the role keys
+# (``Metadata.paths()``, ``LoadedArrays.paths``) name the arrays in messages.
+def feature_path(name: str, kind: str = "node") -> str:
+    """Where feature ``name`` is written: ``node_features/<name>.npy`` (``kind="edge"``:
+    ``edge_features/<name>.npy``)."""
+    return f"{kind}_features/{name}.npy"
+
+
+def feature_role(name: str, kind: str = "node") -> str:
+    """The role key of feature ``name``: ``node_features.<name>`` / ``edge_features.<name>``."""
+    return f"{kind}_features.{name}"
+
+
+def split_path(name: str, index: int, num_sets: int) -> str:
+    """Where set ``index`` of split ``name`` is written: ``splits/<name>.npy`` for a split of one
+    set, else ``splits/<name>.<index>.npy``."""
+    return f"splits/{name}.npy" if num_sets == 1 else f"splits/{name}.{index}.npy"
+
+
+def split_role(name: str, index: int, num_sets: int) -> str:
+    """The role key of set ``index`` of split ``name``: ``splits.<name>`` for a split of one set,
+    else ``splits.<name>.<index>``."""
+    return f"splits.{name}" if num_sets == 1 else f"splits.{name}.{index}"
 
 
 @dataclass(frozen=True)
@@ -64,6 +92,9 @@ class ArraySpec:
 
 @dataclass(frozen=True)
 class GraphSpec:
+    """The graph's arrays: CSC ``indptr``/``indices`` (and optional ``weights``) paths, the edge
+    count, and whether every edge is stored in both directions."""
+
     num_edges: int
     indptr: str
     indices: str
@@ -124,6 +155,9 @@ class SplitSpec:
 
 @dataclass(frozen=True)
 class TaskSpec:
+    """What the dataset is for: ``type`` (``node_classification``), the ``target`` feature (the
+    labels) and ``num_classes``."""
+
     type: str
     target: str
     num_classes: int
@@ -180,13 +214,12 @@ class Metadata:
         out = {"graph.indptr": self.graph.indptr, "graph.indices": self.graph.indices}
         if self.graph.weights is not None:
             out["graph.weights"] = self.graph.weights
-        for k, v in self.node_features.items():
-            out[f"node_features.{k}"] = v.path
-        for k, v in self.edge_features.items():
-            out[f"edge_features.{k}"] = v.path
+        for kind, feats in (("node", self.node_features), ("edge", self.edge_features)):
+            for k, v in feats.items():
+                out[feature_role(k, kind)] = v.path
         for k, v in self.splits.items():
             for i, p in enumerate(v.paths):
-                out[f"splits.{k}" + (f".{i}" if v.num_sets > 1 else "")] = p
+                out[split_role(k, i, v.num_sets)] = p
         return out
 
 

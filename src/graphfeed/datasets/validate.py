@@ -15,7 +15,7 @@ import numpy as np
 
 from .._io import load_npy
 from ..errors import DatasetError
-from .schema import ArraySpec, Metadata, read_metadata, resolve_inside
+from .schema import ArraySpec, Metadata, feature_role, read_metadata, resolve_inside, split_role
 
 INT32_MAX = int(np.iinfo(np.int32).max)
 
@@ -103,19 +103,19 @@ def load_folder(folder, *, mmap: bool = True, full: bool = True) -> LoadedArrays
 
     node_features = {}
     for name, spec in meta.node_features.items():
-        role = f"node_features.{name}"
+        role = feature_role(name)
         arr = _open(root, spec.path, role, mmap, paths)
         _check_spec(arr, spec, paths[role], n, "node")
         node_features[name] = arr
     edge_features = {}
     for name, spec in meta.edge_features.items():
-        role = f"edge_features.{name}"
+        role = feature_role(name, "edge")
         arr = _open(root, spec.path, role, mmap, paths)
         _check_spec(arr, spec, paths[role], g.num_edges, "edge")
         edge_features[name] = arr
 
     target = node_features[meta.task.target]
-    p_tgt = paths[f"node_features.{meta.task.target}"]
+    p_tgt = paths[feature_role(meta.task.target)]
     if target.ndim != 1 or target.dtype.kind not in "iu":
         raise DatasetError(
             f"{p_tgt}: the node classification target must be a 1-D integer array, "
@@ -126,7 +126,7 @@ def load_folder(folder, *, mmap: bool = True, full: bool = True) -> LoadedArrays
     for name, spec in meta.splits.items():
         sets = []
         for i, (rel, size) in enumerate(zip(spec.paths, spec.sizes)):
-            role = f"splits.{name}" + (f".{i}" if spec.num_sets > 1 else "")
+            role = split_role(name, i, spec.num_sets)
             arr = _open(root, rel, role, mmap, paths)
             if arr.ndim != 1 or arr.dtype.kind not in "iu":
                 raise DatasetError(f"{paths[role]}: split ids must be a 1-D integer array, got {arr.dtype} {arr.shape}")
@@ -141,20 +141,14 @@ def load_folder(folder, *, mmap: bool = True, full: bool = True) -> LoadedArrays
 
 
 def _check_contents(meta, indptr, indices, target, splits, paths) -> None:
-    from ..graph._kernels import check_csc
+    from ..graph.csc import content_error
     from ._kernels import check_labels, mark_split
 
     n = meta.num_nodes
-    code, pos = check_csc(indptr, indices, n)
-    if code == 1:
-        raise DatasetError(
-            f"{paths['graph.indptr']}: indptr decreases at position {pos} "
-            f"({int(indptr[pos])} -> {int(indptr[pos + 1])})"
-        )
-    if code == 2:
-        raise DatasetError(
-            f"{paths['graph.indices']}: indices[{pos}] = {int(indices[pos])} is out of range [0, {n})"
-        )
+    bad = content_error(indptr, indices, n)
+    if bad is not None:
+        role, name, msg = bad
+        raise DatasetError(f"{paths['graph.' + role]}: {name}{msg}")
     if len(splits) > 250:
         raise DatasetError(f"{paths.get('graph.indptr')}: too many splits ({len(splits)})")
     tgt = np.asarray(target)
@@ -168,7 +162,7 @@ def _check_contents(meta, indptr, indices, target, splits, paths) -> None:
             sets = splits[name]
             shared = len(sets) == 1  # one set used by every split index
             ids = np.asarray(sets[0 if shared else index]).astype(np.int64, copy=False)
-            role = f"splits.{name}" + ("" if len(sets) == 1 else f".{index}")
+            role = split_role(name, index, len(sets))
             p = paths[role]
             label = repr(name) + ("" if meta.num_split_sets == 1 else f" (split set {index})")
             code, pos, other = mark_split(ids, marks, t, n)
@@ -187,6 +181,6 @@ def _check_contents(meta, indptr, indices, target, splits, paths) -> None:
             if bad >= 0:
                 v = int(ids[bad])
                 raise DatasetError(
-                    f"{paths[f'node_features.{meta.task.target}']}: label of node {v} (in split {label}) is "
+                    f"{paths[feature_role(meta.task.target)]}: label of node {v} (in split {label}) is "
                     f"{int(tgt[v])}, outside [0, num_classes = {meta.task.num_classes})"
                 )

@@ -1,4 +1,10 @@
-"""numba kernels for building CSC arrays from COO edges in O(E + N)."""
+"""numba kernels that build and check CSC arrays from COO edges in O(E + N).
+
+One set serves both builders: :meth:`graphfeed.graph.csc.CSCGraph.from_edges` (the whole edge
+list in memory: one window spanning every node) and the streamed, windowed build of
+``graphfeed prepare`` (:func:`graphfeed.datasets.build.build_csc_streaming`: chunks of edges,
+windows of destination nodes).
+"""
 
 from __future__ import annotations
 
@@ -8,70 +14,92 @@ from .._numba import kernel
 
 
 @kernel
-def count_in_degrees(src, dst, num_nodes, add_reverse, drop_self_loops):
-    counts = np.zeros(num_nodes + 1, dtype=np.int64)
+def accumulate_in_degrees(src, dst, counts, undirected, drop_self_loops):
+    """``counts[v + 1] += in-degree of v`` over the edges ``src[e] -> dst[e]`` (one chunk; a
+    cumulative sum of ``counts`` afterwards is ``indptr``). ``undirected`` also counts
+    ``dst -> src``; a self loop counts once (reversed, it is itself), or not at all with
+    ``drop_self_loops``.
+
+    Returns the index of the first edge with an endpoint outside ``[0, len(counts) - 1)``, or -1.
+    """
+    num_nodes = counts.shape[0] - 1
     for e in range(src.shape[0]):
         s = src[e]
         d = dst[e]
+        if s < 0 or d < 0 or s >= num_nodes or d >= num_nodes:
+            return e
         if s == d:
             if drop_self_loops:
                 continue
-            counts[d + 1] += 1  # a self loop reversed is itself: add it once
+            counts[d + 1] += 1
             continue
         counts[d + 1] += 1
-        if add_reverse:
+        if undirected:
             counts[s + 1] += 1
-    for v in range(num_nodes):
-        counts[v + 1] += counts[v]
-    return counts  # == indptr
+    return -1
 
 
 @kernel
-def scatter_edges(src, dst, weights, has_weights, indptr, add_reverse, drop_self_loops, indices, out_w):
-    """Stable counting-sort placement: neighbours keep their input order within a column."""
-    num_nodes = indptr.shape[0] - 1
-    cursor = indptr[:num_nodes].copy()
+def scatter_window(src, dst, vals, lo, hi, base, cursor, out, vout, undirected, drop_self_loops):
+    """Place the edges whose destination lies in ``[lo, hi)``: each edge's source goes to
+    ``cursor[d - lo]`` (an absolute edge position) in ``out``, the slice of the indices array
+    starting at edge ``base``, and its values ``vals[:, e]`` (``(k, R)``, k may be 0) to row
+    ``p - base`` of ``vout`` (``(window, k)``). Stable (a counting sort): a column keeps its
+    input order; a reverse edge carries the same values. ``cursor`` starts as ``indptr[lo:hi]``
+    and ends as ``indptr[lo + 1:hi + 1]``."""
+    k = vals.shape[0]
     for e in range(src.shape[0]):
         s = src[e]
         d = dst[e]
-        if s == d:
-            if drop_self_loops:
-                continue
-        p = cursor[d]
-        indices[p] = s
-        if has_weights:
-            out_w[p] = weights[e]
-        cursor[d] = p + 1
-        if add_reverse and s != d:
-            p = cursor[s]
-            indices[p] = d
-            if has_weights:
-                out_w[p] = weights[e]
-            cursor[s] = p + 1
+        if s == d and drop_self_loops:
+            continue
+        if d >= lo and d < hi:
+            p = cursor[d - lo]
+            out[p - base] = s
+            for j in range(k):
+                vout[p - base, j] = vals[j, e]
+            cursor[d - lo] = p + 1
+        if undirected and s != d and s >= lo and s < hi:
+            p = cursor[s - lo]
+            out[p - base] = d
+            for j in range(k):
+                vout[p - base, j] = vals[j, e]
+            cursor[s - lo] = p + 1
 
 
 @kernel
-def dedupe_columns(indptr, indices, weights, has_weights):
-    """Drop repeated (src, dst) pairs in place, keeping the first; returns the new indptr.
+def dedupe_window(local_indptr, indices, vals, marker, new_counts):
+    """Drop repeated sources within each column of a window, in place (keep the first, and its
+    row of ``vals``, ``(window, k)``). O(window) with a last-seen marker per node, no sorting.
 
-    O(E + N): a last-seen marker per node instead of sorting each column.
+    ``local_indptr`` are offsets into ``indices`` (the window); ``marker`` is an int64 array of
+    ``num_nodes`` entries set to -1 (see :func:`empty_marker`; it is -1 again on return);
+    writes each column's new size to ``new_counts`` and returns the window's new edge count.
+    Columns stay packed from the window start.
     """
-    num_nodes = indptr.shape[0] - 1
-    marker = np.full(num_nodes, -1, dtype=np.int64)
-    new_indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    k = vals.shape[1]
     w = 0
-    for v in range(num_nodes):
-        for p in range(indptr[v], indptr[v + 1]):
+    for v in range(local_indptr.shape[0] - 1):
+        start = w
+        for p in range(local_indptr[v], local_indptr[v + 1]):
             u = indices[p]
             if marker[u] == v:
                 continue
             marker[u] = v
             indices[w] = u
-            if has_weights:
-                weights[w] = weights[p]
+            for j in range(k):
+                vals[w, j] = vals[p, j]
             w += 1
-        new_indptr[v + 1] = w
-    return new_indptr
+        new_counts[v] = w - start
+        # reset markers of this column so the next window (v restarts at 0) sees a clean slate
+        for p in range(start, w):
+            marker[indices[p]] = -1
+    return w
+
+
+def empty_marker(num_nodes: int) -> np.ndarray:
+    """The marker array :func:`dedupe_window` expects: ``num_nodes`` int64 entries of -1."""
+    return np.full(num_nodes, -1, dtype=np.int64)
 
 
 @kernel

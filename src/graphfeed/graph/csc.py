@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
 from .._io import atomic_dir, load_npy, save_npy
+from .._checks import check_int
 from ..errors import DatasetError, GraphfeedError
 
 INT32_MAX = np.iinfo(np.int32).max
@@ -21,13 +23,9 @@ def index_dtype(num_nodes: int) -> np.dtype:
 
 
 def _as_int_array(name: str, a) -> np.ndarray:
-    try:
-        import torch
-
-        if isinstance(a, torch.Tensor):
-            a = a.detach().cpu().numpy()
-    except ImportError:  # pragma: no cover - torch is a core dependency
-        pass
+    torch = sys.modules.get("torch")  # a tensor exists only once torch is imported
+    if torch is not None and isinstance(a, torch.Tensor):
+        a = a.detach().cpu().numpy()
     a = np.asarray(a)
     if a.ndim != 1:
         raise GraphfeedError(f"{name} must be 1-D, got shape {a.shape}")
@@ -44,7 +42,7 @@ def _error(filename, name: str, msg: str) -> GraphfeedError:
     return GraphfeedError(f"{name}{msg}")
 
 
-def _content_error(indptr: np.ndarray, indices: np.ndarray, num_nodes: int):
+def content_error(indptr: np.ndarray, indices: np.ndarray, num_nodes: int):
     """The O(N + E) scan (one numba pass, no allocation): ``None`` if ``indptr`` is
     non-decreasing and every index is in ``[0, num_nodes)``, else ``(array role, name,
     message)`` with role ``"indptr"`` or ``"indices"``."""
@@ -126,7 +124,7 @@ class CSCGraph:
                 raise _error(files["weights"], "weights",
                              f" must be real numbers, got dtype {weights.dtype}")
         if not trusted:
-            bad = _content_error(indptr, indices, num_nodes)
+            bad = content_error(indptr, indices, num_nodes)
             if bad is not None:
                 raise _error(files[bad[0]], *bad[1:])
         self.indptr = indptr
@@ -169,7 +167,7 @@ class CSCGraph:
         """Full O(N + E) check: indptr non-decreasing, every index in ``[0, num_nodes)``
         (the constructor runs it unless ``trusted``); raises :class:`DatasetError` naming
         ``source``."""
-        bad = _content_error(self.indptr, self.indices, self.num_nodes)
+        bad = content_error(self.indptr, self.indices, self.num_nodes)
         if bad is not None:
             raise DatasetError(f"{source}: {bad[1]}{bad[2]}")
 
@@ -193,7 +191,7 @@ class CSCGraph:
         ``(src, dst)`` pairs. Neighbours keep their input order within each column. Extra peak
         memory beyond the output arrays is one int64 cursor per node.
         """
-        from ._kernels import count_in_degrees, dedupe_columns, scatter_edges
+        from ._kernels import accumulate_in_degrees, dedupe_window, empty_marker, scatter_window
 
         src = _as_int_array("src", src)
         dst = _as_int_array("dst", dst)
@@ -201,9 +199,7 @@ class CSCGraph:
             raise GraphfeedError(f"src and dst differ in length: {src.shape[0]} != {dst.shape[0]}")
         if num_nodes is None:
             num_nodes = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
-        num_nodes = int(num_nodes)
-        if num_nodes < 0:
-            raise GraphfeedError(f"num_nodes must be >= 0, got {num_nodes}")
+        num_nodes = check_int("num_nodes", num_nodes, 0)
         if src.shape[0]:
             lo = min(int(src.min()), int(dst.min()))
             hi = max(int(src.max()), int(dst.max()))
@@ -217,23 +213,28 @@ class CSCGraph:
                 raise GraphfeedError(
                     f"weights must have one entry per edge: {weights.shape} != {src.shape}"
                 )
-            w_in = weights
-        else:
-            w_in = np.zeros(0, dtype=np.float32)
         # numba specialises per dtype; normalise to keep the number of compiled variants small.
         src = src.astype(np.int64, copy=False)
         dst = dst.astype(np.int64, copy=False)
-        indptr = count_in_degrees(src, dst, num_nodes, add_reverse, drop_self_loops)
+        indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+        bad_edge = accumulate_in_degrees(src, dst, indptr, add_reverse, drop_self_loops)
+        assert bad_edge < 0, "endpoints were checked above"
+        np.cumsum(indptr, out=indptr)
         num_edges = int(indptr[-1])
         indices = np.empty(num_edges, dtype=index_dtype(num_nodes))
-        out_w = np.empty(num_edges if has_w else 0, dtype=w_in.dtype)
-        scatter_edges(src, dst, w_in, has_w, indptr, add_reverse, drop_self_loops, indices, out_w)
+        # the kernels carry k value columns per edge: the weights (k = 1, their dtype) or none
+        vals = weights.reshape(1, -1) if has_w else np.zeros((0, src.shape[0]))
+        out_w = np.empty((num_edges, 1 if has_w else 0), dtype=vals.dtype)
+        scatter_window(src, dst, vals, 0, num_nodes, 0, indptr[:num_nodes].copy(), indices, out_w,
+                       add_reverse, drop_self_loops)
         if drop_duplicates:
-            indptr = dedupe_columns(indptr, indices, out_w, has_w)
-            num_edges = int(indptr[-1])
+            counts = np.zeros(num_nodes, dtype=np.int64)
+            num_edges = int(dedupe_window(indptr, indices, out_w, empty_marker(num_nodes), counts))
+            indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+            np.cumsum(counts, out=indptr[1:])
             indices = indices[:num_edges].copy()
-            out_w = out_w[:num_edges].copy() if has_w else out_w
-        return cls(indptr, indices, out_w if has_w else None, trusted=True)  # valid by construction
+            out_w = out_w[:num_edges].copy()
+        return cls(indptr, indices, out_w[:, 0] if has_w else None, trusted=True)  # valid by construction
 
     # ------------------------------------------------------------------ storage
     def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Path:

@@ -17,12 +17,14 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Optional, Sequence, Union
+from typing import Mapping, Optional, Union
 
 import numpy as np
 
 from ...errors import DatasetError
-from ..schema import MAX_NUM_CLASSES
+from ..schema import MAX_NUM_CLASSES, SPLIT_NAMES
+from ..._checks import check_int
+from ..._registry import Registry
 from ..._memory import peak_rss_bytes
 from ..._units import format_bytes
 from ..build import DEFAULT_MEMORY_BUDGET, Progress, build_csc_streaming, write_feature
@@ -30,14 +32,19 @@ from ..build import DEFAULT_MEMORY_BUDGET, Progress, build_csc_streaming, write_
 __all__ = ["IMPORTERS", "Labels", "MAX_NUM_CLASSES", "PrepareReport", "SplitRule", "prepare", "load_labels",
            "load_ids", "load_split_sets", "read_labels"]
 
-#: importer name -> module (each has ``add_arguments(parser)`` and ``run(args, progress)``)
-IMPORTERS = {
-    "generic": "graphfeed.datasets.importers.generic",
-    "ogb": "graphfeed.datasets.importers.ogb",
-    "cora-text": "graphfeed.datasets.importers.shared",
-    "planetoid-npz": "graphfeed.datasets.importers.shared",
-    "csr-npz": "graphfeed.datasets.importers.shared",
-}
+#: importer name -> the library function that prepares a dataset from that input layout (the CLI
+#: adds one ``graphfeed prepare NAME`` subcommand per entry)
+IMPORTERS = Registry("importer")
+for _name, _target, _help in (
+    ("generic", "generic:prepare_generic", "edge list + feature/label/split files (CSV, TSV, .gz, .npy, .npz)"),
+    ("ogb", "ogb:prepare_ogb", "OGB node-property raw layout (raw/*.csv.gz, split/<name>/*.csv.gz)"),
+    ("cora-text", "shared:prepare_cora_text", "Cora text layout: *_edges.csv, *_features.json, *_target.csv"),
+    ("planetoid-npz", "shared:prepare_planetoid_npz",
+     ".npz with x, y, edge_index, train_idx/val_idx/test_idx (Planetoid order)"),
+    ("csr-npz", "shared:prepare_csr_npz", "gnn-benchmark .npz of CSR parts (adj_*, attr_*, labels)"),
+):
+    IMPORTERS.add(_name, f".datasets.importers.{_target}", _help)
+del _name, _target, _help
 
 
 @dataclass(frozen=True)
@@ -54,8 +61,7 @@ class SplitRule:
     seed: int = 0
 
     def __post_init__(self):
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise DatasetError(f"split seed must be an integer >= 0, got {self.seed!r}")
+        object.__setattr__(self, "seed", check_int("split seed", self.seed, 0))
 
     @classmethod
     def parse(cls, text: str, seed: int = 0) -> "SplitRule":
@@ -101,7 +107,7 @@ class SplitRule:
             if rest.shape[0] < n_va + n_te:
                 raise DatasetError(f"only {rest.shape[0]} labelled nodes left for valid {n_va} + test {n_te}")
             parts = train, rest[:n_va], rest[n_va : n_va + n_te]
-        return {k: np.sort(v).astype(np.int64) for k, v in zip(("train", "valid", "test"), parts)}
+        return {k: np.sort(v).astype(np.int64) for k, v in zip(SPLIT_NAMES, parts)}
 
 
 @dataclass(frozen=True)
@@ -298,18 +304,12 @@ def _read_label_text(path: Path, label_col, id_col, strings: bool = False):
     whole table re-read as strings (classes by name)."""
     import csv
 
-    from .._readers import TextBlocks, looks_like_header, numbered_lines, sniff_delimiter
+    from .._readers import TextBlocks, data_lines, looks_like_header
 
-    tb = TextBlocks(path, skip_header=False)
     ids_parts, lab_parts, line_parts = [], [], []
-    lab_i = id_i = delim = None
+    lab_i = id_i = None
     need = 0
-    for block, line_no in tb:
-        lines = numbered_lines(block, line_no, tb.path)
-        if not lines:
-            continue
-        if lab_i is None:
-            delim = sniff_delimiter(lines[0][1])
+    for lines, delim in data_lines(TextBlocks(path, skip_header=False)):
         split = (lambda ts: list(csv.reader(ts, delimiter=delim))) if delim else \
             (lambda ts: [t.split() for t in ts])
         rows = split([t for _, t in lines])
@@ -398,8 +398,7 @@ def _label_columns(path: Path, first: list, header: bool, label_col, id_col):
 
 def check_num_classes(num_classes, num_nodes: Optional[int] = None, where: str = "num_classes") -> int:
     """``num_classes`` as an int in ``[1, MAX_NUM_CLASSES]`` and at most the node count."""
-    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or num_classes < 1:
-        raise DatasetError(f"{where} must be a positive integer, got {num_classes!r}")
+    num_classes = check_int(where, num_classes, 1)
     if num_classes > MAX_NUM_CLASSES:
         raise DatasetError(f"{where} = {num_classes} is above the limit of {MAX_NUM_CLASSES:,} classes; "
                            f"is the label column right?")
@@ -460,8 +459,8 @@ def _prepare(out, *, edges, features, labels, splits, num_classes, num_nodes, un
              dedupe, name, overwrite, memory_budget, feature_dtype, target, extra, progress, label_col,
              id_col) -> PrepareReport:
     from ..format import DatasetWriter, _metadata
-    from ..schema import (ArraySpec, GraphSpec, SplitSpec, TaskSpec, check_json_value, check_name,
-                          dtype_name)
+    from ..schema import (ArraySpec, GraphSpec, TaskSpec, check_json_value, check_name, dtype_name,
+                          feature_path)
 
     t0 = time.perf_counter()
     progress = progress or Progress(False)
@@ -472,13 +471,11 @@ def _prepare(out, *, edges, features, labels, splits, num_classes, num_nodes, un
         check_json_value(extra, "extra")
     if num_classes is not None:
         check_num_classes(num_classes, where="num_classes")
-    if num_nodes is not None and (isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer))
-                                  or num_nodes < 0):
-        raise DatasetError(f"num_nodes must be an integer >= 0, got {num_nodes!r}")
+    if num_nodes is not None:
+        num_nodes = check_int("num_nodes", num_nodes, 0)
     if feature_dtype is not None:
         feature_dtype = np.dtype(dtype_name(_dtype(feature_dtype)))
-    if isinstance(memory_budget, bool) or not isinstance(memory_budget, (int, np.integer)) or memory_budget < 1:
-        raise DatasetError(f"memory budget must be a positive number of bytes, got {memory_budget!r}")
+    check_int("memory budget (bytes)", memory_budget, 1)
     features = dict(features or {})
     if target in features:
         raise DatasetError(f"feature name {target!r} is reserved for the labels")
@@ -488,7 +485,7 @@ def _prepare(out, *, edges, features, labels, splits, num_classes, num_nodes, un
     with DatasetWriter(out, overwrite=overwrite) as w:
         specs = {}
         for fname, src in features.items():
-            rel = f"node_features/{fname}.npy"
+            rel = feature_path(fname)
             shape, dt = write_feature(src, w.path_for(rel), dtype=feature_dtype, progress=progress,
                                       num_nodes=num_nodes)
             specs[fname] = ArraySpec(rel, dtype_name(dt), tuple(int(x) for x in shape))
@@ -515,12 +512,13 @@ def _prepare(out, *, edges, features, labels, splits, num_classes, num_nodes, un
             check_num_classes(num_classes, num_nodes)
             if top > num_classes:
                 raise DatasetError(f"{lname}: labels go up to {top - 1}, but num_classes = {num_classes}")
-        rel = f"node_features/{target}.npy"
+        rel = feature_path(target)
         w.save_array(rel, y)
         specs[target] = ArraySpec(rel, "int64", (num_nodes,))
 
-        value_paths = {n: w.path_for("graph/weights.npy" if n == "weight" else f"edge_features/{n}.npy")
-                       for n in getattr(edges, "value_names", ())}
+        value_rels = {n: "graph/weights.npy" if n == "weight" else feature_path(n, "edge")
+                      for n in edges.value_names}
+        value_paths = {n: w.path_for(rel) for n, rel in value_rels.items()}
         for n in value_paths:
             check_name(n, f"{out}: edge value")
         res = build_csc_streaming(
@@ -528,7 +526,7 @@ def _prepare(out, *, edges, features, labels, splits, num_classes, num_nodes, un
             drop_self_loops=drop_self_loops, dedupe=dedupe, memory_budget=memory_budget, progress=progress,
             value_paths=value_paths,
         )
-        efeats = {n: ArraySpec(f"edge_features/{n}.npy", dtype_name(dt), (res.num_edges,))
+        efeats = {n: ArraySpec(value_rels[n], dtype_name(dt), (res.num_edges,))
                   for n, (_, dt) in res.values.items() if n != "weight"}
         if isinstance(splits, SplitRule):
             split_sets = {k: [v] for k, v in splits.apply(y, int(num_classes)).items()}
@@ -544,11 +542,7 @@ def _prepare(out, *, edges, features, labels, splits, num_classes, num_nodes, un
             if len(sets) not in (1, num_sets):
                 raise DatasetError(f"split {sname!r} has {len(sets)} sets, the others {num_sets}; "
                                    f"give every split {num_sets} sets (or one shared by all)")
-            rels = []
-            for i, ids in enumerate(sets):
-                rels.append(f"splits/{sname}.npy" if len(sets) == 1 else f"splits/{sname}.{i}.npy")
-                w.save_array(rels[-1], ids)
-            split_specs[sname] = SplitSpec(tuple(rels), tuple(int(ids.shape[0]) for ids in sets))
+            split_specs[sname] = w.save_split(sname, sets)
         meta = _metadata(
             name or out.name, num_nodes,
             GraphSpec(res.num_edges, "graph/indptr.npy", "graph/indices.npy",
@@ -578,15 +572,3 @@ def _dtype(value):
 
 def _preview(names, k: int = 5) -> str:
     return str(list(names[:k]))[:-1] + (", ...]" if len(names) > k else "]")
-
-
-def parse_features_arg(values: Sequence[str]) -> dict:
-    """``["x.npy"]`` -> ``{"feat": "x.npy"}``; ``["feat=x.npy", "emb=e.csv"]`` -> by name."""
-    out = {}
-    for v in values or ():
-        if "=" in v and not os.path.exists(v):
-            k, p = v.split("=", 1)
-        else:
-            k, p = ("feat" if "feat" not in out else f"feat{len(out)}"), v
-        out[k] = p
-    return out

@@ -17,9 +17,8 @@ from typing import Optional
 
 from ...errors import DatasetError
 from .._readers import EdgeSource, read_int_table
-from . import PrepareReport, SplitRule, prepare
-
-HELP = "OGB node-property raw layout (raw/*.csv.gz, split/<name>/*.csv.gz)"
+from ..schema import SPLIT_NAMES
+from . import PrepareReport, prepare
 
 
 def _find(folder: Path, stem: str) -> Optional[Path]:
@@ -32,6 +31,13 @@ def _find(folder: Path, stem: str) -> Optional[Path]:
 
 def prepare_ogb(src, out, *, split_name: Optional[str] = None, split=None,
                 block_bytes: int = 8 * 1024 * 1024, **kw) -> PrepareReport:
+    """Prepare the OGB node-property folder ``src`` (layout above) into dataset folder ``out``.
+
+    Splits: the folder's ``split/<split_name>/`` (default: the first), or ``split`` instead (a
+    :class:`~graphfeed.datasets.importers.SplitRule` or name -> ids, as :func:`prepare` takes).
+    The node count comes from ``raw/num-node-list.csv.gz`` unless ``num_nodes`` is given;
+    ``**kw`` go to :func:`prepare`.
+    """
     src = Path(src)
     raw = src / "raw"
     if not raw.is_dir():
@@ -60,7 +66,7 @@ def prepare_ogb(src, out, *, split_name: Optional[str] = None, split=None,
         if chosen not in names:
             raise DatasetError(f"{split_root}: no split named {chosen!r}; found {names}")
         splits = {}
-        for k in ("train", "valid", "test"):
+        for k in SPLIT_NAMES:
             f = _find(split_root / chosen, k)
             if f is None:
                 raise DatasetError(f"{split_root / chosen}: missing {k}.csv.gz")
@@ -69,14 +75,3 @@ def prepare_ogb(src, out, *, split_name: Optional[str] = None, split=None,
     kw.setdefault("name", src.name)
     return prepare(out, edges=edges, features={"feat": feat_file} if feat_file else {}, labels=label_file,
                    splits=splits, num_nodes=num_nodes, **kw)
-
-
-def add_arguments(p) -> None:
-    p.add_argument("src", metavar="SRC", help="OGB dataset folder (holding raw/ and split/)")
-    p.add_argument("out", metavar="OUT", help="dataset folder to create")
-    p.add_argument("--split-name", help="which split/<name>/ to use (default: the first)")
-
-
-def run(args, common: dict) -> PrepareReport:
-    split = SplitRule.parse(args.split, args.seed) if args.split else None
-    return prepare_ogb(args.src, args.out, split_name=args.split_name, split=split, **common)

@@ -25,12 +25,6 @@ from ...errors import DatasetError
 from .._readers import DEFAULT_BLOCK, EdgeSource, SparseRows, load_npz, read_sparse
 from . import PrepareReport, SplitRule, prepare, read_labels
 
-HELP = {
-    "cora-text": "Cora text layout: *_edges.csv, *_features.json, *_target.csv",
-    "planetoid-npz": ".npz with x, y, edge_index, train_idx/val_idx/test_idx (Planetoid order)",
-    "csr-npz": "gnn-benchmark .npz of CSR parts (adj_*, attr_*, labels)",
-}
-
 CORA_PLANETOID = {"train": (0, 140), "valid": (140, 640), "test": (1708, 2708)}
 
 
@@ -143,23 +137,3 @@ def prepare_csr_npz(src, out, *, split=None, normalize_features: bool = False, *
     kw.pop("block_bytes", None)
     return prepare(out, edges=EdgeSource(arrays=(rows, indices)), features=feats,
                    labels=z["labels"], splits=split, num_nodes=n, **kw)
-
-
-def add_arguments(p, fmt: str) -> None:
-    what = "folder with the text files" if fmt == "cora-text" else ".npz file"
-    p.add_argument("src", metavar="SRC", help=what)
-    p.add_argument("out", metavar="OUT", help="dataset folder to create")
-    p.add_argument("--normalize-features", action="store_true",
-                   help="divide each feature row by its sum (GCN's preprocessing)")
-    if fmt == "cora-text":
-        p.add_argument("--label-col", help="label column of *_target.csv (name or 0-based index; "
-                                           "default: the column named target/label/class)")
-
-
-def run(args, common: dict) -> PrepareReport:
-    split = SplitRule.parse(args.split, args.seed) if args.split else None
-    fn = {"cora-text": prepare_cora_text, "planetoid-npz": prepare_planetoid_npz,
-          "csr-npz": prepare_csr_npz}[args.format]
-    if args.format == "cora-text" and args.label_col is not None:
-        common = dict(common, label_col=args.label_col)
-    return fn(args.src, args.out, split=split, normalize_features=args.normalize_features, **common)

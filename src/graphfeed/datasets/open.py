@@ -1,0 +1,34 @@
+"""``open_dataset``: one name for a dataset anywhere in graphfeed, a built-in synthetic one
+(``tiny``, ``small``, ``medium``) or a prepared dataset folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from ..errors import GraphfeedError
+
+__all__ = ["open_dataset"]
+
+
+def open_dataset(spec: str, data_root: Optional[str] = None, *, verbose: bool = False):
+    """A built-in name (``tiny``, ``small``, ``medium``) or a prepared dataset folder, opened as a
+    :class:`~graphfeed.datasets.format.Dataset`.
+
+    A built-in dataset is generated on first use and cached under ``data_root`` (default
+    ``$GRAPHFEED_HOME/datasets``); ``verbose`` reports its generation on stderr. Anything else
+    must be a folder written by ``graphfeed prepare`` (opened with the full validation).
+    """
+    from . import synthetic
+
+    if spec in synthetic.SPECS:
+        return synthetic.load_builtin(spec, Path(data_root) if data_root else None, verbose=verbose)
+    path = Path(spec)
+    if path.is_dir():
+        from .format import Dataset
+
+        return Dataset.open(path)
+    raise GraphfeedError(
+        f"dataset {spec!r} is neither a built-in dataset ({', '.join(synthetic.SPECS)}) nor a "
+        f"folder; prepare one with 'graphfeed prepare'"
+    )
