@@ -21,6 +21,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ._memory import release_free_memory
+from .datasets.open import open_dataset
 from .errors import GraphfeedError
 from .trainer.config import TrainConfig
 from .trainer.evaluate import EVAL_BATCH_SIZE, plan_eval
@@ -32,23 +33,6 @@ __all__ = ["TrainConfig", "EpochStats", "TrainResult", "RunsResult", "train", "t
 
 
 # ---------------------------------------------------------------------------- helpers
-def open_dataset(spec: str, data_root: Optional[str] = None, *, verbose: bool = False):
-    """A built-in name (``tiny``, ``small``, ``medium``) or a prepared dataset folder."""
-    from .datasets import synthetic
-
-    if spec in synthetic.SPECS:
-        return synthetic.load_builtin(spec, Path(data_root) if data_root else None, verbose=verbose)
-    path = Path(spec)
-    if path.is_dir():
-        from .datasets.format import Dataset
-
-        return Dataset.open(path)
-    raise GraphfeedError(
-        f"dataset {spec!r} is neither a built-in dataset ({', '.join(synthetic.SPECS)}) nor a "
-        f"folder; prepare one with 'graphfeed prepare'"
-    )
-
-
 def resolve_device(device: str) -> str:
     """``auto``/``cpu``/``cuda``/``cuda:N`` -> a concrete device name, without starting CUDA
     (:func:`graphfeed._cuda.resolve_device`: asking NVML keeps the launcher safe to fork from)."""

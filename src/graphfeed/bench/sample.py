@@ -73,7 +73,7 @@ def load_bench_data(dataset: Optional[str] = None, graph_dir: Optional[str] = No
             if f.shape[0] != graph.num_nodes:
                 raise DatasetError(f"{fpath}: {f.shape[0]} rows, but the graph has {graph.num_nodes} nodes")
         return BenchData(d.name, graph, pool.astype(np.int64), fpath if fpath.exists() else None)
-    from ..training import open_dataset
+    from ..datasets.open import open_dataset
 
     ds = open_dataset(dataset or "medium", data_root, verbose=True)
     return BenchData(ds.name, ds.graph, np.asarray(ds.train_ids), dataset=ds)

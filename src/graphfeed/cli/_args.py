@@ -20,8 +20,6 @@ def _int(text: str, what: str) -> int:
 def fanouts(text: str) -> list[int]:
     """``"15,10,5"``: one integer per layer, each in ``[1, MAX_FANOUT]`` or ``-1`` (every
     neighbour). An empty item (``"15,,5"``) is an error, not a dropped layer."""
-    from ..trainer.config import MAX_FANOUT
-
     items = text.replace(" ", "").split(",")
     if text.strip() == "" or any(t == "" for t in items):
         raise argparse.ArgumentTypeError(
@@ -31,11 +29,13 @@ def fanouts(text: str) -> list[int]:
         vals = [int(t) for t in items]
     except ValueError:
         raise argparse.ArgumentTypeError(f"fanouts must be comma-separated integers, got {text!r}") from None
-    if any((v < 1 and v != -1) or v > MAX_FANOUT for v in vals):
-        raise argparse.ArgumentTypeError(
-            f"fanouts must be integers between 1 and {MAX_FANOUT:,} (or -1 for every neighbour), got {text!r}"
-        )
-    return vals
+    from ..errors import GraphfeedError
+    from ..trainer.config import check_fanouts
+
+    try:
+        return list(check_fanouts("fanouts", vals))
+    except GraphfeedError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def int_range(lo: int, hi: int):

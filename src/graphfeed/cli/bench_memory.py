@@ -158,7 +158,8 @@ def format_table(runs: list[MemoryRun], dataset: str, features: str) -> str:
 
 
 def run(args) -> int:
-    from ..training import TrainConfig, open_dataset
+    from ..datasets.open import open_dataset
+    from ..training import TrainConfig
 
     cfg = TrainConfig(
         dataset=args.dataset,

@@ -33,28 +33,11 @@ HUMAN_OUTPUTS = ("stdout", "stderr")
 
 
 def check_fanouts(name: str, fanouts) -> tuple[int, ...]:
-    """A non-empty sequence of ints in ``[1, MAX_FANOUT]`` or ``-1`` (every neighbour)."""
-    if isinstance(fanouts, (str, bytes)):
-        raise GraphfeedError(f"{name} must be a sequence of integers, got {fanouts!r}")
-    try:
-        vals = list(fanouts)
-    except TypeError:
-        raise GraphfeedError(f"{name} must be a sequence of integers, got {fanouts!r}") from None
-    if not vals:
-        raise GraphfeedError(f"{name} must not be empty (one entry per GNN layer)")
-    out = []
-    for f in vals:
-        try:
-            v = _int(name, f, -1, MAX_FANOUT)
-        except GraphfeedError:
-            v = 0
-        if v == 0:
-            raise GraphfeedError(
-                f"{name} must be integers between 1 and {MAX_FANOUT:,}, or -1 for every "
-                f"neighbour; got {f!r} in {vals}"
-            )
-        out.append(v)
-    return tuple(out)
+    """A non-empty sequence of ints in ``[1, MAX_FANOUT]`` or ``-1`` (every neighbour): the
+    samplers' own check (:func:`graphfeed.sampling._common.check_fanouts`) with the CLI's bound."""
+    from ..sampling._common import check_fanouts as check
+
+    return check(fanouts, name=name, max_fanout=MAX_FANOUT)
 
 
 @dataclass
