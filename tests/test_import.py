@@ -112,3 +112,22 @@ def test_the_checker_flags_heavy_modules():
             "graphfeed.sampling._kernels", "graphfeed.graph.csc", "torch", "numpy"]
     assert heavy(mods) == sorted(mods[:6])
     assert heavy(mods, allowed={"torch.distributed.c10d_logger"}) == sorted(mods[:4] + mods[5:6])
+
+
+def test_the_cli_parser_and_the_registries_load_no_torch():
+    """``graphfeed --help`` builds every subcommand's choices from the registries (feature
+    backends, cache policies, placement modes, samplers, importers) without importing torch."""
+    code = textwrap.dedent("""
+        import sys
+        from graphfeed.cli.main import build_parser
+        build_parser()
+        from graphfeed.features import BACKENDS
+        from graphfeed.features.registry import POLICIES
+        from graphfeed.placement import MODES
+        from graphfeed.sampling import SAMPLERS
+        BACKENDS.names(), MODES.names(), SAMPLERS.names(), sorted(POLICIES)
+        print(sorted(m for m in sys.modules if m == "torch" or m.startswith(("numba", "lmdb"))))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

@@ -137,6 +137,6 @@ def placement_modes() -> list[str]:
 
 def cache_policies() -> list[str]:
     """``--cache-policy`` choices."""
-    from ..features.cache import POLICIES
+    from ..features.registry import POLICIES
 
     return sorted(POLICIES)

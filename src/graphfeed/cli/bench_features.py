@@ -58,7 +58,7 @@ def run(args) -> int:
     except GraphfeedError as e:
         raise GraphfeedError(f"--backends: {e}") from None
     policies = [s.strip() for s in args.cache_policy.split(",") if s.strip()]
-    from ..features.cache import policy_code
+    from ..features.registry import policy_code
 
     for pol in policies:
         policy_code(pol)  # unknown names fail now, listing the valid ones

@@ -7,7 +7,7 @@
 - ``PinnedFeature`` / ``pin_memory``: page-locked host memory for fast or zero-copy GPU reads,
 - ``open_feature(path, backend, cache_size=...)``: build one by name.
 
-Backends load on first use, so importing this package does not import numba or lmdb.
+Everything loads on first use: importing this package imports neither torch, numba nor lmdb.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 
-from .base import Feature, FeatureStore
-from .memory import InMemoryFeature
-
 _LAZY = {
+    "Feature": ".base",
+    "FeatureStore": ".base",
+    "InMemoryFeature": ".memory",
     "DiskFeature": ".disk",
     "LMDBFeature": ".lmdb_store",
     "CachedFeature": ".cache",
@@ -29,13 +29,15 @@ _LAZY = {
     "BACKENDS": ".registry",
 }
 
-__all__ = ["Feature", "FeatureStore", "InMemoryFeature", *sorted(_LAZY)]
+__all__ = sorted(_LAZY)
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .base import Feature, FeatureStore
+    from .memory import InMemoryFeature
     from .cache import CachedFeature
     from .disk import DiskFeature
     from .lmdb_store import LMDBFeature

@@ -38,23 +38,7 @@ from .._units import parse_size
 from ..errors import GraphfeedError
 from ._rows import PARALLEL_MIN_ROWS, word_dtype, word_view
 from .base import Feature, WrappedFeature
-
-#: name -> policy code used by the kernels (see ``_cache_kernels``).
-POLICIES: dict[str, int] = {"lru": 0, "clock": 1, "sieve": 2, "s3fifo": 3}
-_ALIASES = {"s3-fifo": "s3fifo", "s3_fifo": "s3fifo"}
-
-
-def policy_code(policy: Union[str, int]) -> int:
-    """The kernel code of a policy name (case-insensitive); unknown names list the valid ones."""
-    if isinstance(policy, int) and policy in POLICIES.values():
-        return policy
-    name = _ALIASES.get(str(policy).lower(), str(policy).lower())
-    if name not in POLICIES:
-        raise GraphfeedError(
-            f"unknown cache policy {policy!r}; valid policies: {', '.join(sorted(POLICIES))}"
-        )
-    return POLICIES[name]
-
+from .registry import _ALIASES, POLICIES, policy_code  # noqa: F401 - re-exported
 
 class AdmissionFilter:
     """Which distinct missed ids (sorted) a batch admits, at most ``budget`` of them.

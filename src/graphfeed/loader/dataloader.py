@@ -204,11 +204,11 @@ class DataLoader:
         self.device = resolve_device(device)
         self.reuse_buffers = bool(reuse_buffers)
         if num_workers is not None:
-            from ..placement.workers import warn_num_workers
+            from .workers import warn_num_workers
 
-            check_int("num_workers", num_workers, 0)
-            mode = "cpu-cuda" if self.device.type == "cuda" else "cpu-cpu"
-            warn_num_workers(mode, num_workers, stacklevel=3)  # points at the caller's line
+            gpu = self.device.type == "cuda"
+            warn_num_workers("cpu-cuda" if gpu else "cpu-cpu", num_workers, on_gpu=gpu,
+                             stacklevel=3)  # points at the caller's line
         _check_rows(sampler, self.node_features, labels)
         self.stats = LoaderStats()
         cuda = self.device.type == "cuda"

@@ -65,7 +65,7 @@ class DataPlan:
         ``world``: default from torchrun's variables."""
         from .. import _cuda
         from ..distributed.world import World
-        from ..features.cache import policy_code
+        from ..features.registry import policy_code
         from ..features.registry import BACKENDS
 
         BACKENDS.check(features)

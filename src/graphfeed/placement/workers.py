@@ -1,73 +1,34 @@
-"""The one message for users who ask for worker processes (``num_workers``).
-
-graphfeed's loader runs sampling and feature reads in threads of the training process (the
-numba kernels and torch's gathers release the GIL), so it never forks. Forking after CUDA has
-started is what produces "Cannot re-initialize CUDA in forked subprocess" and, with pinned
-memory, crashes like "'PyCapsule' object has no attribute 'cudaHostUnregister'" when a worker
-exits; graphfeed avoids both by design.
-"""
+"""``num_workers`` per placement mode: the loader's message (:mod:`graphfeed.loader.workers`)
+told whether the mode trains on a GPU."""
 
 from __future__ import annotations
 
-import warnings
 from typing import Optional
 
-from ..errors import GraphfeedWarning
+from ..loader.workers import NumWorkersWarning
+from ..loader.workers import num_workers_message as _message
+from ..loader.workers import warn_num_workers as _warn
 from .modes import AUTO, mode_spec, validate_mode
 
 __all__ = ["NumWorkersWarning", "num_workers_message", "warn_num_workers"]
 
 
-class NumWorkersWarning(GraphfeedWarning):
-    """``num_workers`` was given; graphfeed uses threads instead of worker processes."""
-
-
-def num_workers_message(
-    mode: str, num_workers: Optional[int] = None, *, threads_option: str = "num_threads"
-) -> str:
-    """The text shown when ``num_workers`` is given in placement ``mode``: why worker
-    processes are not needed and what to use instead (``threads_option``, the loader's
-    parallelism setting)."""
+def _on_gpu(mode: str) -> tuple[str, bool]:
     mode = validate_mode(mode)
-    asked = f"num_workers={num_workers}" if num_workers is not None else "num_workers"
-    if mode != AUTO and mode_spec(mode).uses_cuda:
-        return (
-            f"graphfeed: {asked} is not needed and is ignored in {mode} mode. graphfeed's loader "
-            "runs sampling and feature reads in threads of this process (its numba and torch "
-            "kernels release the GIL), so it starts no worker processes: forked workers cannot "
-            "use CUDA ('Cannot re-initialize CUDA in forked subprocess') and would each hold "
-            "their own copy of the pinned buffers. To change the parallelism, set "
-            f"{threads_option}=N; to overlap more batches, raise the loader's prefetch depth."
-        )
-    return (
-        f"graphfeed: {asked} is not needed and is ignored. graphfeed's loader runs sampling and "
-        "feature reads in threads of this process (its numba and torch kernels release the "
-        "GIL), so it never forks worker processes: the threads share one copy of the graph and "
-        f"features instead of one per worker. To change the parallelism, set {threads_option}=N."
-    )
+    return mode, mode != AUTO and mode_spec(mode).uses_cuda
 
 
-def warn_num_workers(
-    mode: str,
-    num_workers: Optional[int],
-    *,
-    threads_option: str = "num_threads",
-    stacklevel: int = 3,
-) -> bool:
-    """Warn once with :func:`num_workers_message` when ``num_workers`` asks for worker
-    processes (an int > 0). Returns whether it warned. ``num_workers`` of ``None`` or 0 is
-    silent. A negative or non-integer value is a ``GraphfeedError``."""
-    from ..errors import GraphfeedError
+def num_workers_message(mode: str, num_workers: Optional[int] = None, *,
+                        threads_option: str = "num_threads") -> str:
+    """Why worker processes are not needed in placement ``mode`` and what to use instead."""
+    mode, gpu = _on_gpu(mode)
+    return _message(mode, num_workers, on_gpu=gpu, threads_option=threads_option)
 
-    if num_workers is None:
-        return False
-    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
-        raise GraphfeedError(f"num_workers must be an int >= 0, got {num_workers!r}")
-    if num_workers == 0:
-        return False
-    warnings.warn(
-        num_workers_message(mode, num_workers, threads_option=threads_option),
-        NumWorkersWarning,
-        stacklevel=stacklevel,
-    )
-    return True
+
+def warn_num_workers(mode: str, num_workers: Optional[int], *, threads_option: str = "num_threads",
+                     stacklevel: int = 3) -> bool:
+    """Warn once with :func:`num_workers_message` when ``num_workers`` > 0; returns whether it
+    warned (``None`` and 0 are silent; a negative or non-integer value is an error)."""
+    mode, gpu = _on_gpu(mode)
+    return _warn(mode, num_workers, on_gpu=gpu, threads_option=threads_option,
+                 stacklevel=stacklevel + 1)
