@@ -12,40 +12,27 @@ from ._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-# public name -> module that defines it (imported on first attribute access)
-_EXPORTS = {
-    "GraphfeedError": ".errors",
-    "DatasetError": ".errors",
-    "MissingDependencyError": ".errors",
-    "CSCGraph": ".graph.csc",
-    "Block": ".sampling.base",
-    "MiniBatch": ".sampling.base",
-    "Sampler": ".sampling.base",
-    "NeighborSampler": ".sampling.neighbor",
-    "Feature": ".features.base",
-    "FeatureStore": ".features.base",
-    "InMemoryFeature": ".features.memory",
-    "DiskFeature": ".features.disk",
-    "LMDBFeature": ".features.lmdb_store",
-    "CachedFeature": ".features.cache",
-    "PinnedFeature": ".features.pinned",
-    "open_feature": ".features.registry",
-    "TorchNeighborSampler": ".sampling.torch_sampler",
-    "place": ".placement.plan",
-    "node_loader": ".placement.plan",
-    "DataPlan": ".placement.plan",
-    "train": ".training",
-    "TrainConfig": ".training",
-    "ItemSampler": ".loader.item_sampler",
-    "DataLoader": ".loader.dataloader",
-    "Dataset": ".datasets.format",
-    "load_builtin": ".datasets.synthetic",
-}
-
-__all__ = sorted(_EXPORTS) + ["__version__"]
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+# module -> the public names it defines, each imported on first use
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    ".errors": "GraphfeedError DatasetError MissingDependencyError",
+    ".graph.csc": "CSCGraph",
+    ".sampling.base": "Block MiniBatch Sampler",
+    ".sampling.neighbor": "NeighborSampler",
+    ".features.base": "Feature FeatureStore",
+    ".features.memory": "InMemoryFeature",
+    ".features.disk": "DiskFeature",
+    ".features.lmdb_store": "LMDBFeature",
+    ".features.cache": "CachedFeature",
+    ".features.pinned": "PinnedFeature",
+    ".features.registry": "open_feature",
+    ".sampling.torch_sampler": "TorchNeighborSampler",
+    ".placement.plan": "place node_loader DataPlan",
+    ".training": "train TrainConfig",
+    ".loader.item_sampler": "ItemSampler",
+    ".loader.dataloader": "DataLoader",
+    ".datasets.format": "Dataset",
+    ".datasets.synthetic": "load_builtin",
+}, eager=("__version__",))
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only

@@ -9,10 +9,14 @@ import sys
 from typing import Callable, Mapping
 
 
-def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable, Callable]:
-    """``__getattr__, __dir__`` for ``package``; ``exports`` maps a name to the relative module
-    that defines it (``{"DataLoader": ".dataloader"}``). A resolved name is cached on the
-    package, so later lookups skip ``__getattr__``."""
+def lazy_exports(package: str, exports: Mapping[str, object],
+                 eager: tuple = ()) -> tuple[Callable, Callable, list]:
+    """``__getattr__, __dir__, __all__`` for ``package``; ``exports`` maps a relative module to
+    the names it defines, space-separated (``{".dataloader": "DataLoader"}``); ``eager`` names
+    defined in the package itself join ``__all__``. A resolved name is cached on the package, so
+    later lookups skip ``__getattr__``."""
+    names = sorted([*eager, *(n for v in exports.values() for n in _split(v))])
+    exports = {name: mod for mod, ns in exports.items() for name in _split(ns)}
 
     def __getattr__(name: str):
         mod = exports.get(name)
@@ -25,4 +29,9 @@ def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable, Ca
     def __dir__():
         return sorted(set(vars(sys.modules[package])) | set(exports))
 
-    return __getattr__, __dir__
+    return __getattr__, __dir__, names
+
+
+def _split(names) -> list:
+    return names.split() if isinstance(names, str) else list(names)
+

@@ -18,34 +18,15 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 
-_EXPORTS = {
-    "World": ".world",
-    "init": ".world",
-    "shutdown": ".world",
-    "barrier": ".world",
-    "is_initialized": ".world",
-    "default_backend": ".world",
-    "check_gpus_for_ranks": ".world",
-    "launch": ".launcher",
-    "RankFailedError": ".launcher",
-    "RankFailure": ".launcher",
-    "LaunchTerminated": ".launcher",
-    "share_arrays": ".sharing",
-    "collective_device": ".sharing",
-    "share_dataset": ".sharing",
-    "SharedDataset": ".sharing",
-    "run_id": ".sharing",
-    "SharedArrays": ".shm",
-    "list_segments": ".shm",
-    "remove_segments": ".shm",
-    "pss_bytes": ".pss",
-    "register_pinned": ".pinned",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+# module -> the public names it defines, each imported on first use
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    ".world": "World init shutdown barrier is_initialized default_backend check_gpus_for_ranks",
+    ".launcher": "launch RankFailedError RankFailure LaunchTerminated",
+    ".sharing": "share_arrays collective_device share_dataset SharedDataset run_id",
+    ".shm": "SharedArrays list_segments remove_segments",
+    ".pss": "pss_bytes",
+    ".pinned": "register_pinned",
+})
 
 
 if TYPE_CHECKING:  # pragma: no cover

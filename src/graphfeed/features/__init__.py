@@ -16,23 +16,16 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 
-_LAZY = {
-    "Feature": ".base",
-    "FeatureStore": ".base",
-    "InMemoryFeature": ".memory",
-    "DiskFeature": ".disk",
-    "LMDBFeature": ".lmdb_store",
-    "CachedFeature": ".cache",
-    "PinnedFeature": ".pinned",
-    "pin_memory": ".pinned",
-    "open_feature": ".registry",
-    "BACKENDS": ".registry",
-}
-
-__all__ = sorted(_LAZY)
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+# module -> the public names it defines, each imported on first use
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    ".base": "Feature FeatureStore",
+    ".memory": "InMemoryFeature",
+    ".disk": "DiskFeature",
+    ".lmdb_store": "LMDBFeature",
+    ".cache": "CachedFeature",
+    ".pinned": "PinnedFeature pin_memory",
+    ".registry": "open_feature BACKENDS",
+})
 
 
 if TYPE_CHECKING:  # pragma: no cover

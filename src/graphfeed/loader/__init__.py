@@ -10,18 +10,12 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 
-_EXPORTS = {
-    "ItemSampler": ".item_sampler",
-    "SeedBatch": ".item_sampler",
-    "DataLoader": ".dataloader",
-    "GraphfeedWarning": ".base",
-    "LoaderStats": ".base",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+# module -> the public names it defines, each imported on first use
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    ".item_sampler": "ItemSampler SeedBatch",
+    ".dataloader": "DataLoader",
+    ".base": "GraphfeedWarning LoaderStats",
+})
 
 
 if TYPE_CHECKING:  # pragma: no cover

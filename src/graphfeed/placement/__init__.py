@@ -30,35 +30,14 @@ from .planner import (
 )
 from .workers import NumWorkersWarning, num_workers_message, warn_num_workers
 
-_LAZY = {"apply_placement": ".apply", "PlacedData": ".apply", "estimate_bytes": ".apply",
-         "DataPlan": ".plan", "place": ".plan", "node_loader": ".plan"}
-
-__all__ = [
-    "AUTO",
-    "DataPlan",
-    "DEFAULT_HEADROOM",
-    "DEFAULT_SAMPLING_WORKSPACE",
-    "MODES",
-    "Hardware",
-    "ModeSpec",
-    "NumWorkersWarning",
-    "PlacedData",
-    "Placement",
-    "PlacementWarning",
-    "apply_placement",
-    "detect_hardware",
-    "estimate_bytes",
-    "mode_spec",
-    "node_loader",
-    "place",
-    "num_workers_message",
-    "plan_placement",
-    "validate_mode",
-    "warn_num_workers",
-]
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+# module -> the public names it defines, each imported on first use (torch comes with them)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    ".apply": "apply_placement PlacedData estimate_bytes",
+    ".plan": "DataPlan place node_loader",
+}, eager=("AUTO", "DEFAULT_HEADROOM", "DEFAULT_SAMPLING_WORKSPACE", "MODES", "Hardware",
+          "ModeSpec", "NumWorkersWarning", "Placement", "PlacementWarning", "detect_hardware",
+          "mode_spec", "num_workers_message", "plan_placement", "validate_mode",
+          "warn_num_workers"))
 
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -20,8 +20,6 @@ from typing import TYPE_CHECKING, Sequence
 from .._lazy import lazy_exports
 from .._registry import Registry
 
-__all__ = ["SAMPLERS", "build_sampler", "Block", "MiniBatch", "Sampler", "NeighborSampler",
-           "TorchNeighborSampler"]
 
 SAMPLERS = Registry("sampler")
 SAMPLERS.add("neighbor", ".sampling.neighbor:NeighborSampler", "numba kernels, CPU")
@@ -36,15 +34,11 @@ def build_sampler(name: str, graph, fanouts: Sequence[int], **kwargs) -> "Sample
     return SAMPLERS.get(name).from_graph(graph, fanouts, **kwargs)
 
 
-_LAZY = {
-    "Block": ".base",
-    "MiniBatch": ".base",
-    "Sampler": ".base",
-    "NeighborSampler": ".neighbor",
-    "TorchNeighborSampler": ".torch_sampler",
-}
-
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    ".base": "Block MiniBatch Sampler",
+    ".neighbor": "NeighborSampler",
+    ".torch_sampler": "TorchNeighborSampler",
+}, eager=("SAMPLERS", "build_sampler"))
 
 if TYPE_CHECKING:  # pragma: no cover
     from .base import Block, MiniBatch, Sampler
