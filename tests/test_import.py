@@ -22,7 +22,7 @@ GRAPHFEED_HEAVY = (
     "graphfeed.sampling.neighbor",
     "graphfeed.features.lmdb_store",
     "graphfeed.distributed",
-    "graphfeed.loader",
+    "graphfeed.loader.dataloader",
     "graphfeed.training",
 )
 

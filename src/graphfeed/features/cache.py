@@ -38,7 +38,7 @@ from .._units import parse_size
 from ..errors import GraphfeedError
 from ._rows import PARALLEL_MIN_ROWS, word_dtype, word_view
 from .base import Feature, WrappedFeature
-from .registry import _ALIASES, POLICIES, policy_code  # noqa: F401 - re-exported
+from ._policies import _ALIASES, POLICIES, policy_code  # noqa: F401 - re-exported
 
 class AdmissionFilter:
     """Which distinct missed ids (sorted) a batch admits, at most ``budget`` of them.

@@ -10,10 +10,11 @@ from __future__ import annotations
 import inspect
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 from .._registry import Registry
 from .._units import parse_size
+from ._policies import POLICIES, policy_code
 from ..errors import GraphfeedError
 
 if TYPE_CHECKING:  # pragma: no cover - importing the registry loads no torch
@@ -25,23 +26,6 @@ BACKENDS = Registry("feature backend", package=__package__)
 BACKENDS.add("ram", ".memory:open_npy", "loaded into memory; mmap=True shares a read-only map")
 BACKENDS.add("disk", ".disk:DiskFeature", "read from the .npy on demand (page cache or O_DIRECT)")
 BACKENDS.add("lmdb", ".lmdb_store:open_npy", "an LMDB copy beside the .npy, built on first use")
-
-
-#: name -> policy code used by the kernels (see ``_cache_kernels``).
-POLICIES: dict[str, int] = {"lru": 0, "clock": 1, "sieve": 2, "s3fifo": 3}
-_ALIASES = {"s3-fifo": "s3fifo", "s3_fifo": "s3fifo"}
-
-
-def policy_code(policy: Union[str, int]) -> int:
-    """The kernel code of a policy name (case-insensitive); unknown names list the valid ones."""
-    if isinstance(policy, int) and policy in POLICIES.values():
-        return policy
-    name = _ALIASES.get(str(policy).lower(), str(policy).lower())
-    if name not in POLICIES:
-        raise GraphfeedError(
-            f"unknown cache policy {policy!r}; valid policies: {', '.join(sorted(POLICIES))}"
-        )
-    return POLICIES[name]
 
 
 def open_feature(

@@ -28,18 +28,18 @@ from .planner import (
     PlacementWarning,
     plan_placement,
 )
-from .workers import NumWorkersWarning, num_workers_message, warn_num_workers
 
 # module -> the public names it defines, each imported on first use (torch comes with them)
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     ".apply": "apply_placement PlacedData estimate_bytes",
     ".plan": "DataPlan place node_loader",
+    ".workers": "NumWorkersWarning num_workers_message warn_num_workers",
 }, eager=("AUTO", "DEFAULT_HEADROOM", "DEFAULT_SAMPLING_WORKSPACE", "MODES", "Hardware",
-          "ModeSpec", "NumWorkersWarning", "Placement", "PlacementWarning", "detect_hardware",
-          "mode_spec", "num_workers_message", "plan_placement", "validate_mode",
-          "warn_num_workers"))
+          "ModeSpec", "Placement", "PlacementWarning", "detect_hardware", "mode_spec",
+          "plan_placement", "validate_mode"))
 
 
 if TYPE_CHECKING:  # pragma: no cover
     from .apply import PlacedData, apply_placement, estimate_bytes
     from .plan import DataPlan, node_loader, place
+    from .workers import NumWorkersWarning, num_workers_message, warn_num_workers
