@@ -237,7 +237,7 @@ def test_progress_bar_writes_to_stream():
     p.start("pass 1/2", 100)
     p.update(50, force=True)
     p.done()
-    assert "pass 1/2" in buf.getvalue() and "100.0%" in buf.getvalue()
+    assert "pass 1/2" in buf.getvalue() and "100%" in buf.getvalue()
 
 
 # --------------------------------------------------------------------------- real data

@@ -8,15 +8,13 @@
   Duplicates are removed per column inside each window (a numba kernel), then the windows are
   compacted into the final file.
 - :func:`write_feature`: streams a node-feature table (``.npy`` or text) into the dataset.
-- :class:`Progress`: a small stderr progress bar.
+- :class:`Progress` (from :mod:`graphfeed._progress`): the stderr progress bar.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -25,6 +23,7 @@ import numpy as np
 
 from .._checks import check_int
 from .._io import save_npy
+from .._progress import Progress
 from .._units import format_bytes
 from ..errors import DatasetError
 
@@ -54,51 +53,6 @@ def check_disk_space(nbytes: int, folder: Path, what: str) -> None:
     if nbytes > free:
         raise DatasetError(f"{what} would need {format_bytes(nbytes)} on disk, but only "
                            f"{format_bytes(free)} is free in {folder}")
-
-
-class Progress:
-    """``label  42% 1.2/2.9 GiB  35.1 MiB/s`` on stderr, redrawn at most 5 times a second.
-    Disabled (silent) when ``enabled`` is False; by default only when stderr is a terminal."""
-
-    def __init__(self, enabled: Optional[bool] = None, stream=None):
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else bool(enabled)
-        self._label = ""
-        self._total = 0
-        self._t0 = time.perf_counter()
-        self._last = 0.0
-
-    def start(self, label: str, total: int) -> None:
-        self._label, self._total = label, int(total)
-        self._t0 = time.perf_counter()
-        self._last = 0.0
-        self.update(0)
-
-    def update(self, done: int, *, force: bool = False) -> None:
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if not force and now - self._last < 0.2:
-            return
-        self._last = now
-        rate = done / max(now - self._t0, 1e-9)
-        pct = f"{100.0 * done / self._total:5.1f}%" if self._total else "     "
-        self.stream.write(
-            f"\r{self._label:<28} {pct} {format_bytes(done)}/{format_bytes(self._total)}"
-            f"  {format_bytes(rate)}/s   "
-        )
-        self.stream.flush()
-
-    def done(self, done: Optional[int] = None) -> None:
-        if self.enabled:
-            self.update(self._total if done is None else done, force=True)
-            self.stream.write("\n")
-            self.stream.flush()
-
-    def note(self, text: str) -> None:
-        if self.enabled:
-            self.stream.write(text + "\n")
-            self.stream.flush()
 
 
 @dataclass
@@ -419,7 +373,7 @@ def write_feature(source, out_path: Path, *, dtype=None, progress: Optional[Prog
         hdr = int(mm.offset)
         del mm
         rows = max(1, block_bytes // max(1, r.row_bytes))
-        progress.start(f"converting {path.name}", shape[0])
+        progress.start(f"converting {path.name}", shape[0], unit="rows")
         with open(out_path, "r+b") as f:
             f.seek(hdr)
             for a in range(0, shape[0], rows):
@@ -466,7 +420,7 @@ def write_dense_from_csr(sp, out_path: Path, want: np.dtype, where: str, block_b
     hdr = int(mm.offset)
     del mm
     rows = max(1, block_bytes // max(1, m * want.itemsize))
-    progress.start(f"densifying {Path(where).name}", n)
+    progress.start(f"densifying {Path(where).name}", n, unit="rows")
     with open(out_path, "r+b") as f:
         f.seek(hdr)
         for a in range(0, n, rows):

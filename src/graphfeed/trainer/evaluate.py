@@ -122,7 +122,7 @@ class Evaluator:
         node instead of a row of logits."""
         import torch
 
-        from .progress import bar
+        from .._progress import bar
 
         loader = self.loaders[name]
         outs, ys = [], []

@@ -26,7 +26,7 @@ from . import checkpoint as ckpt
 from .config import TrainConfig
 from .evaluate import Evaluator, EvalPlan, features_as_float, unwrap
 from .metrics import Task, compute_metrics, format_metrics, is_better, majority_class, task_for
-from .progress import bar
+from .._progress import bar
 from .result import EpochStats, TrainResult
 
 #: bytes per parameter while training with Adam: the weight, its gradient and two moments
