@@ -231,3 +231,30 @@ def file_lock(path: str | os.PathLike) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing releases the lock
+
+
+def npy_header(path: Path, *, what: str = "an array") -> tuple[np.dtype, tuple[int, ...], bool, int]:
+    """``(dtype, shape, fortran_order, data_offset)`` of a ``.npy`` file, read without
+    unpickling (no torch). ``DatasetError`` naming the file for a missing or invalid file, an
+    object dtype (it would need pickle) or a file shorter than its header promises."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"{path}: not a regular file" if path.exists() else f"{path}: file not found")
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+            else:  # numpy's read_magic refuses versions other than 1.0, 2.0 and 3.0
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+            offset = f.tell()
+    except (ValueError, OSError, EOFError, SyntaxError) as e:
+        raise DatasetError(f"{path}: not a valid .npy file ({e})") from None
+    dtype = np.dtype(dtype)
+    if dtype.hasobject:
+        raise DatasetError(f"{path}: object dtype arrays are not allowed (they would need pickle)")
+    expected = offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    size = path.stat().st_size
+    if size < expected:
+        raise DatasetError(f"{path}: file is truncated ({size} bytes, the header promises {expected})")
+    return dtype, tuple(int(s) for s in shape), bool(fortran), offset

@@ -19,6 +19,7 @@ from typing import Iterator, Mapping, Optional
 import numpy as np
 
 from .._checks import check_int
+from .._io import npy_header
 from ..errors import DatasetError
 
 DEFAULT_BLOCK = 8 * 1024 * 1024
@@ -288,26 +289,11 @@ class NpyRows:
 
     def __init__(self, path):
         self.path = check_input_file(path)
-        try:
-            with open(self.path, "rb") as f:
-                version = np.lib.format.read_magic(f)
-                if version == (1, 0):
-                    shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-                else:
-                    shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
-                self.offset = f.tell()
-        except (ValueError, OSError, EOFError, SyntaxError) as e:
-            raise DatasetError(f"{self.path}: not a valid .npy file ({e})") from None
-        if dtype.hasobject:
-            raise DatasetError(f"{self.path}: object arrays are not allowed (they would need pickle)")
-        self.transposed = bool(fortran) and len(shape) > 1
-        self.shape = tuple(reversed(shape)) if self.transposed else tuple(shape)
+        dtype, shape, fortran, self.offset = npy_header(self.path)
+        self.transposed = fortran and len(shape) > 1
+        self.shape = tuple(reversed(shape)) if self.transposed else shape
         self.dtype = dtype
         self.row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * dtype.itemsize
-        need = self.offset + self.row_bytes * (self.shape[0] if self.shape else 1)
-        size = self.path.stat().st_size
-        if size < need:
-            raise DatasetError(f"{self.path}: truncated: {size} bytes, the header promises {need}")
 
     def read(self, a: int, b: int) -> np.ndarray:
         n = b - a

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from .._checks import check_int
+from .._io import npy_header
 from .._numba import kernel
 from .._threads import ChunkPool, run_chunks
 from ..errors import DatasetError
@@ -79,35 +80,17 @@ def coalesce_blocks(uniq_ids, data_offset, row_nbytes, align, max_gap, max_len,
 
 # ---------------------------------------------------------------------------------------- helpers
 def read_npy_header(path: Path) -> tuple[np.dtype, tuple[int, ...], bool, int]:
-    """``(dtype, shape, fortran_order, data_offset)`` of a ``.npy`` file, without unpickling."""
-    if not path.is_file():
-        raise DatasetError(f"{path}: file not found")
-    try:
-        with open(path, "rb") as f:
-            version = np.lib.format.read_magic(f)
-            if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-            elif version in ((2, 0), (3, 0)):
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
-            else:  # pragma: no cover - numpy rejects unknown versions in read_magic
-                raise ValueError(f"unsupported .npy version {version}")
-            offset = f.tell()
-    except (ValueError, OSError, EOFError) as e:
-        raise DatasetError(f"{path}: not a valid .npy file ({e})") from None
-    dtype = np.dtype(dtype)
-    if dtype.hasobject:
-        raise DatasetError(f"{path}: object dtype arrays are not allowed (they need pickle)")
+    """``(dtype, shape, fortran_order, data_offset)`` of a ``.npy`` file that can be read by row
+    (:func:`graphfeed._io.npy_header`, plus a feature's refusals: scalars, Fortran order,
+    big-endian dtypes)."""
+    dtype, shape, fortran, offset = npy_header(path)
     if len(shape) == 0:
         raise DatasetError(f"{path}: a feature needs at least one dimension (rows), got a scalar")
     if fortran and len(shape) > 1 and int(np.prod(shape[1:])) > 1:
         raise DatasetError(f"{path}: Fortran-ordered arrays cannot be read by row; save it C-ordered")
     if dtype.byteorder == ">":
         raise DatasetError(f"{path}: big-endian dtype {dtype} is not supported; convert it first")
-    expected = offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    size = path.stat().st_size
-    if size < expected:
-        raise DatasetError(f"{path}: file is truncated ({size} bytes, header promises {expected})")
-    return dtype, tuple(int(s) for s in shape), bool(fortran), offset
+    return dtype, shape, fortran, offset
 
 
 def drop_page_cache(path: str | os.PathLike) -> bool:
