@@ -16,6 +16,7 @@ from graphfeed.errors import GraphfeedError
 from graphfeed.features.memory import InMemoryFeature
 from graphfeed.loader import DataLoader, GraphfeedWarning, ItemSampler
 from graphfeed.loader.buffers import reuse_supported, storage_use_count
+from graphfeed.sampling.base import Sampler
 
 from loader_helpers import ToySampler, loader_threads, wait_no_loader_threads
 
@@ -163,10 +164,10 @@ class FailingSampler(ToySampler):
         super().__init__(N)
         self.fail_at = fail_at
 
-    def sample(self, seeds, *, epoch=0, batch_index=0):
+    def sample(self, seeds, *, epoch=0, batch_index=0, executor=None):
         if batch_index == self.fail_at:
             explode_in_sampler(batch_index)
-        return super().sample(seeds, epoch=epoch, batch_index=batch_index)
+        return super().sample(seeds, epoch=epoch, batch_index=batch_index, executor=executor)
 
 
 def explode_in_sampler(batch_index):
@@ -218,13 +219,33 @@ def test_feature_error_reaches_caller():
 
 
 def test_bad_sampler_output_is_a_clear_error():
-    class Wrong:
-        def sample(self, seeds, *, epoch=0, batch_index=0):
+    class Wrong(ToySampler):
+        def sample(self, seeds, *, epoch=0, batch_index=0, executor=None):
             return seeds
 
-    loader = DataLoader(ItemSampler(torch.arange(10), 4), Wrong(), num_threads=1)
+    loader = DataLoader(ItemSampler(torch.arange(10), 4), Wrong(10), num_threads=1)
     with pytest.raises(TypeError, match="must return a MiniBatch"):
         next(iter(loader))
+
+
+def test_sampler_must_implement_the_interface():
+    class DuckTyped:  # has sample() but is no Sampler: the loader would guess at num_nodes
+        num_nodes = 10
+
+        def sample(self, seeds, *, epoch=0, batch_index=0, executor=None):
+            return ToySampler(10).sample(seeds, epoch=epoch, batch_index=batch_index)
+
+    with pytest.raises(GraphfeedError, match="must be a graphfeed.sampling.Sampler, got DuckTyped"):
+        DataLoader(ItemSampler(torch.arange(10), 4), DuckTyped())
+
+    class NoNumNodes(Sampler):
+        fanouts = (1,)
+
+        def sample(self, seeds, *, epoch=0, batch_index=0, executor=None):
+            raise AssertionError("never called")
+
+    with pytest.raises(TypeError, match="num_nodes"):  # the ABC refuses an incomplete sampler
+        NoNumNodes()
 
 
 @pytest.mark.skipif(not reuse_supported(), reason="torch lacks the storage use count")
