@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from graphfeed.errors import DatasetError, GraphfeedError
 from graphfeed.features.cache import CachedFeature

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Executor
-from typing import Optional, Union
+from typing import Optional
 
 import numpy as np
 import torch

@@ -29,7 +29,6 @@ from typing import Any, Iterator, Optional
 import torch
 
 from .. import _cuda
-from ..errors import GraphfeedError
 from ..sampling.base import MiniBatch
 from .base import LoaderStats, Stage
 
