@@ -44,7 +44,8 @@ class DataPlan:
     - ``mode``: a placement mode, or ``"auto"`` until :meth:`decide`.
     - ``device``: where the model trains (``"cpu"`` or ``"cuda:N"``), resolved.
     - ``world``: this process among the ranks (``graphfeed.distributed.World``).
-    - ``private_copy``: every rank loads its own copy (the comparison point for memory).
+    - ``private_copy``: with several ranks, every rank loads its own copy (the comparison point
+      for memory).
     """
 
     features: str = "ram"
@@ -105,7 +106,7 @@ class DataPlan:
         page-lock host memory (pinned-cuda); shared segments are then mapped so that every rank
         can pin the one copy in place. Default: the plan's device is a GPU."""
         target = getattr(dataset, "target", "label")
-        if self.world.world_size > 1 or self.private_copy:
+        if self.world.world_size > 1:  # one process: nothing to share, nothing to copy
             from ..distributed import share_dataset
 
             shared = share_dataset(dataset, self.world, features=self.features,
