@@ -175,14 +175,11 @@ def _plan(cfg: TrainConfig, world):
     device = cfg.device
     if world.world_size > 1 and str(device).startswith("cuda"):
         device = "cuda"
-    try:
-        return DataPlan.resolve(features=cfg.features, cache_size=cfg.cache_size,
-                                cache_policy=cfg.cache_policy, mode=cfg.mode, device=device,
-                                world=world, private_copy=cfg.private_copy)
-    except GraphfeedError as e:
-        if "device" in str(e) and "(--device)" not in str(e):
-            raise GraphfeedError(f"{e} (--device)") from None
-        raise
+    if not (device == "auto" and cfg.mode == "cpu-cpu"):
+        device = resolve_device(device)  # its errors name --device
+    return DataPlan.resolve(features=cfg.features, cache_size=cfg.cache_size,
+                            cache_policy=cfg.cache_policy, mode=cfg.mode, device=device,
+                            world=world, private_copy=cfg.private_copy)
 
 
 def _train_rank(cfg: TrainConfig, dataset=None, model=None, on_batch=None, on_epoch=None) -> TrainResult:
