@@ -204,3 +204,25 @@ def run_until_killed(outdir: str):
     os.rename(tmp, os.path.join(outdir, f"{rank}.json"))
     while True:
         time.sleep(0.1)
+
+
+def decide_with_rank_hardware(free_gpu_bytes: list):
+    """Each rank sees its own free GPU memory (faked); DataPlan.decide must agree on rank 0's
+    automatic mode anyway. Returns ``(own choice, agreed mode, reason)``."""
+    import warnings
+
+    from graphfeed.distributed import World, init
+    from graphfeed.placement import Hardware, hardware, plan, plan_placement
+
+    w = init(World.from_env(), timeout_s=60)
+    gb = 10**9
+    hw = Hardware(host_total_bytes=64 * gb, host_free_bytes=60 * gb, gpu_name="fake",
+                  gpu_total_bytes=80 * gb, gpu_free_bytes=free_gpu_bytes[w.rank], gpu_count=2,
+                  ranks_per_machine=2, cuda_available=True, supports_uva=True, device="cuda:0")
+    hardware.detect_hardware = lambda **kw: hw  # this rank's machine, as the plan will ask
+    own = plan_placement(4 * gb, 4 * gb, hw).mode
+    p = plan.DataPlan(device="cuda:0", world=w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        placed = p.decide(4 * gb, 4 * gb)
+    return own, placed.mode, placed.reason

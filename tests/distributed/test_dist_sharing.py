@@ -100,3 +100,13 @@ def test_unknown_backend_is_rejected(tiny_path):
 
     with pytest.raises(GraphfeedError, match="unknown feature backend"):
         share_dataset(Dataset.open(tiny_path), World(), features="nvme")
+
+
+def test_ranks_agree_on_rank_0s_automatic_mode():
+    """Ranks with different free GPU memory would pick different modes on their own numbers;
+    the plan makes rank 0's choice everyone's, checked against each rank's hardware."""
+    out = launch(ranks.decide_with_rank_hardware, 2, [40 * 10**9, 12 * 10**9], timeout_s=60)
+    (own0, mode0, _), (own1, mode1, reason1) = out
+    assert (own0, own1) == ("cuda-cuda", "pinned-cuda")  # what each would choose alone
+    assert mode0 == mode1 == "cuda-cuda"
+    assert "rank 0 chose cuda-cuda" in reason1

@@ -95,6 +95,14 @@ class DataPlan:
 
         hw = detect_hardware(ranks_per_machine=self.world.local_world_size, device=self.device)
         placement = plan_placement(graph_bytes, feature_bytes, hw, requested=self.mode)
+        if self.mode == AUTO and self.world.world_size > 1:
+            # every rank must train the same way: rank 0's automatic choice holds for all (a
+            # rank whose own numbers chose otherwise checks that choice against its hardware)
+            chosen = _rank0_choice(placement.mode)
+            if chosen != placement.mode:
+                placement = plan_placement(graph_bytes, feature_bytes, hw, requested=chosen)
+                placement = dataclasses.replace(
+                    placement, reason=f"rank 0 chose {chosen} for every rank: {placement.reason}")
         log.info("placement %s", placement.reason)
         return placement
 
@@ -148,6 +156,24 @@ class DataPlan:
         loader_feats["label"] = feats[target]
         return self.place(graph, loader_feats, fanouts, replace=replace, seed=seed,
                           placement=placement)
+
+
+def _rank0_choice(mode: str) -> str:
+    """Rank 0's ``mode``, broadcast to every rank of the default process group (a collective);
+    ``mode`` itself when no group is up."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return mode
+    import torch
+
+    from ..distributed.sharing import collective_device
+    from .modes import MODES
+
+    names = MODES.names()
+    t = torch.tensor([names.index(mode)], dtype=torch.int64, device=collective_device())
+    dist.broadcast(t, src=0)
+    return names[int(t.item())]
 
 
 def place(graph, features: Mapping, fanouts: Sequence[int], *, mode: str = AUTO,
