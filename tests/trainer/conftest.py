@@ -32,51 +32,61 @@ def write(path, graph, feat, labels, num_classes, rng):
                          num_classes=num_classes)
 
 
+def build(tmp_path_factory, name: str, *, seed: int, labels, degree: int, same: float, features,
+          num_classes: int):
+    """A prepared dataset: ``labels(rng)`` -> y, a homophilous graph, ``features(rng, y)`` -> x."""
+    rng = np.random.default_rng(seed)
+    y = labels(rng)
+    g = homophilous_graph(y, degree, same, rng)
+    x = features(rng, y)
+    return write(tmp_path_factory.mktemp(name) / name, g, x, y, num_classes, rng)
+
+
+def _normal(dim: int):
+    return lambda rng, y: rng.normal(size=(y.shape[0], dim)).astype(np.float32)
+
+
 @pytest.fixture(scope="session")
 def binary_dataset(tmp_path_factory):
     """2,000 nodes, 20% positive; the label is in the neighbourhood (homophily 0.9), the node's
     own features carry only a weak hint."""
-    rng = np.random.default_rng(5)
-    n = 2000
-    y = (rng.random(n) < 0.2).astype(np.int64)
-    g = homophilous_graph(y, 6, 0.9, rng)
-    x = rng.normal(size=(n, 8)).astype(np.float32)
-    x[:, 0] += 0.3 * y
-    return write(tmp_path_factory.mktemp("bin") / "binary", g, x, y, 2, rng)
+    def features(rng, y):
+        x = _normal(8)(rng, y)
+        x[:, 0] += 0.3 * y
+        return x
+
+    return build(tmp_path_factory, "binary", seed=5, degree=6, same=0.9, num_classes=2,
+                 labels=lambda rng: (rng.random(2000) < 0.2).astype(np.int64), features=features)
 
 
 @pytest.fixture(scope="session")
 def noise_dataset(tmp_path_factory):
     """90/10 labels, random edges, noise features: nothing to learn."""
-    rng = np.random.default_rng(6)
-    n = 2000
-    y = (rng.random(n) < 0.1).astype(np.int64)
-    g = homophilous_graph(y, 6, 0.0, rng)
-    x = rng.normal(size=(n, 8)).astype(np.float32)
-    return write(tmp_path_factory.mktemp("noise") / "noise", g, x, y, 2, rng)
+    return build(tmp_path_factory, "noise", seed=6, degree=6, same=0.0, num_classes=2,
+                 labels=lambda rng: (rng.random(2000) < 0.1).astype(np.int64), features=_normal(8))
 
 
 @pytest.fixture(scope="session")
 def nan_dataset(tmp_path_factory):
-    rng = np.random.default_rng(7)
-    n = 500
-    y = rng.integers(0, 3, size=n)
-    g = homophilous_graph(y, 4, 0.5, rng)
-    x = rng.normal(size=(n, 4)).astype(np.float32)
-    x[::7, 1] = np.nan
-    return write(tmp_path_factory.mktemp("nan") / "nanfeat", g, x, y, 3, rng)
+    def features(rng, y):
+        x = _normal(4)(rng, y)
+        x[::7, 1] = np.nan
+        return x
+
+    return build(tmp_path_factory, "nanfeat", seed=7, degree=4, same=0.5, num_classes=3,
+                 labels=lambda rng: rng.integers(0, 3, size=500), features=features)
 
 
 @pytest.fixture(scope="session")
 def uint8_dataset(tmp_path_factory):
     """Bag-of-words style 0/1 uint8 features (as a text importer stores them)."""
-    rng = np.random.default_rng(8)
-    n = 1500
-    y = rng.integers(0, 4, size=n)
-    g = homophilous_graph(y, 5, 0.85, rng)
-    x = (rng.random((n, 24)) < 0.1).astype(np.uint8)
-    x[np.arange(n), y] = 1
-    return write(tmp_path_factory.mktemp("u8") / "uint8", g, x, y, 4, rng)
+    def features(rng, y):
+        x = (rng.random((y.shape[0], 24)) < 0.1).astype(np.uint8)
+        x[np.arange(y.shape[0]), y] = 1
+        return x
+
+    return build(tmp_path_factory, "uint8", seed=8, degree=5, same=0.85, num_classes=4,
+                 labels=lambda rng: rng.integers(0, 4, size=1500), features=features)
 
 
 @pytest.fixture(autouse=True)
