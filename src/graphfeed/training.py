@@ -175,8 +175,10 @@ def _plan(cfg: TrainConfig, world):
     device = cfg.device
     if world.world_size > 1 and str(device).startswith("cuda"):
         device = "cuda"
-    if not (device == "auto" and cfg.mode == "cpu-cpu"):
-        device = resolve_device(device)  # its errors name --device
+    try:
+        device = DataPlan.device_for(device, cfg.mode)
+    except GraphfeedError as e:
+        raise GraphfeedError(f"{e} (--device)") from None
     return DataPlan.resolve(features=cfg.features, cache_size=cfg.cache_size,
                             cache_policy=cfg.cache_policy, mode=cfg.mode, device=device,
                             world=world, private_copy=cfg.private_copy)

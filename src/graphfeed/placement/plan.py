@@ -64,23 +64,30 @@ class DataPlan:
         2*10**9 bytes, ``"2GiB"`` 2*2**30). ``device``: ``auto``/``cpu``/``cuda``/``cuda:N``
         (``cuda`` under several ranks: the local rank's GPU); resolving it never starts CUDA.
         ``world``: default from torchrun's variables."""
-        from .. import _cuda
         from ..distributed.world import World
-        from ..features.registry import policy_code
-        from ..features.registry import BACKENDS
+        from ..features.registry import BACKENDS, policy_code
 
         BACKENDS.check(features)
         cache = parse_size(cache_size)
         policy_code(cache_policy)
         mode = validate_mode(mode)
-        if device == "auto" and mode == "cpu-cpu":
-            device = "cpu"
-        dev = str(_cuda.resolve_device(device))
+        dev = cls.device_for(device, mode)
         if not dev.startswith("cuda") and mode != AUTO and mode_spec(mode).uses_cuda:
             raise GraphfeedError(f"mode {mode!r} trains on a GPU, but the device is {dev!r}")
         world = World.from_env() if world is None else world
         return cls(features=features, cache_size=cache, cache_policy=cache_policy, mode=mode,
                    device=dev, world=world, private_copy=bool(private_copy))
+
+    @staticmethod
+    def device_for(device: str, mode: str = AUTO) -> str:
+        """The concrete device (``cpu``, ``cuda:N``) a plan with ``mode`` trains on: ``auto``
+        with ``cpu-cpu`` is the CPU, else :func:`graphfeed._cuda.resolve_device` (NVML; CUDA is
+        not started)."""
+        from .. import _cuda
+
+        if device == "auto" and validate_mode(mode) == "cpu-cpu":
+            return "cpu"
+        return str(_cuda.resolve_device(device))
 
     @property
     def on_gpu(self) -> bool:
