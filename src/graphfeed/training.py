@@ -33,13 +33,14 @@ __all__ = ["TrainConfig", "EpochStats", "TrainResult", "RunsResult", "train", "t
 
 
 # ---------------------------------------------------------------------------- helpers
-def resolve_device(device: str) -> str:
-    """``auto``/``cpu``/``cuda``/``cuda:N`` -> a concrete device name, without starting CUDA
-    (:func:`graphfeed._cuda.resolve_device`: asking NVML keeps the launcher safe to fork from)."""
-    from . import _cuda
+def resolve_device(device: str, mode: str = "auto") -> str:
+    """``auto``/``cpu``/``cuda``/``cuda:N`` -> the concrete device a run in ``mode`` trains on,
+    without starting CUDA (:meth:`graphfeed.placement.DataPlan.device_for`: asking NVML keeps
+    the launcher safe to fork from); errors name ``--device``."""
+    from .placement.plan import DataPlan
 
     try:
-        return str(_cuda.resolve_device(device))
+        return DataPlan.device_for(device, mode)
     except GraphfeedError as e:
         raise GraphfeedError(f"{e} (--device)") from None
 
@@ -88,7 +89,7 @@ def train(cfg: TrainConfig, *, dataset=None, model: Optional[Callable] = None, o
         from .distributed import check_gpus_for_ranks, launch
 
         # refuse here, once and before any rank starts, what NCCL would refuse in every rank
-        check_gpus_for_ranks(cfg.nproc, _backend(cfg, resolve_device(cfg.device)))
+        check_gpus_for_ranks(cfg.nproc, _backend(cfg, resolve_device(cfg.device, cfg.mode)))
         results = launch(_train_rank, cfg.nproc, cfg, None, model, timeout_s=cfg.dist_timeout,
                          preload=PRELOAD)
         return results[0]
@@ -175,12 +176,9 @@ def _plan(cfg: TrainConfig, world):
     device = cfg.device
     if world.world_size > 1 and str(device).startswith("cuda"):
         device = "cuda"
-    try:
-        device = DataPlan.device_for(device, cfg.mode)
-    except GraphfeedError as e:
-        raise GraphfeedError(f"{e} (--device)") from None
     return DataPlan.resolve(features=cfg.features, cache_size=cfg.cache_size,
-                            cache_policy=cfg.cache_policy, mode=cfg.mode, device=device,
+                            cache_policy=cfg.cache_policy, mode=cfg.mode,
+                            device=resolve_device(device, cfg.mode),
                             world=world, private_copy=cfg.private_copy)
 
 
@@ -315,7 +313,7 @@ def check_run(cfg: TrainConfig, *, dataset=None) -> dict:
     """What ``graphfeed train --dry-run`` prints: every check a run makes before placing data
     (arguments, dataset, splits, output paths, model size), and the evaluation plan."""
     cfg.validate()
-    device = resolve_device(cfg.device)
+    device = resolve_device(cfg.device, cfg.mode)
     pre = _preflight(cfg, dataset, device, verbose=False)
     return {
         "dataset": pre.dataset.name, "device": device, "model": cfg.model,
