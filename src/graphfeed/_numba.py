@@ -1,4 +1,4 @@
-"""The one place that owns numba's JIT flags.
+"""The one place that owns numba's JIT flags, and the intrinsics every kernel module shares.
 
 Kernels elsewhere use ``@kernel`` (``njit(nogil=True, cache=True)``): module-level functions over
 plain arrays, callable from several threads at once (they release the GIL). numba itself is
@@ -8,7 +8,32 @@ imported when a kernel module is first imported, never by ``import graphfeed``.
 from __future__ import annotations
 
 import numba
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 KERNEL_FLAGS = dict(nogil=True, cache=True, fastmath=False, boundscheck=False)
 
 kernel = numba.njit(**KERNEL_FLAGS)
+
+
+@intrinsic
+def prefetch(typingctx, arr, idx):
+    """Hint the CPU to load ``arr[idx]`` into cache (``llvm.prefetch``, read, high locality;
+    never faults, so an address past the end of ``arr`` is harmless). Random-access kernels
+    (the samplers' fill and relabel loops, the feature gathers) issue it a few iterations
+    ahead, so several cache misses are in flight at once instead of one."""
+    sig = types.void(arr, idx)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32])
+        name = "llvm.prefetch.p0" if getattr(ptr.type, "is_opaque", True) else "llvm.prefetch.p0i8"
+        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return sig, codegen

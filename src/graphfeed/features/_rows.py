@@ -55,6 +55,22 @@ def word_view(t: torch.Tensor, word: np.dtype) -> np.ndarray:
     return t.view(torch.uint8).numpy().reshape(t.shape[0], -1).view(word)
 
 
+def gather_words(src: np.ndarray, ids: np.ndarray, out: torch.Tensor, parts: int,
+                 executor) -> None:
+    """``out[i] = rows[ids[i]]`` where ``src`` is the rows' ``(rows, words)`` view (RAM or a
+    memory map): the prefetching gather kernel, in up to ``parts`` chunks on ``executor``
+    (batches under ``PARALLEL_MIN_ROWS`` rows on the calling thread). ``ids`` are in range."""
+    from .._threads import run_chunks
+    from ._gather import gather_rows
+
+    n = int(ids.shape[0])
+    if n == 0 or src.shape[1] == 0:
+        return
+    dst = word_view(out, src.dtype)
+    run_chunks(lambda s, e: gather_rows(src, ids, dst, s, e), n, parts, executor,
+               serial_below=PARALLEL_MIN_ROWS)
+
+
 class StoredFeature(PoolOwner, ProcessLocal, Feature):
     """Base of the backends over rows stored as bytes of one numpy dtype (``DiskFeature``,
     ``LMDBFeature``).

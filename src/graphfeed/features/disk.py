@@ -25,8 +25,8 @@ from .._io import npy_header
 from .._numba import kernel
 from .._threads import ChunkPool, run_chunks
 from ..errors import DatasetError
-from ._gather import copy_rows, gather_rows, gather_rows_at
-from ._rows import PARALLEL_MIN_ROWS, StoredFeature, word_dtype, word_view
+from ._gather import copy_rows, gather_rows_at
+from ._rows import PARALLEL_MIN_ROWS, StoredFeature, gather_words, word_dtype, word_view
 
 __all__ = ["DiskFeature", "read_npy_header", "drop_page_cache", "coalesce_blocks",
            "DIRECT_ALIGN", "PARALLEL_MIN_ROWS"]
@@ -241,14 +241,14 @@ class DiskFeature(StoredFeature):
             return out
         src = self._map()
         ids_np = ids.numpy()
+        if not self.sort_ids:
+            gather_words(src, ids_np, out, self.num_threads, executor)
+            return out
+        order = np.argsort(ids_np, kind="stable")
+        sorted_ids = ids_np[order]
         dst = word_view(out, self._word)
-        if self.sort_ids:
-            order = np.argsort(ids_np, kind="stable")
-            sorted_ids = ids_np[order]
-            fn = lambda s, e: copy_rows(src, sorted_ids, dst, order, s, e)  # noqa: E731
-        else:
-            fn = lambda s, e: gather_rows(src, ids_np, dst, s, e)  # noqa: E731
-        run_chunks(fn, n, self.num_threads, executor, serial_below=PARALLEL_MIN_ROWS)
+        run_chunks(lambda s, e: copy_rows(src, sorted_ids, dst, order, s, e), n,
+                   self.num_threads, executor, serial_below=PARALLEL_MIN_ROWS)
         return out
 
     # -------------------------------------------------------------- direct reads

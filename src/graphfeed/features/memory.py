@@ -9,8 +9,11 @@ from typing import Optional
 import numpy as np
 import torch
 
+from .._checks import check_int
 from .._io import load_npy
+from .._threads import ChunkPool, PoolOwner
 from ..errors import GraphfeedError
+from ._rows import gather_words, word_dtype
 from .base import Feature
 
 
@@ -29,20 +32,45 @@ def to_tensor(data) -> torch.Tensor:
     raise GraphfeedError(f"expected a torch.Tensor or numpy.ndarray, got {type(data).__name__}")
 
 
-class InMemoryFeature(Feature):
+def _word_rows(t: torch.Tensor) -> Optional[np.ndarray]:
+    """The ``(rows, words)`` view the CPU gather reads, or ``None`` where ``index_select`` is
+    used (a tensor on a device, non-contiguous or empty)."""
+    if t.device.type != "cpu" or not t.is_contiguous() or t.numel() == 0:
+        return None
+    nb = t.element_size() * (t.numel() // t.shape[0])
+    return t.view(torch.uint8).numpy().reshape(t.shape[0], nb).view(word_dtype(nb))
+
+
+class InMemoryFeature(PoolOwner, Feature):
     """Rows held in a tensor (or a numpy array / read-only memory map, shared without a copy).
 
-    ``read`` is one ``torch.index_select`` (multi-threaded, GIL released), written into ``out``
-    when given. A 1-D array is treated as one scalar per row (e.g. labels).
+    On CPU, ``read`` gathers with the same prefetching numba kernel as the disk and LMDB
+    backends (GIL released), in chunks on the ``executor`` it is given (the loader's) or on
+    ``num_threads`` threads of its own: never through torch's intra-op (OpenMP) threads, which
+    under a loader's threads would oversubscribe the cores and spin. A tensor on a GPU (or a
+    UVA view of pinned rows) is read with ``torch.index_select`` on that device, as is a
+    non-contiguous CPU tensor. Rows go into ``out`` when given. A 1-D array is treated as one
+    scalar per row (e.g. labels).
     """
 
     kind = "in-memory"
 
-    def __init__(self, data):
+    def __init__(self, data, *, num_threads: int = 2):
         t = to_tensor(data)
         if t.dim() == 0:
             raise GraphfeedError("a feature needs at least one dimension (rows)")
         self._data = t
+        self._pool = ChunkPool(check_int("num_threads", num_threads, 1), "gf-ram")
+        self._words = _word_rows(t)
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_words"] = None  # a view of _data: pickling it would copy the rows twice
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._words = _word_rows(self._data)
 
     @property
     def data(self) -> torch.Tensor:
@@ -62,12 +90,21 @@ class InMemoryFeature(Feature):
 
     def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor],
               executor: Optional[Executor]) -> torch.Tensor:
-        # one index_select: torch's own intra-op threads, nothing to hand to ``executor``
+        if self._words is not None:
+            if out is None:
+                out = torch.empty((ids.shape[0], *self._data.shape[1:]), dtype=self._data.dtype)
+            gather_words(self._words, ids.numpy(), out, self.num_threads,
+                         self._executor(executor))
+            return out
         if self._data.device.type != "cpu":
             ids = ids.to(self._data.device, non_blocking=True)
         if out is None:
             return torch.index_select(self._data, 0, ids)
         return torch.index_select(self._data, 0, ids, out=out)
+
+    def close(self) -> None:
+        """Stop the feature's own gather threads (if started); the rows stay."""
+        self._pool.close()
 
 
 def open_npy(path, *, mmap: bool = False) -> InMemoryFeature:
