@@ -50,6 +50,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Optional
 
+from ..datasets.schema import TIME_FEATURE  # the feature name the importer gives times
 from ..errors import GraphfeedError
 
 __all__ = ["SamplingMethod", "KINDS", "TEMPORAL_STRATEGIES", "resolve_method"]
@@ -58,8 +59,6 @@ KINDS = ("uniform", "weighted", "labor", "temporal")
 TEMPORAL_STRATEGIES = ("uniform", "last")
 #: array keys of :meth:`SamplingMethod.bind`
 ARRAY_KEYS = ("weights", "node_times", "edge_times")
-#: the feature name the importer gives node and edge times
-TIME_FEATURE = "timestamp"
 
 
 @dataclass(frozen=True)
