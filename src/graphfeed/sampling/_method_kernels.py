@@ -25,7 +25,9 @@ from __future__ import annotations
 import numpy as np
 
 from .._numba import kernel
-from ._kernels import GOLDEN, PREFETCH_AHEAD, bounded, count_for, dst_base, mix64, prefetch
+from ._kernels import (
+    GOLDEN, PREFETCH_AHEAD, _inline_kernel, bounded, count_for, dst_base, mix64, prefetch,
+)
 
 _S11 = np.uint64(11)
 _INV53 = 1.0 / 9007199254740992.0  # 2**-53
@@ -33,46 +35,10 @@ _INV53 = 1.0 / 9007199254740992.0  # 2**-53
 
 # --------------------------------------------------------------------------- random numbers
 @kernel
-def unit_open0(ctr):
-    """A uniform double in ``(0, 1]`` (never 0: its logarithm is finite) and the counter."""
-    ctr = ctr + GOLDEN
-    return (np.float64(mix64(ctr) >> _S11) + 1.0) * _INV53, ctr
-
-
-@kernel
 def unit_open1(ctr):
     """A uniform double in ``[0, 1)`` and the advanced counter."""
     ctr = ctr + GOLDEN
     return np.float64(mix64(ctr) >> _S11) * _INV53, ctr
-
-
-# --------------------------------------------------------------------------- heaps
-@kernel
-def _sift_down_max(keys, pos, off, n, j):
-    """Restore the max-heap ``keys[0:n]`` (payload ``pos[off:off+n]``) from index ``j``."""
-    while True:
-        left = 2 * j + 1
-        if left >= n:
-            return
-        big = left
-        if left + 1 < n and keys[left + 1] > keys[left]:
-            big = left + 1
-        if keys[big] <= keys[j]:
-            return
-        keys[j], keys[big] = keys[big], keys[j]
-        pos[off + j], pos[off + big] = pos[off + big], pos[off + j]
-        j = big
-
-
-@kernel
-def _sift_up_max(keys, pos, off, j):
-    while j > 0:
-        parent = (j - 1) // 2
-        if keys[parent] >= keys[j]:
-            return
-        keys[j], keys[parent] = keys[parent], keys[j]
-        pos[off + j], pos[off + parent] = pos[off + parent], pos[off + j]
-        j = parent
 
 
 # --------------------------------------------------------------------------- shared tails
@@ -88,26 +54,24 @@ def _emit(indices, start, i, rows, cols, eids, want_eids, off, c):
 
 
 # --------------------------------------------------------------------------- weighted
-_S31 = np.uint64(31)
-_ALIAS_MASK = np.uint64((1 << 31) - 1)
-_ONE32 = np.uint64(1 << 32)
 _MASK32 = np.uint64(0xFFFFFFFF)
-# A-ExpJ's one pass over the weights is used when the positive weights are fewer than
-# SCAN_FACTOR * fanout (successive draws would often repeat an edge); otherwise successive draws
-# from the alias table, a repeated edge drawn again (O(k) per destination).
-SCAN_FACTOR = 2
+_FULL = np.uint64(0xFFFFFFFF)  # threshold of an edge that is always kept (alias: itself)
 # Successive draws that repeat an already chosen edge this many times in a row draw that step by
 # one exact pass over the remaining weights instead (the chosen edges hold most of the weight).
 MAX_REJECTS = 16
+# Columns of the alias records: one 4-entry record per edge, so a draw reads one cache line.
+THR, ALIAS, SRC, ALIAS_SRC = 0, 1, 2, 3
 
 
 @kernel
-def build_alias(indptr, weights, table, totals, npos):
-    """Per destination, Walker's alias table of its in-edge weights (Vose's construction):
-    ``table[p] = (threshold << 31) | alias`` with ``threshold`` in ``[0, 2**32]`` (accept edge
-    ``p`` when a uniform 32-bit draw is below it, else take the edge at relative position
-    ``alias``); ``totals[v]`` the weight sum, ``npos[v]`` the positive weights. Returns the first
-    node whose degree exceeds ``2**31 - 1`` (alias positions are 31-bit), or ``-1``."""
+def build_alias(indptr, indices, weights, rec, totals, npos):
+    """Per destination, Walker's alias table of its in-edge weights (Vose's construction), one
+    record per edge ``p``: ``rec[p, THR]`` a 32-bit threshold (keep edge ``p`` when a uniform
+    32-bit draw is below it), ``rec[p, ALIAS]`` the relative position taken otherwise, and the
+    source ids of both (``SRC``, ``ALIAS_SRC``), so a draw needs no second read. ``totals[v]``:
+    the weight sum; ``npos[v]``: the positive weights. Records are of the index dtype (the
+    threshold's bits in it); returns the first node whose degree needs more than 31 bits, or
+    ``-1``."""
     n = indptr.shape[0] - 1
     maxd = 0
     for v in range(n):
@@ -129,16 +93,18 @@ def build_alias(indptr, weights, table, totals, npos):
                 c += 1
         totals[v] = total
         npos[v] = c
-        if d == 0:
-            continue
+        for p in range(d):  # defaults: kept with probability 1 (rounding leftovers)
+            rec[st + p, THR] = _FULL
+            rec[st + p, ALIAS] = p
         if c == 0:
-            for p in range(d):
-                table[st + p] = np.uint64(0)
             continue
         ns = 0
         nl = 0
+        last_pos = 0
         for p in range(d):
             scaled[p] = weights[st + p] * d / total
+            if weights[st + p] > 0:
+                last_pos = p
             if scaled[p] < 1.0:
                 small[ns] = p
                 ns += 1
@@ -149,41 +115,44 @@ def build_alias(indptr, weights, table, totals, npos):
             ns -= 1
             j = small[ns]
             g = large[nl - 1]
-            thr = np.uint64(scaled[j] * 4294967296.0)
+            thr = min(np.uint64(scaled[j] * 4294967296.0), _FULL)
             if weights[st + j] <= 0:
                 thr = np.uint64(0)
-            table[st + j] = (thr << _S31) | np.uint64(g)
+            rec[st + j, THR] = thr
+            rec[st + j, ALIAS] = g
             scaled[g] = (scaled[g] + scaled[j]) - 1.0
             if scaled[g] < 1.0:
                 nl -= 1
                 small[ns] = g
                 ns += 1
-        last_pos = -1
-        for p in range(d):
-            if weights[st + p] > 0:
-                last_pos = p
-        for q in range(nl):  # probability 1 (rounding aside)
-            g = large[q]
-            table[st + g] = (_ONE32 << _S31) | np.uint64(g)
         for q in range(ns):  # rounding leftovers: keep zero weights out
             j = small[q]
-            if weights[st + j] > 0:
-                table[st + j] = (_ONE32 << _S31) | np.uint64(j)
-            else:
-                table[st + j] = np.uint64(last_pos)
+            if weights[st + j] <= 0:
+                rec[st + j, THR] = 0
+                rec[st + j, ALIAS] = last_pos
+        for p in range(d):
+            rec[st + p, SRC] = indices[st + p]
+            rec[st + p, ALIAS_SRC] = indices[st + rec[st + p, ALIAS]]
     return -1
 
 
-@kernel
-def _alias_draw(table, st, d, ctr):
-    """One i.i.d. relative position of ``[0, d)`` with probability ``w_p / sum(w)``."""
-    j, ctr = bounded(ctr, d)
-    ctr = ctr + GOLDEN
-    u = mix64(ctr) & _MASK32
-    e = table[st + j]
-    if u < (e >> _S31):
-        return j, ctr
-    return np.int64(e & _ALIAS_MASK), ctr
+@_inline_kernel
+def _alias_draws(rec, st, d, m, ctr, out, src, off, ubuf):
+    """``m`` i.i.d. relative positions of ``[0, d)``, ``P(p) = w_p / sum(w)``, into
+    ``out[off:off+m]`` and their source ids into ``src[off:off+m]``; returns the advanced
+    counter. The random numbers come first and the record reads after, independent of one
+    another and branch-free, so their cache misses overlap."""
+    for r in range(m):
+        j, ctr = bounded(ctr, d)
+        ctr = ctr + GOLDEN
+        out[off + r] = j
+        ubuf[r] = mix64(ctr) & _MASK32
+    for r in range(m):
+        j = out[off + r]
+        keep = ubuf[r] < (np.uint64(rec[st + j, THR]) & _MASK32)
+        src[off + r] = rec[st + j, SRC] if keep else rec[st + j, ALIAS_SRC]
+        out[off + r] = j if keep else np.int64(rec[st + j, ALIAS])
+    return ctr
 
 
 @kernel
@@ -191,6 +160,8 @@ def count_weighted(indptr, npos, dst, lo, hi, fanout, replace, counts, starts, d
     """``counts[i + 1]``: ``min(fanout, #positive weights)`` (every positive one for
     ``fanout == -1``), or with replacement ``fanout`` if any weight is positive, else 0."""
     for i in range(lo, hi):
+        if i + PREFETCH_AHEAD < hi:
+            prefetch(npos, dst[i + PREFETCH_AHEAD])
         v = dst[i]
         st = indptr[v]
         starts[i] = st
@@ -204,42 +175,7 @@ def count_weighted(indptr, npos, dst, lo, hi, fanout, replace, counts, starts, d
         counts[i + 1] = c
 
 
-@kernel
-def _weighted_scan(weights, st, d, k, ctr, rows, off, hk):
-    """A-ExpJ: the ``k`` positions of ``[0, d)`` with the smallest keys ``E_j / w_j`` (``E_j``
-    i.i.d. Exp(1); zero weights never enter), found in one pass with exponential jumps. The
-    caller guarantees at least ``k`` positive weights."""
-    n = 0
-    p = 0
-    while n < k:
-        w = weights[st + p]
-        if w > 0:
-            u, ctr = unit_open0(ctr)
-            hk[n] = -np.log(u) / w
-            rows[off + n] = p
-            _sift_up_max(hk, rows, off, n)
-            n += 1
-        p += 1
-    top = hk[0]
-    u, ctr = unit_open0(ctr)
-    x = -np.log(u) / top  # weight to skip before the next entrant: Exp(rate = threshold)
-    while p < d:
-        w = np.float64(weights[st + p])
-        if x >= w:
-            x -= w
-        else:  # this edge's key is below the threshold: draw it conditioned on that
-            u, ctr = unit_open0(ctr)
-            q = -np.expm1(-top * w)  # P(key < top) = 1 - exp(-top * w)
-            hk[0] = -np.log1p(-u * q) / w
-            rows[off] = p
-            _sift_down_max(hk, rows, off, k, 0)
-            top = hk[0]
-            u, ctr = unit_open0(ctr)
-            x = -np.log(u) / top
-        p += 1
-
-
-@kernel
+@_inline_kernel
 def _chosen(rows, off, n, p):
     for q in range(off, off + n):
         if rows[q] == p:
@@ -247,22 +183,24 @@ def _chosen(rows, off, n, p):
     return False
 
 
-@kernel
-def _weighted_successive(weights, table, total, st, d, k, ctr, rows, off):
-    """Successive draws without replacement: each step draws from the alias table until it
-    hits an edge not chosen yet (exactly the conditional distribution), or after
-    ``MAX_REJECTS`` repeats draws that step by one pass over the remaining weights."""
-    chosen_mass = 0.0
-    for n in range(k):
-        found = False
-        for _ in range(MAX_REJECTS):
-            p, ctr = _alias_draw(table, st, d, ctr)
-            if not _chosen(rows, off, n, p):
-                found = True
-                break
-        if not found:
+@_inline_kernel
+def _weighted_successive(weights, rec, total, st, d, k, ctr, rows, srcs, off, cand, csrc, ubuf):
+    """Successive draws without replacement: i.i.d. draws from the alias table (made in
+    batches, see :func:`_alias_draws`) taken in order, an already chosen edge skipped (which
+    is exactly drawing from the remaining edges); after ``MAX_REJECTS`` skips in a row one step
+    is drawn by a pass over the remaining weights instead. Positions go to ``rows``, source ids
+    to ``srcs``."""
+    m = 0  # draws in cand, r of them used; each batch holds the steps left plus one
+    r = 0
+    n = 0
+    rejects = 0
+    while n < k:
+        if rejects >= MAX_REJECTS:
+            rest = total
+            for q in range(off, off + n):
+                rest -= weights[st + rows[q]]
             u, ctr = unit_open1(ctr)
-            x = u * (total - chosen_mass)
+            x = u * rest
             p = -1
             for q in range(d):
                 w = weights[st + q]
@@ -271,19 +209,42 @@ def _weighted_successive(weights, table, total, st, d, k, ctr, rows, off):
                     x -= w
                     if x < 0:
                         break
+            t = rec[st + p, SRC]
+            rejects = 0
+        else:
+            if r == m:
+                m = min(k - n + 1, cand.shape[0])
+                ctr = _alias_draws(rec, st, d, m, ctr, cand, csrc, 0, ubuf)
+                r = 0
+            p = cand[r]
+            t = csrc[r]
+            r += 1
+            if _chosen(rows, off, n, p):
+                rejects += 1
+                continue
+            rejects = 0
         rows[off + n] = p
-        chosen_mass += weights[st + p]
+        srcs[off + n] = t
+        n += 1
 
 
 @kernel
-def fill_weighted(indices, weights, table, totals, npos, dst, starts, degs, lo, hi, fanout,
+def fill_weighted(indices, weights, rec, totals, npos, dst, starts, degs, lo, hi, fanout,
                   replace, layer_key, offsets, edge_index, eids, want_eids):
+    """Sample destinations ``[lo, hi)`` into their slots (global source ids in row 0, ``i`` in
+    row 1, edge positions in ``eids`` when wanted): every positive-weight edge when the count
+    is all of them, else alias draws (i.i.d. with replacement, successive without)."""
     rows = edge_index[0]
     cols = edge_index[1]
-    hk = np.empty(max(fanout, 1), np.float64)
+    k = max(fanout, 1)
+    ubuf = np.empty(k + 1, np.uint64)
+    cand = np.empty(k + 1, np.int64)
+    csrc = np.empty(k + 1, np.int64)
+    pos = np.empty(k, np.int64)
+    psrc = np.empty(k, np.int64)
     for i in range(lo, hi):
         if i + PREFETCH_AHEAD < hi:
-            prefetch(table, starts[i + PREFETCH_AHEAD])
+            prefetch(rec, starts[i + PREFETCH_AHEAD])
         off = offsets[i]
         c = offsets[i + 1] - off
         if c == 0:
@@ -291,32 +252,95 @@ def fill_weighted(indices, weights, table, totals, npos, dst, starts, degs, lo, 
         st = starts[i]
         d = degs[i]
         v = dst[i]
+        if c == npos[v] and not (replace and fanout >= 0):  # every positive-weight edge
+            n = off
+            for p in range(d):
+                if c == d or weights[st + p] > 0:
+                    rows[n] = indices[st + p]
+                    cols[n] = i
+                    if want_eids:
+                        eids[n] = st + p
+                    n += 1
+            continue
         ctr = dst_base(layer_key, i)
         if replace and fanout >= 0:
-            for q in range(c):
-                p, ctr = _alias_draw(table, st, d, ctr)
-                rows[off + q] = p
-        elif c == npos[v]:  # every positive-weight edge
-            n = 0
-            for p in range(d):
-                if weights[st + p] > 0:
-                    rows[off + n] = p
-                    n += 1
-        elif npos[v] < SCAN_FACTOR * c:
-            _weighted_scan(weights, st, d, c, ctr, rows, off, hk)
+            _alias_draws(rec, st, d, c, ctr, pos, psrc, 0, ubuf)
         else:
-            _weighted_successive(weights, table, totals[v], st, d, c, ctr, rows, off)
-        _emit(indices, st, i, rows, cols, eids, want_eids, off, c)
+            _weighted_successive(weights, rec, totals[v], st, d, c, ctr, pos, psrc, 0, cand,
+                                 csrc, ubuf)
+        for q in range(c):
+            rows[off + q] = psrc[q]
+            cols[off + q] = i
+            if want_eids:
+                eids[off + q] = st + pos[q]
 
 
 # --------------------------------------------------------------------------- LABOR
+_M32 = np.uint64(0xFFFFFFFF)
+_G32 = np.uint64(0x9E3779B1)
+_F1 = np.uint64(0x85EBCA6B)
+_F2 = np.uint64(0xC2B2AE35)
+_S13 = np.uint64(13)
+_S16 = np.uint64(16)
+_S32 = np.uint64(32)
+
+
+@kernel
+def labor_variate(t, key32):
+    """LABOR's 32-bit variate of node ``t`` under ``key32``: murmur3's finaliser of
+    ``fold(t) * golden + key32`` (``fold`` xors the high half of 64-bit ids into the low one),
+    cheap enough to hash every in-edge of a hub. Uniform on ``[0, 2**32)``; the node's variate
+    is ``variate / 2**32``."""
+    u = np.uint64(t)
+    h = (((u ^ (u >> _S32)) * _G32) + key32) & _M32
+    h ^= h >> _S16
+    h = (h * _F1) & _M32
+    h ^= h >> _S13
+    h = (h * _F2) & _M32
+    return h ^ (h >> _S16)
+
+
+# Edges are hashed in blocks of LABOR_BLOCK: a branch-free count first (it vectorises), and only
+# blocks with a kept edge are scanned again to write it (for hubs, most blocks keep nothing).
+LABOR_BLOCK = 64
+
+
+@kernel
+def _labor_keep(indices, st, d, thr, key32, i, w, rows, cols, ew, eids, want_eids, n):
+    """Append destination ``i``'s in-edges ``indices[st:st+d]`` whose source variate is below
+    ``thr`` at ``n``; returns the new ``n``."""
+    end = st + d
+    for b0 in range(st, end, LABOR_BLOCK):
+        b1 = min(b0 + LABOR_BLOCK, end)
+        c = 0
+        for p in range(b0, b1):
+            c += labor_variate(indices[p], key32) < thr
+        if c == 0:
+            continue
+        for p in range(b0, b1):
+            t = indices[p]
+            if labor_variate(t, key32) < thr:
+                rows[n] = t
+                cols[n] = i
+                ew[n] = w
+                if want_eids:
+                    eids[n] = p
+                n += 1
+                c -= 1
+                if c == 0:
+                    break
+    return n
+
+
 @kernel
 def sample_labor(indptr, indices, dst, lo, hi, fanout, node_key, want_eids):
     """LABOR-0 for destinations ``[lo, hi)`` in one pass: in-edge ``t -> dst[i]`` of a
-    destination of degree ``d`` is kept when ``r_t < fanout / d`` (every edge when
+    destination of degree ``d`` is kept when ``r_t < fanout / d`` (``r_t`` from
+    :func:`labor_variate` and the low 32 bits of ``node_key``; every edge when
     ``d <= fanout`` or ``fanout == -1``), with weight ``1 / (d * min(1, fanout / d))``.
     Returns ``(rows, cols, eids, weights)`` (global source ids, destination positions, edge
     positions or an empty array, float32 weights), grown as needed (no count pass)."""
+    key32 = node_key & _M32
     cap = 16 + (hi - lo) * (fanout if fanout > 0 else 16)
     rows = np.empty(cap, np.int64)
     cols = np.empty(cap, np.int64)
@@ -356,18 +380,10 @@ def sample_labor(indptr, indices, dst, lo, hi, fanout, node_key, want_eids):
                     eids[n] = p
                 n += 1
             continue
-        # keep t when its 53-bit variate is below fanout / d * 2**53
-        thr = np.uint64(fanout / d * 9007199254740992.0)
-        w = np.float32(1.0 / fanout)
-        for p in range(st, st + d):
-            t = indices[p]
-            if (mix64(node_key + np.uint64(t + 1) * GOLDEN) >> _S11) < thr:
-                rows[n] = t
-                cols[n] = i
-                ew[n] = w
-                if want_eids:
-                    eids[n] = p
-                n += 1
+        # keep t when its variate is below fanout / d (2**-32 resolution)
+        thr = np.uint64(fanout / d * 4294967296.0)
+        n = _labor_keep(indices, st, d, thr, key32, i, np.float32(1.0 / fanout), rows, cols, ew,
+                        eids, want_eids, n)
     return rows[:n], cols[:n], eids[:n] if want_eids else eids, ew[:n]
 
 

@@ -370,8 +370,9 @@ class NeighborSampler(Sampler):
 
     def _prepared(self) -> dict:
         """The per-graph arrays of the method, built once (O(E)) on first use and shared with
-        :meth:`with_fanouts` copies: weighted, the alias tables (8 B per edge) and per-node
-        weight sums and positive counts; temporal, the columns sorted by time (time, source
+        :meth:`with_fanouts` copies: weighted, the alias records and per-node weight sums and
+        positive counts (16 B per edge with int32 indices, 32 B with int64);
+        temporal, the columns sorted by time (time, source
         and position per edge)."""
         with self._prep_lock:
             if self._prep is None:
@@ -385,13 +386,14 @@ def _prepare(kind: str, indptr: np.ndarray, indices: np.ndarray, arr) -> dict:
     n = indptr.shape[0] - 1
     e = indices.shape[0]
     if kind == "weighted":
-        table = np.empty(e, dtype=np.uint64)
+        # int32 records hold the threshold's 32 bits as they are (read back as unsigned)
+        rec = np.empty((e, 4), dtype=np.int64 if indices.dtype == np.int64 else np.uint32)
         totals = np.empty(n, dtype=np.float64)
         npos = np.empty(n, dtype=np.int64)
-        bad = MK.build_alias(indptr, arr.weights, table, totals, npos)
+        bad = MK.build_alias(indptr, indices, arr.weights, rec, totals, npos)
         if bad >= 0:
             raise GraphfeedError(f"weighted sampling: node {bad} has more than 2**31 - 1 in-edges")
-        return {"weights": arr.weights, "table": table, "totals": totals, "npos": npos}
+        return {"weights": arr.weights, "table": rec, "totals": totals, "npos": npos}
     if kind == "temporal":
         nt, et, has_nt, has_et = _time_args(arr)
         tkey = np.empty(e, dtype=arr.time_dtype)
