@@ -222,6 +222,21 @@ def test_labor_layer_dependency(name):
     assert same[True] == 100 and same[False] < 50
 
 
+def test_labor_numba_and_torch_keep_the_same_edges():
+    """Both samplers hash source ids the same way: same seed, same kept edges and weights."""
+    g, _, _ = big_graph()
+    for dep in (False, True):
+        m = SamplingMethod("labor", layer_dependency=dep)
+        a = build_sampler("neighbor", g, [4, 6], method=m, seed=5, return_edge_ids=True)
+        b = build_sampler("torch", g, [4, 6], method=m, seed=5, return_edge_ids=True)
+        ma, mb = a.sample(np.arange(500), batch_index=3), b.sample(np.arange(500), batch_index=3)
+        for x, y in zip(ma.blocks, mb.blocks):
+            kx = sorted(zip(x.edge_ids.tolist(), x.src_nodes[x.edge_index[1]].tolist(), x.edge_weight.tolist()))
+            ky = sorted(zip(y.edge_ids.tolist(), y.src_nodes[y.edge_index[1]].tolist(), y.edge_weight.tolist()))
+            assert kx == ky
+            assert sorted(x.src_nodes.tolist()) == sorted(y.src_nodes.tolist())
+
+
 def test_labor_weights_move_with_block():
     g = labor_graph()
     mb = build_sampler("neighbor", g, [5], method="labor").sample(np.arange(4))

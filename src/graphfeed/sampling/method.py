@@ -14,15 +14,17 @@ weighted    probability proportional to a non-negative per-edge weight. Without 
             with replacement: i.i.d. draws. Zero-weight edges are never drawn; a destination
             whose weights are all zero gets no neighbours. A mask is weights of 0 and 1.
 labor       LABOR-0 (Balin and Catalyurek, NeurIPS 2023): one uniform variate ``r_t`` per source
-            node and layer, shared by every destination; edge ``t -> s`` is kept when
-            ``r_t < min(1, fanout / deg(s))``. ``layer_dependency=True`` uses the same variates
+            node and layer (a 32-bit hash of the node id keyed by seed, epoch, batch and layer),
+            shared by every destination; edge ``t -> s`` is kept when
+            ``r_t < min(1, fanout / deg(s))``, so each destination keeps ``fanout`` in-edges in
+            expectation. ``layer_dependency=True`` uses the same variates
             in every layer. ``Block.edge_weight`` holds ``1 / (deg(s) * pi_ts)`` with
             ``pi_ts = min(1, fanout / deg(s))``: summing ``edge_weight * h_t`` over a
             destination's sampled edges is an unbiased estimate of the mean of its in-neighbours'
             ``h`` (Horvitz-Thompson).
 temporal    only in-edges whose time is ``<=`` the destination's time (``<`` with
-            ``strict=True``) are eligible; the time of an edge is its edge time and/or its
-            source node's time (both must pass when both are given). ``strategy="uniform"``: a
+            ``strict=True``) are eligible; the time of an edge is its edge time, its source
+            node's time, or the later of the two when both are given (both must pass). ``strategy="uniform"``: a
             uniform subset of the eligible edges; ``"last"``: the ``fanout`` most recent ones
             (ties: the later stored edge). Seeds' times: ``sample(..., seed_times=)``, by
             default the seeds' node times. Propagation: a sampled node's time is the minimum of

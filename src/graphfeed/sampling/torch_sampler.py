@@ -84,7 +84,8 @@ class TorchNeighborSampler(Sampler):
       destinations (O(sum of their degrees) work and memory per layer, which suits a GPU):
       weighted draws exponential keys and keeps each destination's smallest (with
       replacement: searches the cumulative weights), LABOR hashes source ids exactly as the
-      numba kernels do (so both samplers keep the same edges for the same seed), temporal
+      numba kernels do (so both samplers keep the same edges and weights for the same seed),
+      temporal
       masks the late edges and sorts by a random key (``uniform``) or by time (``last``).
     """
 
@@ -252,17 +253,18 @@ class TorchNeighborSampler(Sampler):
         src = self.indices[pos].to(torch.int64)
         ew = None
         if kind == "labor":
+            every = deg <= fanout if fanout >= 0 else torch.ones_like(deg, dtype=torch.bool)
             if fanout < 0:
                 keep = torch.ones(total, dtype=torch.bool, device=dev)
-                pi = torch.ones(n_dst, dtype=torch.float64, device=dev)
             else:
-                pi = torch.clamp(fanout / deg.clamp(min=1).to(torch.float64), max=1.0)
-                thr = (pi * 9007199254740992.0).to(torch.int64)
-                h = _lsr(_mix64(_signed(node_key) + (src + 1) * _GOLDEN_S), 11)
-                keep = (h < thr[seg]) | (deg[seg] <= fanout)
+                d64 = deg.clamp(min=1).to(torch.float64)
+                thr = (fanout / d64 * 4294967296.0).to(torch.int64)
+                keep = every[seg] | (_labor_variate(src, node_key) < thr[seg])
             eids = pos[keep]
             local_dst = seg[keep]
-            ew = (1.0 / (deg.to(torch.float64) * pi))[local_dst].to(torch.float32)
+            w = torch.where(every, 1.0 / deg.clamp(min=1).to(torch.float64),
+                            torch.full_like(deg, max(fanout, 1), dtype=torch.float64).reciprocal())
+            ew = w.to(torch.float32)[local_dst]
         else:
             mt = self._marrays
             if kind == "weighted":
@@ -454,31 +456,18 @@ def _relabel(dst: torch.Tensor, src_global: torch.Tensor):
 
 
 # ---------------------------------------------------------------------- non-uniform methods
-_M64 = (1 << 64) - 1
+_M32 = 0xFFFFFFFF
 
 
-def _signed(x: int) -> int:
-    """A uint64 constant as the int64 with the same bits (torch has no uint64 arithmetic)."""
-    x &= _M64
-    return x - (1 << 64) if x >= 1 << 63 else x
-
-
-_GOLDEN_S = _signed(0x9E3779B97F4A7C15)
-_C1_S = _signed(0xBF58476D1CE4E5B9)
-_C2_S = _signed(0x94D049BB133111EB)
-
-
-def _lsr(z: torch.Tensor, s: int) -> torch.Tensor:
-    """Logical right shift of int64 tensors holding uint64 bits."""
-    return (z >> s) & ((1 << (64 - s)) - 1)
-
-
-def _mix64(z: torch.Tensor) -> torch.Tensor:
-    """splitmix64's finaliser on int64 tensors (wrapping multiplication), bit for bit the
-    numba kernels' ``mix64``."""
-    z = (z ^ _lsr(z, 30)) * _C1_S
-    z = (z ^ _lsr(z, 27)) * _C2_S
-    return z ^ _lsr(z, 31)
+def _labor_variate(t: torch.Tensor, node_key: int) -> torch.Tensor:
+    """LABOR's 32-bit variates of node ids ``t`` (int64), bit for bit the numba kernels'
+    ``labor_variate`` (products wrap in int64; the low 32 bits are exact)."""
+    h = (((t ^ (t >> 32)) * 0x9E3779B1) + (node_key & _M32)) & _M32
+    h = h ^ (h >> 16)
+    h = (h * 0x85EBCA6B) & _M32
+    h = h ^ (h >> 13)
+    h = (h * 0xC2B2AE35) & _M32
+    return h ^ (h >> 16)
 
 
 def _method_tensors(method: SamplingMethod, indptr: torch.Tensor, indices: torch.Tensor,
