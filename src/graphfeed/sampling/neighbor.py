@@ -316,7 +316,7 @@ class NeighborSampler(Sampler):
             def labor(a: int, b: int) -> None:
                 outs[a] = MK.sample_labor(indptr, indices, dst, a, b, fanout, node_key, want)
 
-            _run(labor, n_dst, parts, executor)
+            run_chunks(labor, n_dst, parts, executor)
             parts_out = [outs[a] for a in sorted(outs)]
             edge_index = np.stack([np.concatenate([o[0] for o in parts_out]),
                                    np.concatenate([o[1] for o in parts_out])])
@@ -336,7 +336,7 @@ class NeighborSampler(Sampler):
                     MK.count_temporal(indptr, pre["tkey"], dst, dst_times, strict, a, b, fanout,
                                       replace, offsets, starts, degs)
 
-            _run(count, n_dst, parts, executor)
+            run_chunks(count, n_dst, parts, executor)
             np.cumsum(offsets, out=offsets)
             num_edges = int(offsets[-1])
             edge_index = np.empty((2, num_edges), dtype=np.int64)
@@ -354,7 +354,7 @@ class NeighborSampler(Sampler):
                     K.fill_layer(pre["tsrc"], starts, degs, a, b, fanout, replace, key, offsets,
                                  edge_index, eids, want)
 
-            _run(fill, n_dst, parts, executor)
+            run_chunks(fill, n_dst, parts, executor)
             if want and kind == "temporal":
                 eids = pre["tpos"][eids]  # time-sorted positions -> positions in indices
         src = np.empty(n_dst + edge_index.shape[1], dtype=np.int64)
@@ -402,13 +402,6 @@ def _prepare(kind: str, indptr: np.ndarray, indices: np.ndarray, arr) -> dict:
         MK.build_time_order(indptr, indices, nt, et, has_nt, has_et, tkey, tsrc, tpos)
         return {"tkey": tkey, "tsrc": tsrc, "tpos": tpos}
     return {}
-
-
-def _run(fn, n: int, parts: int, executor) -> None:
-    if parts <= 1:
-        fn(0, n)
-    else:
-        run_chunks(fn, n, parts, executor)
 
 
 def _latest(dtype) -> object:
