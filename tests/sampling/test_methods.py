@@ -437,3 +437,17 @@ def test_bind_names_the_dataset_and_the_fix():
     DS.edge_features = {"timestamp": np.array([3])}
     m = SamplingMethod("temporal").bind(DS())
     assert m.arrays["edge_times"].tolist() == [3]
+
+
+def test_methods_on_int64_indices_match_int32():
+    """Graphs with int64 indices (more than 2**31 nodes) use int64 alias records: the same
+    samples as the int32 graph."""
+    g, nt, et = big_graph()
+    g64 = CSCGraph(g.indptr, g.indices.astype(np.int64), g.weights)
+    for method in (SamplingMethod("weighted"), SamplingMethod("labor"),
+                   SamplingMethod("temporal").bind({"node_times": nt, "edge_times": et})):
+        for replace in ((False, True) if method.kind == "weighted" else (False,)):
+            a = build_sampler("neighbor", g, [4, 6], method=method, replace=replace).sample(np.arange(300))
+            b = build_sampler("neighbor", g64, [4, 6], method=method, replace=replace).sample(np.arange(300))
+            for x, y in zip(a.blocks, b.blocks):
+                assert torch.equal(x.edge_index, y.edge_index) and torch.equal(x.src_nodes, y.src_nodes)
