@@ -230,7 +230,8 @@ def _train_loop(cfg: TrainConfig, dataset, plan, model=None, on_batch=None,
 
     pre = _preflight(cfg, dataset, device, verbose=rank == 0)
     dataset = pre.dataset
-    placed = plan.prepare(dataset, list(cfg.fanouts), replace=cfg.replace, seed=cfg.seed)
+    placed = plan.prepare(dataset, list(cfg.fanouts), replace=cfg.replace, seed=cfg.seed,
+                          method=cfg.sampling_method())
     device = str(placed.device)
     feat = placed.features["feat"]
     say(f"graphfeed: placement {placed.placement.reason}")
@@ -241,7 +242,8 @@ def _train_loop(cfg: TrainConfig, dataset, plan, model=None, on_batch=None,
         f"{pre.num_classes} classes; train/valid/test {len(train_ids):,}/{len(valid_ids):,}/"
         f"{len(test_ids):,}); model {cfg.model}, fanouts {list(cfg.fanouts)}, eval fanouts "
         f"{list(pre.eval_plan.fanouts)} in batches of {pre.eval_plan.batch_size}, batch "
-        f"{cfg.batch_size}, device {device}, features {cfg.features}, seed {cfg.seed}"
+        f"{cfg.batch_size}, sampler {cfg.sampling_method().describe()}, device {device}, "
+        f"features {cfg.features}, seed {cfg.seed}"
         + (f", {world_size} ranks" if world_size > 1 else "")
     )
     setup = RunSetup(cfg=cfg, dataset=dataset, placed=placed, device=device, rank=rank,

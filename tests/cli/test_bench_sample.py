@@ -45,3 +45,20 @@ def test_bench_sample_rejects_out_of_range_train_ids(tmp_path, capsys):
     assert main(["bench", "sample", "--graph", str(tmp_path / "g"), "--batches", "1"]) == 2
     err = capsys.readouterr().err
     assert "train_ids.npy" in err and str(n + 5) in err
+
+
+def test_bench_sample_methods_next_to_uniform(capsys):
+    """A non-uniform --sampler is timed next to uniform sampling in the same run, with the
+    ratio and the input-node counts (LABOR draws fewer)."""
+    for extra in (["--sampler", "weighted", "--random-weights"], ["--sampler", "labor"],
+                  ["--sampler", "temporal", "--random-times", "--temporal-strategy", "last"]):
+        assert main(["bench", "sample", "--dataset", "tiny", "--batches", "3", "--warmup", "1",
+                     "--batch-size", "64", "--features", "none", "--rounds", "2", "--json", *extra]) == 0
+        r = json.loads(capsys.readouterr().out)
+        assert r["sampler"].startswith(extra[1])
+        assert len(r["ratios_vs_uniform"]) == 2 and r["ratio_vs_uniform"] > 0
+        assert r["uniform_sample"]["batches"] == r["sample"]["batches"] == 3
+        if extra[1] == "labor":
+            assert r["input_nodes_ratio"] < 1
+    assert main(["bench", "sample", "--dataset", "tiny", "--batches", "2", "--sampler", "weighted"]) != 0
+    assert "weight" in capsys.readouterr().err

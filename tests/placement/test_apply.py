@@ -179,3 +179,20 @@ def test_gpu_modes(graph, features, mode):
     mb = placed.sampler.sample(seeds)
     assert mb.seeds.device.type == "cuda"
     check_batch(graph, mb, [1, 5, 9])
+
+
+# ---------------------------------------------------------------------- sampling methods
+@pytest.mark.parametrize("mode", ["cpu-cpu", "cuda-cuda"])
+def test_method_reaches_the_sampler(graph, features, mode):
+    """``method=`` goes through apply_placement's build to the mode's sampler (the GPU mode's
+    torch sampler built on a CPU device here), which samples by it."""
+    from graphfeed.sampling import SamplingMethod
+
+    p = Placement(mode, "test", "cpu")
+    placed = apply._build(p, graph, features, FANOUTS, replace=False, seed=3,
+                          method=SamplingMethod("labor", layer_dependency=True))
+    assert placed.sampler.method == SamplingMethod("labor", layer_dependency=True)
+    mb = placed.sampler.sample([0, 3, 4])
+    assert all(b.edge_weight is not None for b in mb.blocks)
+    same = placed.sampler.with_fanouts([-1] * len(FANOUTS))
+    assert same.method.kind == "labor"

@@ -58,3 +58,20 @@ def test_eval_plan_caps_fanouts_and_bounds_the_batch():
     # every neighbour on a hub-heavy graph: tiny batches, bounded memory
     p = plan_eval(2, 1024, max_in_degree=5_000, eval_fanouts=(-1, -1))
     assert p.fanouts == (-1, -1) and p.batch_size == max(1, EVAL_MAX_BATCH_EDGES // (5_000 + 5_000**2))
+
+
+def test_sampler_fields_build_the_method():
+    from graphfeed.sampling import SamplingMethod
+
+    cfg = TrainConfig(sampler="temporal", temporal_strategy="last", strict_time=True,
+                      edge_times="t").validate()
+    assert cfg.sampling_method() == SamplingMethod("temporal", strategy="last", strict=True,
+                                                   edge_times="t")
+    assert TrainConfig(sampler="weighted", weight_feature="w").sampling_method().weights == "w"
+    assert TrainConfig().sampling_method().is_uniform
+    with pytest.raises(GraphfeedError, match="kind"):
+        TrainConfig(sampler="random").validate()
+    with pytest.raises(GraphfeedError, match="labor samples without replacement"):
+        TrainConfig(sampler="labor", replace=True).validate()
+    with pytest.raises(GraphfeedError, match="last"):
+        TrainConfig(sampler="temporal", temporal_strategy="last", replace=True).validate()

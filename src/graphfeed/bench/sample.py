@@ -96,7 +96,7 @@ def _run_loader(sampler, ids, batch_size, warmup, *, feature=None, num_threads=2
     items = ItemSampler(ids, batch_size, shuffle=False, drop_last=True, seed=0)
     loader = DataLoader(items, sampler, node_features=None if feature is None else {"feat": feature},
                         num_threads=num_threads, prefetch=prefetch, device=device)
-    seeds = edges = batches = 0
+    seeds = edges = batches = inputs = 0
     nbytes = 0
     t0 = None
     for i, mb in enumerate(loader):
@@ -105,6 +105,7 @@ def _run_loader(sampler, ids, batch_size, warmup, *, feature=None, num_threads=2
         if i >= warmup:
             seeds += int(mb.seeds.shape[0])
             edges += mb.num_sampled_edges
+            inputs += int(mb.input_nodes.shape[0])
             batches += 1
             for v in mb.node_features.values():
                 nbytes += v.numel() * v.element_size()
@@ -114,7 +115,9 @@ def _run_loader(sampler, ids, batch_size, warmup, *, feature=None, num_threads=2
         torch.cuda.synchronize()
     dt = time.perf_counter() - t0
     loader.close()
-    return _figures(seeds, edges, batches, dt, nbytes)
+    out = _figures(seeds, edges, batches, dt, nbytes)
+    out["input_nodes_per_batch"] = inputs / max(batches, 1)
+    return out
 
 
 def _run_serial(sampler, ids, batch_size, warmup) -> dict:
@@ -166,6 +169,10 @@ def bench_sample(
     seed: int = 0,
     mode: str = "cpu-cpu",
     device: str = "auto",
+    method=None,
+    random_weights: bool = False,
+    random_times: bool = False,
+    rounds: int = 1,
 ) -> dict:
     """Throughput of sampling alone and of sampling + feature fetch; a dict of figures.
 
@@ -173,16 +180,40 @@ def bench_sample(
     ``cpu-cuda``, ``pinned-cuda``, ``cuda-cuda`` or ``auto``; CUDA modes also report the peak
     GPU memory (with whatever allocator setting is in force: compare runs with
     ``PYTORCH_ALLOC_CONF=expandable_segments:False`` and without).
+
+    ``method``: a ``graphfeed.sampling.SamplingMethod`` (or kind name; bound to the dataset's
+    weights and times). A non-uniform method is timed next to uniform sampling in the same run,
+    alternating ``rounds`` times (``uniform_sample``, ``ratio_vs_uniform``: the median of the
+    per-round seeds/s ratios; ``input_nodes_ratio``: distinct input nodes per batch against
+    uniform's). ``random_weights``: replace the graph's weights by seeded uniform weights in
+    ``(0, 1]`` (for weighted sampling on a graph without weights); ``random_times``: seeded
+    random integer node times in ``[0, 10**6)`` (temporal sampling; each seed's time is its
+    node time).
     """
     import torch
 
     from ..placement.plan import place
     from ..sampling.neighbor import NeighborSampler
 
+    from ..sampling.method import resolve_method
+
     ids = _seed_batches(data.seed_pool, batch_size, num_batches + warmup, seed)
     feature = data.feature(features, cache_size, cache_policy) if features else None
-    placed = place(data.graph, {"feat": feature} if feature is not None else {}, list(fanouts),
-                   mode=mode, device=device, replace=replace, seed=seed)
+    graph = data.graph
+    if random_weights:
+        from ..graph.csc import CSCGraph
+
+        w = np.random.default_rng(seed).random(graph.num_edges, dtype=np.float32)
+        graph = CSCGraph(graph.indptr, graph.indices, 1.0 - w, trusted=True)  # (0, 1]
+    method = resolve_method(method)
+    if random_times and method.kind == "temporal":
+        rng = np.random.default_rng(seed + 1)
+        method = method.bind({"node_times": rng.integers(0, 10**6, graph.num_nodes)})
+    elif not method.is_uniform and data.dataset is not None and not (
+            method.kind == "weighted" and method.weights == "graph" and graph.weights is not None):
+        method = method.bind(data.dataset)
+    placed = place(graph, {"feat": feature} if feature is not None else {}, list(fanouts),
+                   mode=mode, device=device, replace=replace, seed=seed, method=method)
     sampler = placed.sampler
     dev = placed.device
     cuda = dev.type == "cuda"
@@ -196,6 +227,7 @@ def bench_sample(
         "batch_size": batch_size,
         "num_batches": num_batches,
         "replace": replace,
+        "sampler": method.describe(),
         "num_threads": num_threads,
         "prefetch": prefetch,
         "cpu_count": os.cpu_count(),
@@ -204,8 +236,25 @@ def bench_sample(
         "placement_reason": placed.placement.reason,
         "device": str(dev),
     }
-    result["sample"] = _run_loader(sampler, ids, batch_size, warmup, num_threads=num_threads,
-                                   prefetch=prefetch, device=dev)
+    if method.is_uniform:
+        result["sample"] = _run_loader(sampler, ids, batch_size, warmup, num_threads=num_threads,
+                                       prefetch=prefetch, device=dev)
+    else:  # next to uniform sampling of the same placement, alternating, in this run
+        uniform = place(graph, {}, list(fanouts), mode=mode, device=device, replace=replace,
+                        seed=seed).sampler
+        runs, uruns = [], []
+        for _ in range(max(1, int(rounds))):
+            uruns.append(_run_loader(uniform, ids, batch_size, warmup, num_threads=num_threads,
+                                     prefetch=prefetch, device=dev))
+            runs.append(_run_loader(sampler, ids, batch_size, warmup, num_threads=num_threads,
+                                    prefetch=prefetch, device=dev))
+        ratios = [r["seeds_per_s"] / u["seeds_per_s"] for r, u in zip(runs, uruns)]
+        best = int(np.argsort(ratios)[len(ratios) // 2])
+        result["sample"], result["uniform_sample"] = runs[best], uruns[best]
+        result["ratio_vs_uniform"] = float(np.median(ratios))
+        result["ratios_vs_uniform"] = ratios
+        result["input_nodes_ratio"] = (runs[best]["input_nodes_per_batch"]
+                                       / uruns[best]["input_nodes_per_batch"])
     if feature is not None:
         feature = placed.features["feat"]
         result["features"] = features
@@ -238,6 +287,7 @@ def format_report(r: dict) -> str:
     lines = [
         f"dataset {r['dataset']}: {r['num_nodes']:,} nodes, {r['num_edges']:,} edges; fanouts {r['fanouts']}, "
         f"batch {r['batch_size']}, {r['num_batches']} batches, replace={r['replace']}, "
+        f"sampler {r.get('sampler', 'uniform')}, "
         f"{r['num_threads']} loader threads, {r['cpu_count']} CPUs",
         f"placement {r['mode']} on {r['device']}: {r['placement_reason']}",
     ]
@@ -248,6 +298,13 @@ def format_report(r: dict) -> str:
                 f"{f['batches_per_s']:>7.1f} batches/s{extra}")
 
     lines.append(row("sampling", r["sample"]))
+    if "uniform_sample" in r:
+        lines.append(row("uniform sampling (same run)", r["uniform_sample"]))
+        lines.append(f"  {r['sampler']}: {r['ratio_vs_uniform']:.2f}x uniform's seeds/s (median of "
+                     f"{len(r['ratios_vs_uniform'])} alternating rounds: "
+                     f"{', '.join(f'{x:.2f}' for x in r['ratios_vs_uniform'])}); "
+                     f"{r['sample']['input_nodes_per_batch']:,.0f} input nodes per batch, "
+                     f"{r['input_nodes_ratio']:.2f}x uniform's")
     if "sample_fetch" in r:
         lines.append(row(f"sampling + fetch ({r['features']})", r["sample_fetch"]))
     if "baseline_numba_1thread" in r:

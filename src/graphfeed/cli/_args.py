@@ -140,3 +140,35 @@ def cache_policies() -> list[str]:
     from ..features.registry import POLICIES
 
     return sorted(POLICIES)
+
+
+def add_sampler_arguments(p: argparse.ArgumentParser) -> None:
+    """``--sampler`` and the options of each sampling method (``graphfeed train`` and
+    ``graphfeed bench sample``); :func:`sampler_options` turns them into keywords."""
+    from ..sampling.method import KINDS, TEMPORAL_STRATEGIES
+
+    g = p.add_argument_group("sampling method")
+    g.add_argument("--sampler", default="uniform", choices=KINDS,
+                   help="how neighbours are picked: uniform, weighted (by edge weight), labor "
+                        "(LABOR-0, fewer distinct nodes), temporal (only edges up to each seed's "
+                        "time) [uniform]")
+    g.add_argument("--weight-feature", default=None, metavar="NAME",
+                   help="weighted: the edge feature holding the weights [the graph's weights]")
+    g.add_argument("--layer-dependency", action="store_true",
+                   help="labor: the same random variates in every layer")
+    g.add_argument("--temporal-strategy", default="uniform", choices=TEMPORAL_STRATEGIES,
+                   help="temporal: a uniform subset of the eligible edges, or the most recent [uniform]")
+    g.add_argument("--strict-time", action="store_true",
+                   help="temporal: only edges strictly earlier than the seed's time")
+    g.add_argument("--node-times", default=None, metavar="NAME",
+                   help="temporal: the node feature holding node times [timestamp, if any]")
+    g.add_argument("--edge-times", default=None, metavar="NAME",
+                   help="temporal: the edge feature holding edge times [timestamp, if any]")
+
+
+def sampler_options(args) -> dict:
+    """The ``TrainConfig`` / ``bench_sample`` keywords of :func:`add_sampler_arguments`."""
+    return dict(sampler=args.sampler, weight_feature=args.weight_feature,
+                layer_dependency=args.layer_dependency, temporal_strategy=args.temporal_strategy,
+                strict_time=args.strict_time, node_times=args.node_times,
+                edge_times=args.edge_times)

@@ -35,6 +35,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
     s.add_argument("--threads", type=_args.positive_int, default=2)
     s.add_argument("--prefetch", type=_args.positive_int, default=2)
     s.add_argument("--replace", action="store_true")
+    _args.add_sampler_arguments(s)
+    s.add_argument("--random-weights", action="store_true",
+                   help="weighted: seeded random weights in (0, 1] instead of the graph's own")
+    s.add_argument("--random-times", action="store_true",
+                   help="temporal: seeded random node times in [0, 10^6) (seeds' times: theirs)")
+    s.add_argument("--rounds", type=_args.positive_int, default=3,
+                   help="non-uniform --sampler: alternate it with uniform sampling this many "
+                        "times and report the median ratio [3]")
     s.add_argument("--features", default="ram", choices=[*_args.feature_backends(), "none"])
     s.add_argument("--cache-size", type=_args.size, default=0, help=f"({_args.SIZE_UNITS}) [0]")
     s.add_argument("--cache-policy", default="sieve", choices=_args.cache_policies())
@@ -79,6 +87,16 @@ def run_sample(args) -> int:
         seed=args.seed,
         mode=args.mode,
         device=args.device,
+        method=_method(args),
+        random_weights=args.random_weights,
+        random_times=args.random_times,
+        rounds=args.rounds,
     )
     print(json.dumps(r) if args.json else format_report(r))
     return 0
+
+
+def _method(args):
+    from ..trainer.config import TrainConfig
+
+    return TrainConfig(**_args.sampler_options(args)).sampling_method()

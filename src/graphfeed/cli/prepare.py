@@ -103,6 +103,9 @@ def _generic_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--edge-key", help="edges in an .npz: one (2, E) or (E, 2) array, or SRC,DST")
     p.add_argument("--weight-key", help="edge weights in an .npz (1-D, one per edge)")
     p.add_argument("--time-key", help="edge timestamps in an .npz (1-D, one per edge)")
+    p.add_argument("--node-times", metavar="PATH",
+                   help="node timestamps, one per node (.npy or one per line), stored as the node "
+                        "feature 'timestamp' (temporal sampling)")
 
 
 def _generic_kwargs(args) -> dict:
@@ -117,6 +120,7 @@ def _generic_kwargs(args) -> dict:
         splits=files or _split(args.split or "0.8,0.1,0.1", args.seed),
         src_col=args.src_col, dst_col=args.dst_col, weight_col=args.weight_col, time_col=args.time_col,
         edge_key=args.edge_key, weight_key=args.weight_key, time_key=args.time_key,
+        node_times=args.node_times,
         num_nodes=args.num_nodes, label_col=args.label_col, id_col=args.id_col,
     )
 

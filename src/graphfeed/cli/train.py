@@ -42,6 +42,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--patience", type=_args.int_range(0, 10**9), default=0,
                    help="stop after this many epochs without a better validation main metric [0: never]")
     p.add_argument("--replace", action="store_true", help="sample neighbours with replacement")
+    _args.add_sampler_arguments(p)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N [auto]")
     p.add_argument("--mode", default="auto", choices=_args.placement_modes(),
                    help="where the graph and features live and where sampling runs [auto]")
@@ -115,6 +116,7 @@ def config_from_args(args):
         cache_size=args.cache_size,
         cache_policy=args.cache_policy,
         replace=args.replace,
+        **_args.sampler_options(args),
         num_threads=args.threads,
         prefetch=args.prefetch,
         nproc=args.nproc,

@@ -142,6 +142,10 @@ def build_csc_streaming(
                 e = int(np.flatnonzero(~fin)[0])
                 raise DatasetError(f"{src_name}: edge {input_edges - s.shape[0] + e} ({int(s[e])} -> {int(d[e])}) "
                                    f"has {names[j]} {v[e]}; values must be finite numbers")
+            if names[j] == "weight" and (v < 0).any():
+                e = int(np.flatnonzero(v < 0)[0])
+                raise DatasetError(f"{src_name}: edge {input_edges - s.shape[0] + e} ({int(s[e])} -> "
+                                   f"{int(d[e])}) has weight {v[e]}; weights must be >= 0")
             top = float(np.abs(v).max())
             if names[j] == "weight" and top > np.finfo(np.float32).max:
                 raise DatasetError(f"{src_name}: a weight of {top:g} does not fit float32")

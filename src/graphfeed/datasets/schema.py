@@ -61,6 +61,11 @@ def feature_path(name: str, kind: str = "node") -> str:
     return f"{kind}_features/{name}.npy"
 
 
+#: the node and edge feature name of times (temporal sampling; ``graphfeed prepare generic
+#: --time-col/--time-key`` and ``--node-times`` write them)
+TIME_FEATURE = "timestamp"
+
+
 def feature_role(name: str, kind: str = "node") -> str:
     """The role key of feature ``name``: ``node_features.<name>`` / ``edge_features.<name>``."""
     return f"{kind}_features.{name}"

@@ -15,7 +15,9 @@ import numpy as np
 
 from .._io import load_npy
 from ..errors import DatasetError
-from .schema import ArraySpec, Metadata, feature_role, read_metadata, resolve_inside, split_role
+from .schema import (
+    TIME_FEATURE, ArraySpec, Metadata, feature_role, read_metadata, resolve_inside, split_role,
+)
 
 INT32_MAX = int(np.iinfo(np.int32).max)
 
@@ -68,7 +70,9 @@ def load_folder(folder, *, mmap: bool = True, full: bool = True) -> LoadedArrays
     shape, file size: a truncated file is an error), one feature row per node, ``indptr[0] == 0``
     and ``indptr[-1] == num_edges``. With ``full`` also the O(N + E) content checks: ``indptr``
     non-decreasing, every neighbour id and split id in range, splits disjoint without repeats,
-    labels of split nodes in ``[0, num_classes)``. ``full`` reads every array once.
+    labels of split nodes in ``[0, num_classes)``, edge weights finite and ``>= 0``, times
+    (node and edge features named ``timestamp``) finite. ``full`` reads every array once.
+    Always: weights and times are 1-D, int64 or float.
     """
     root = Path(folder)
     meta = read_metadata(root)
@@ -95,10 +99,10 @@ def load_folder(folder, *, mmap: bool = True, full: bool = True) -> LoadedArrays
     weights = None
     if g.weights is not None:
         weights = _open(root, g.weights, "graph.weights", mmap, paths)
-        if weights.shape != indices.shape or weights.dtype.kind not in "fiu":
+        if weights.shape != indices.shape or not _value_dtype(weights.dtype):
             raise DatasetError(
-                f"{paths['graph.weights']}: weights must be numeric with one entry per edge "
-                f"({g.num_edges}), got {weights.dtype} {weights.shape}"
+                f"{paths['graph.weights']}: weights must be int64 or float with one entry per "
+                f"edge ({g.num_edges}), got {weights.dtype} {weights.shape}"
             )
 
     node_features = {}
@@ -135,8 +139,21 @@ def load_folder(folder, *, mmap: bool = True, full: bool = True) -> LoadedArrays
             sets.append(arr)
         splits[name] = sets
 
+    values = []  # (array, path, what, non-negative): the arrays samplers weigh or time by
+    if weights is not None:
+        values.append((weights, paths["graph.weights"], "edge weights", True))
+    for kind, feats in (("node", node_features), ("edge", edge_features)):
+        if TIME_FEATURE in feats:
+            arr = feats[TIME_FEATURE]
+            p = paths[feature_role(TIME_FEATURE, kind)]
+            if arr.ndim != 1 or not _value_dtype(arr.dtype):
+                raise DatasetError(f"{p}: {kind} times must be 1-D int64 or float, got "
+                                   f"{arr.dtype} {arr.shape}")
+            values.append((arr, p, f"{kind} times", False))
     if full:
         _check_contents(meta, indptr, indices, target, splits, paths)
+        for arr, p, what, nonneg in values:
+            _check_values(arr, p, what, nonneg)
     return LoadedArrays(meta, indptr, indices, weights, node_features, edge_features, splits, paths)
 
 
@@ -184,3 +201,23 @@ def _check_contents(meta, indptr, indices, target, splits, paths) -> None:
                     f"{paths[feature_role(meta.task.target)]}: label of node {v} (in split {label}) is "
                     f"{int(tgt[v])}, outside [0, num_classes = {meta.task.num_classes})"
                 )
+
+
+def _value_dtype(dt: np.dtype) -> bool:
+    """Weights and times are stored as int64 or a float."""
+    return dt == np.int64 or dt.kind == "f"
+
+
+def _check_values(arr, path, what: str, nonneg: bool) -> None:
+    """Weights and times: finite (floats), weights ``>= 0``; in blocks (memory maps stay
+    bounded)."""
+    step = 1 << 22
+    for lo in range(0, arr.shape[0], step):
+        a = np.asarray(arr[lo:lo + step])
+        bad = ~np.isfinite(a) if a.dtype.kind == "f" else np.zeros(a.shape, bool)
+        if nonneg:
+            bad |= a < 0
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            need = "finite and >= 0" if nonneg else "finite"
+            raise DatasetError(f"{path}: {what} must be {need}; entry {lo + i} is {a[i]!r}")

@@ -78,12 +78,14 @@ def apply_placement(
     *,
     replace: bool = False,
     seed: int = 0,
+    method=None,
 ) -> PlacedData:
     """Build the sampler and place the features for ``placement`` (see the module table).
 
     Costs: cpu-* modes copy nothing. cuda-cuda copies graph and features to the GPU once.
     pinned-cuda pins the graph and in-memory features in place where possible (features on
     disk or in LMDB are first read into RAM, in chunks of about 256 MB).
+    ``method``: the sampler's ``graphfeed.sampling.SamplingMethod`` (``None``: uniform).
     """
     if not isinstance(placement, Placement):
         raise GraphfeedError(f"placement must be a Placement, got {type(placement).__name__}")
@@ -109,11 +111,11 @@ def apply_placement(
         from ..cuda_alloc import configure_cuda_allocator
 
         configure_cuda_allocator()  # before the first allocation below
-    return _build(placement, graph, feats, fanouts, replace=replace, seed=seed)
+    return _build(placement, graph, feats, fanouts, replace=replace, seed=seed, method=method)
 
 
 def _build(placement: Placement, graph: CSCGraph, feats: dict, fanouts, *, replace: bool,
-           seed: int) -> PlacedData:
+           seed: int, method=None) -> PlacedData:
     """The sampler and features of ``placement``'s spec (no device checks: tests run the GPU
     modes' logic with a CPU device through this)."""
     from ..sampling import build_sampler
@@ -122,7 +124,7 @@ def _build(placement: Placement, graph: CSCGraph, feats: dict, fanouts, *, repla
     device = torch.device(placement.device)
     sampler = build_sampler(spec.sampler, graph, fanouts,
                             device=torch.device(placement.sampling_device),
-                            replace=replace, seed=seed, uva=spec.graph == "pinned")
+                            replace=replace, seed=seed, uva=spec.graph == "pinned", method=method)
     keep: list = []
     placed = {name: _place_feature(f, spec.features, device, keep) for name, f in feats.items()}
     return PlacedData(placement, sampler, placed, device, keep_alive=keep)

@@ -138,20 +138,29 @@ class DataPlan:
 
     # ------------------------------------------------------------------ 3. place
     def place(self, graph, features: Mapping, fanouts: Sequence[int], *, replace: bool = False,
-              seed: int = 0, placement=None):
+              seed: int = 0, placement=None, method=None):
         """Graph and features placed for training, with the mode's sampler: a
         ``graphfeed.placement.PlacedData``. ``placement``: one :meth:`decide` already made (else
-        it is made here from the loaded objects' sizes)."""
+        it is made here from the loaded objects' sizes); ``method``: the sampler's
+        ``graphfeed.sampling.SamplingMethod`` (``None``: uniform)."""
         from .apply import apply_placement, estimate_bytes
 
         if placement is None:
             placement = self.decide(*estimate_bytes(graph, features))
-        return apply_placement(placement, graph, features, fanouts, replace=replace, seed=seed)
+        return apply_placement(placement, graph, features, fanouts, replace=replace, seed=seed,
+                               method=method)
 
     def prepare(self, dataset, fanouts: Sequence[int], *, inputs: Sequence[str] = ("feat",),
-                replace: bool = False, seed: int = 0):
+                replace: bool = False, seed: int = 0, method=None):
         """Decide, open and share, place: ``dataset``'s graph, its input features ``inputs``
-        and its labels (under the name ``"label"``), ready for ``graphfeed.node_loader``."""
+        and its labels (under the name ``"label"``), ready for ``graphfeed.node_loader``.
+        ``method``: a ``SamplingMethod`` (or kind name), bound to ``dataset``'s weights and
+        times here (a dataset without them is a ``GraphfeedError`` saying how to add them)."""
+        from ..sampling.method import resolve_method
+
+        method = resolve_method(method)
+        if not method.is_uniform:
+            method = method.bind(dataset)
         target = getattr(dataset, "target", "label")
         names = list(dict.fromkeys([*inputs, target]))
         sizes = (int(dataset.graph.nbytes),
@@ -162,7 +171,7 @@ class DataPlan:
         loader_feats = {n: feats[n] for n in inputs}
         loader_feats["label"] = feats[target]
         return self.place(graph, loader_feats, fanouts, replace=replace, seed=seed,
-                          placement=placement)
+                          placement=placement, method=method)
 
 
 def _rank0_choice(mode: str) -> str:
@@ -185,11 +194,13 @@ def _rank0_choice(mode: str) -> str:
 
 def place(graph, features: Mapping, fanouts: Sequence[int], *, mode: str = AUTO,
           device: str = "auto", replace: bool = False, seed: int = 0,
-          ranks_per_machine: Optional[int] = None):
+          ranks_per_machine: Optional[int] = None, method=None):
     """Plan (``mode="auto"``: from data sizes, free host and GPU memory, ranks per machine) and
     apply a placement of loaded objects; returns ``graphfeed.placement.PlacedData``
     (``sampler``, ``features``, ``device``, ``placement`` with its human-readable ``reason``).
-    Place once, then build as many loaders (train, valid, test) over it as needed."""
+    Place once, then build as many loaders (train, valid, test) over it as needed.
+    ``method``: the sampler's ``graphfeed.sampling.SamplingMethod`` (``None``: uniform; bind
+    arrays that are not the graph's weights first, ``method.bind(dataset)``)."""
     from ..distributed.world import World
 
     world = None
@@ -197,7 +208,7 @@ def place(graph, features: Mapping, fanouts: Sequence[int], *, mode: str = AUTO,
         n = max(1, int(ranks_per_machine))
         world = World(world_size=n, local_world_size=n)
     plan = DataPlan.resolve(mode=mode, device=device, world=world)
-    return plan.place(graph, features, fanouts, replace=replace, seed=seed)
+    return plan.place(graph, features, fanouts, replace=replace, seed=seed, method=method)
 
 
 def node_loader(

@@ -1,7 +1,8 @@
 """Neighbour sampling: samplers return ids (``MiniBatch`` of ``Block``); features come later.
 
 Samplers are registered by name in :data:`SAMPLERS` and built alike with
-``build_sampler(name, graph, fanouts, device=, replace=, seed=, uva=)``:
+``build_sampler(name, graph, fanouts, device=, replace=, seed=, uva=, method=)`` (``method``: a
+``SamplingMethod``, uniform by default; weighted, LABOR and temporal sampling run on both):
 
 - ``"neighbor"`` (``NeighborSampler``): numba kernels on CPU (GIL released, safe from several
   threads),
@@ -36,11 +37,13 @@ def build_sampler(name: str, graph, fanouts: Sequence[int], **kwargs) -> "Sample
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     ".base": "Block MiniBatch Sampler",
+    ".method": "SamplingMethod",
     ".neighbor": "NeighborSampler",
     ".torch_sampler": "TorchNeighborSampler",
 }, eager=("SAMPLERS", "build_sampler"))
 
 if TYPE_CHECKING:  # pragma: no cover
     from .base import Block, MiniBatch, Sampler
+    from .method import SamplingMethod
     from .neighbor import NeighborSampler
     from .torch_sampler import TorchNeighborSampler

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from .._checks import check_int
 from ..errors import GraphfeedError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .method import SamplingMethod
 
 _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -51,3 +54,20 @@ def check_fanouts(fanouts, *, name: str = "fanouts",
                 f"{name} must be ints {bound}, or -1 for every neighbour; got {f!r} in {vals}")
         out.append(v)
     return tuple(out)
+
+
+def check_method(method: SamplingMethod, replace: bool, sampler: str) -> SamplingMethod:
+    """Refuse the method/replacement pairs no definition covers."""
+    if replace and method.kind == "labor":
+        raise GraphfeedError(f"{sampler}: LABOR samples without replacement; drop replace=True")
+    if replace and method.kind == "temporal" and method.strategy == "last":
+        raise GraphfeedError(f"{sampler}: temporal strategy 'last' takes the most recent edges "
+                             f"once each; drop replace=True or use strategy 'uniform'")
+    return method
+
+
+def labor_key(seed: int, epoch: int, batch_index: int, layer: int, method: SamplingMethod) -> int:
+    """The key of LABOR's per-node variates: per layer, or one for every layer with
+    ``layer_dependency`` (unused by the other kinds)."""
+    layer = -1 if method.layer_dependency else layer
+    return mix64(batch_key(seed, epoch, batch_index, layer) ^ 0x4C41424F52)  # "LABOR"

@@ -26,12 +26,15 @@ class Block:
       are the first ``num_dst`` source nodes: ``dst_nodes == src_nodes[:num_dst]``.
     - ``edge_ids``: optional int64 ``(E,)`` positions of the sampled edges in the graph's
       ``indices`` array (for edge features).
+    - ``edge_weight``: optional float32 ``(E,)`` per-edge weights for the aggregation; LABOR
+      sampling fills it with its importance weights (see ``graphfeed.sampling.SamplingMethod``).
     """
 
     edge_index: torch.Tensor
     src_nodes: torch.Tensor
     num_dst: int
     edge_ids: Optional[torch.Tensor] = None
+    edge_weight: Optional[torch.Tensor] = None
 
     @property
     def num_src(self) -> int:
@@ -58,6 +61,9 @@ class Block:
             edge_ids=None
             if self.edge_ids is None
             else self.edge_ids.to(device, non_blocking=non_blocking),
+            edge_weight=None
+            if self.edge_weight is None
+            else self.edge_weight.to(device, non_blocking=non_blocking),
         )
 
     def __repr__(self) -> str:
@@ -152,7 +158,9 @@ class Sampler(abc.ABC):
         - ``uva=True``: sample on a CUDA ``device`` from zero-copy views of the graph's pinned
           host arrays (``graph.pin_memory()``) instead of a copy in GPU memory.
         - ``options``: keywords of the implementation (``NeighborSampler``: ``num_threads``,
-          ``return_edge_ids``; ``TorchNeighborSampler``: ``return_edge_ids``).
+          ``return_edge_ids``; ``TorchNeighborSampler``: ``return_edge_ids``), and ``method``:
+          a ``graphfeed.sampling.SamplingMethod`` (``None``: uniform); a sampler that does not
+          support the method's kind raises ``GraphfeedError`` naming itself and the kind.
 
         A sampler that cannot sample on ``device`` (or with ``uva``) raises ``GraphfeedError``.
         """
@@ -197,7 +205,8 @@ class Sampler(abc.ABC):
 
         ``executor``: where to run the chunks of a batch split for intra-batch parallelism (the
         loader's, shared with feature reads); the chunks are leaf tasks that never submit
-        more. ``None``: the sampler's own arrangement (serial, or a pool it owns)."""
+        more. ``None``: the sampler's own arrangement (serial, or a pool it owns). Samplers
+        with a temporal method also take ``seed_times=`` (one time per seed)."""
 
     def with_fanouts(self, fanouts: Sequence[int]) -> "Sampler":
         """The same sampler (graph, seed, replacement, options) with other fanouts, sharing the

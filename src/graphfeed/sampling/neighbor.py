@@ -1,4 +1,5 @@
-"""Uniform neighbour sampling on CPU with numba kernels (``NeighborSampler``)."""
+"""Neighbour sampling on CPU with numba kernels (``NeighborSampler``): uniform, and the
+weighted, LABOR and temporal methods of ``SamplingMethod``."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from .._checks import check_int
 from .._threads import ChunkPool, run_chunks
 from ..errors import GraphfeedError
 from ..graph.csc import CSCGraph
-from ._common import batch_key, check_fanouts
+from ._common import batch_key, check_fanouts, check_method, labor_key
 from .base import Block, MiniBatch, Sampler
+from .method import SamplingMethod, method_arrays, resolve_method
 
 # Below this many destinations a layer is sampled on the calling thread even when
 # num_threads > 1: handing work to a pool costs more than it saves.
@@ -103,6 +105,11 @@ class NeighborSampler(Sampler):
       as cores, keep ``num_threads=1``. Several Python threads may call :meth:`sample`
       concurrently on one sampler.
     - ``return_edge_ids``: fill ``Block.edge_ids`` with positions in ``graph.indices``.
+    - ``method``: a :class:`~graphfeed.sampling.SamplingMethod` (``None``: uniform): weighted
+      (with or without replacement), LABOR (``Block.edge_weight`` holds its importance
+      weights; no replacement) or temporal (``sample(..., seed_times=)``; ``strategy="last"``
+      has no replacement). Its arrays (weights, times) are checked once here, O(E). The
+      uniform path is the same kernels as without a method.
 
     Cost: O(sum of sampled edges + destinations) per batch, no sorting; each batch in flight
     holds one int32 array of ``num_nodes`` entries (pooled, reused).
@@ -119,6 +126,7 @@ class NeighborSampler(Sampler):
         seed: int = 0,
         num_threads: int = 1,
         return_edge_ids: bool = False,
+        method: Optional[SamplingMethod] = None,
     ):
         if not isinstance(graph, CSCGraph):
             raise GraphfeedError(f"graph must be a CSCGraph, got {type(graph).__name__}")
@@ -128,6 +136,10 @@ class NeighborSampler(Sampler):
         self.seed = int(seed)
         self.num_threads = check_int("num_threads", num_threads, 1)
         self.return_edge_ids = bool(return_edge_ids)
+        self.method = check_method(resolve_method(method), self.replace, "NeighborSampler")
+        self._arrays = method_arrays(self.method, graph, "NeighborSampler")
+        self._prep: Optional[dict] = None
+        self._prep_lock = threading.Lock()
         self._indptr = _readonly_view(graph.indptr)
         self._indices = _readonly_view(graph.indices)
         self._num_nodes = graph.num_nodes
@@ -148,7 +160,7 @@ class NeighborSampler(Sampler):
     def __repr__(self) -> str:
         return (
             f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, seed={self.seed}, "
-            f"num_threads={self.num_threads})"
+            f"num_threads={self.num_threads}, method={self.method.describe()!r})"
         )
 
     # ------------------------------------------------------------------ public
@@ -161,16 +173,28 @@ class NeighborSampler(Sampler):
         return self._fanouts
 
     def with_fanouts(self, fanouts: Sequence[int]) -> "NeighborSampler":
-        return NeighborSampler(self.graph, fanouts, replace=self.replace, seed=self.seed,
-                               num_threads=self.num_threads, return_edge_ids=self.return_edge_ids)
+        other = NeighborSampler(self.graph, fanouts, replace=self.replace, seed=self.seed,
+                                num_threads=self.num_threads, return_edge_ids=self.return_edge_ids)
+        # the same method and arrays, checked and prepared already: no O(E) pass
+        other.method, other._arrays = self.method, self._arrays
+        other._prep, other._prep_lock = self._prepared(), threading.Lock()
+        return other
 
     def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0,
-               executor: Optional[Executor] = None) -> MiniBatch:
+               executor: Optional[Executor] = None, seed_times=None) -> MiniBatch:
         """Sample the blocks of one batch of seed node ids (1-D ints, distinct, in range);
-        ``executor`` runs the chunks of large layers (see the class docstring)."""
+        ``executor`` runs the chunks of large layers (see the class docstring).
+        ``seed_times`` (temporal method only): one time per seed; default the seeds' node
+        times."""
         from . import _kernels as K
 
         seeds_np = seeds_to_numpy(seeds, self._num_nodes)
+        times = None
+        if self.method.kind == "temporal":
+            times = seed_times_array(self._arrays, seeds_np, seed_times, "NeighborSampler")
+        elif seed_times is not None:
+            raise GraphfeedError(f"seed_times is for temporal sampling; this sampler's method is "
+                                 f"{self.method.describe()}")
         node_map = self._maps.acquire()
         clean = True
         try:
@@ -191,14 +215,21 @@ class NeighborSampler(Sampler):
             dst = seeds_np
             for layer in range(len(self._fanouts) - 1, -1, -1):
                 key = np.uint64(batch_key(self.seed, epoch, batch_index, layer))
-                edge_index, eids, src = self._sample_layer(
-                    dst, self._fanouts[layer], key, node_map, executor)
+                ew = None
+                if self.method.is_uniform:
+                    edge_index, eids, src = self._sample_layer(
+                        dst, self._fanouts[layer], key, node_map, executor)
+                else:
+                    nkey = np.uint64(labor_key(self.seed, epoch, batch_index, layer, self.method))
+                    edge_index, eids, src, ew, times = self._sample_layer_method(
+                        dst, self._fanouts[layer], key, nkey, times, node_map, executor)
                 blocks.append(
                     Block(
                         edge_index=torch.from_numpy(edge_index),
                         src_nodes=torch.from_numpy(src),
                         num_dst=int(dst.shape[0]),
                         edge_ids=torch.from_numpy(eids) if self.return_edge_ids else None,
+                        edge_weight=None if ew is None else torch.from_numpy(ew),
                     )
                 )
                 dst = src
@@ -260,3 +291,153 @@ class NeighborSampler(Sampler):
         n_src = K.relabel_layer(edge_index, node_map, src, n_dst)
         return edge_index, eids, src[:n_src]
 
+
+    def _sample_layer_method(self, dst: np.ndarray, fanout: int, key, node_key, dst_times,
+                             node_map: np.ndarray, executor: Optional[Executor]):
+        """One layer of a weighted, LABOR or temporal method over chunks of destinations (as
+        ``_sample_layer``), then the relabel pass; temporal layers also return the sources'
+        times."""
+        from . import _kernels as K
+        from . import _method_kernels as MK
+
+        kind = self.method.kind
+        pre = self._prepared()
+        n_dst = int(dst.shape[0])
+        want = self.return_edge_ids
+        replace = self.replace
+        indptr, indices = self._indptr, self._indices
+        parts = min(self.num_threads, n_dst // _MIN_DST_PER_CHUNK)
+        if parts > 1 and executor is None:
+            executor = self._pool.get()
+        ew = None
+        if kind == "labor":  # one pass per chunk, outputs grown as needed, then joined
+            outs = {}
+
+            def labor(a: int, b: int) -> None:
+                outs[a] = MK.sample_labor(indptr, indices, dst, a, b, fanout, node_key, want)
+
+            run_chunks(labor, n_dst, parts, executor)
+            parts_out = [outs[a] for a in sorted(outs)]
+            edge_index = np.stack([np.concatenate([o[0] for o in parts_out]),
+                                   np.concatenate([o[1] for o in parts_out])])
+            eids = np.concatenate([o[2] for o in parts_out])
+            ew = np.concatenate([o[3] for o in parts_out])
+        else:
+            offsets = np.zeros(n_dst + 1, dtype=np.int64)
+            starts = np.empty(n_dst, dtype=np.int64)
+            degs = np.empty(n_dst, dtype=np.int64)
+            strict = self.method.strict
+
+            def count(a: int, b: int) -> None:
+                if kind == "weighted":
+                    MK.count_weighted(indptr, pre["npos"], dst, a, b, fanout, replace, offsets,
+                                      starts, degs)
+                else:
+                    MK.count_temporal(indptr, pre["tkey"], dst, dst_times, strict, a, b, fanout,
+                                      replace, offsets, starts, degs)
+
+            run_chunks(count, n_dst, parts, executor)
+            np.cumsum(offsets, out=offsets)
+            num_edges = int(offsets[-1])
+            edge_index = np.empty((2, num_edges), dtype=np.int64)
+            eids = np.empty(num_edges if want else 0, dtype=np.int64)
+            last = self.method.strategy == "last"
+
+            def fill(a: int, b: int) -> None:
+                if kind == "weighted":
+                    MK.fill_weighted(indices, pre["weights"], pre["table"], pre["totals"],
+                                     pre["npos"], dst, starts, degs, a, b, fanout, replace, key,
+                                     offsets, edge_index, eids, want)
+                elif last:
+                    MK.fill_last(pre["tsrc"], starts, degs, a, b, offsets, edge_index, eids, want)
+                else:  # uniform sampling of each eligible prefix of the time-sorted columns
+                    K.fill_layer(pre["tsrc"], starts, degs, a, b, fanout, replace, key, offsets,
+                                 edge_index, eids, want)
+
+            run_chunks(fill, n_dst, parts, executor)
+            if want and kind == "temporal":
+                eids = pre["tpos"][eids]  # time-sorted positions -> positions in indices
+        src = np.empty(n_dst + edge_index.shape[1], dtype=np.int64)
+        src[:n_dst] = dst
+        n_src = K.relabel_layer(edge_index, node_map, src, n_dst)
+        src_times = None
+        if kind == "temporal":
+            src_times = np.empty(n_src, dtype=dst_times.dtype)
+            src_times[:n_dst] = dst_times
+            src_times[n_dst:] = _latest(dst_times.dtype)
+            MK.propagate_times(edge_index, n_dst, dst_times, src_times)
+        return edge_index, eids, src[:n_src], ew, src_times
+
+    def _prepared(self) -> dict:
+        """The per-graph arrays of the method, built once (O(E)) on first use and shared with
+        :meth:`with_fanouts` copies: weighted, the alias records and per-node weight sums and
+        positive counts (16 B per edge with int32 indices, 32 B with int64);
+        temporal, the columns sorted by time (time, source
+        and position per edge)."""
+        with self._prep_lock:
+            if self._prep is None:
+                self._prep = _prepare(self.method.kind, self._indptr, self._indices, self._arrays)
+            return self._prep
+
+
+def _prepare(kind: str, indptr: np.ndarray, indices: np.ndarray, arr) -> dict:
+    from . import _method_kernels as MK
+
+    n = indptr.shape[0] - 1
+    e = indices.shape[0]
+    if kind == "weighted":
+        # int32 records hold the threshold's 32 bits as they are (read back as unsigned)
+        rec = np.empty((e, 4), dtype=np.int64 if indices.dtype == np.int64 else np.uint32)
+        totals = np.empty(n, dtype=np.float64)
+        npos = np.empty(n, dtype=np.int64)
+        bad = MK.build_alias(indptr, indices, arr.weights, rec, totals, npos)
+        if bad >= 0:
+            raise GraphfeedError(f"weighted sampling: node {bad} has more than 2**31 - 1 in-edges")
+        return {"weights": arr.weights, "table": rec, "totals": totals, "npos": npos}
+    if kind == "temporal":
+        nt, et, has_nt, has_et = _time_args(arr)
+        tkey = np.empty(e, dtype=arr.time_dtype)
+        tsrc = np.empty(e, dtype=indices.dtype)
+        tpos = np.empty(e, dtype=np.int64)
+        MK.build_time_order(indptr, indices, nt, et, has_nt, has_et, tkey, tsrc, tpos)
+        return {"tkey": tkey, "tsrc": tsrc, "tpos": tpos}
+    return {}
+
+
+def _latest(dtype) -> object:
+    return np.inf if dtype.kind == "f" else np.iinfo(dtype).max
+
+
+def _time_args(arr):
+    """``(node_times, edge_times, has_node, has_edge)`` for the temporal kernels: an absent
+    array is a 1-entry placeholder of the other's dtype (one compiled variant per dtype)."""
+    dt = arr.time_dtype
+    nt = arr.node_times if arr.node_times is not None else np.zeros(1, dt)
+    et = arr.edge_times if arr.edge_times is not None else np.zeros(1, dt)
+    return nt, et, arr.node_times is not None, arr.edge_times is not None
+
+
+def seed_times_array(arr, seeds_np: np.ndarray, seed_times, sampler: str) -> np.ndarray:
+    """The seeds' times as a numpy array of the method's time dtype: ``seed_times`` (one per
+    seed) or, by default, the seeds' node times."""
+    dt = arr.time_dtype
+    if seed_times is None:
+        if arr.node_times is None:
+            raise GraphfeedError(
+                f"{sampler}: temporal sampling over edge times only needs seed_times= (one time "
+                f"per seed); the graph has no node times to default to")
+        return np.ascontiguousarray(arr.node_times[seeds_np])
+    if isinstance(seed_times, torch.Tensor):
+        seed_times = seed_times.detach().cpu().numpy()
+    t = np.asarray(seed_times)
+    if t.shape != seeds_np.shape:
+        raise GraphfeedError(f"seed_times must hold one time per seed: shape {t.shape} != "
+                             f"{seeds_np.shape}")
+    if t.dtype.kind not in "fiu":
+        raise GraphfeedError(f"seed_times must be numbers, got dtype {t.dtype}")
+    if t.dtype.kind == "f" and not np.isfinite(t).all():
+        raise GraphfeedError("seed_times must be finite")
+    if dt.kind != "f" and t.dtype.kind == "f":
+        raise GraphfeedError(f"seed_times are floats but the graph's times are {dt}: pass "
+                             f"integer times")
+    return np.ascontiguousarray(t, dtype=dt)

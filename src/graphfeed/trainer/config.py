@@ -65,6 +65,14 @@ class TrainConfig:
     cache_size: int = 0  # bytes of CPU cache in front of disk/lmdb features
     cache_policy: str = "sieve"
     replace: bool = False
+    # the sampling method (graphfeed.sampling.SamplingMethod; sampling_method() builds it)
+    sampler: str = "uniform"  # uniform, weighted, labor, temporal
+    weight_feature: Optional[str] = None  # weighted: an edge feature; None: the graph's weights
+    layer_dependency: bool = False  # labor
+    temporal_strategy: str = "uniform"  # temporal: uniform or last
+    strict_time: bool = False  # temporal: strictly earlier edges only
+    node_times: Optional[str] = None  # temporal: node feature of node times (None: "timestamp")
+    edge_times: Optional[str] = None  # temporal: edge feature of edge times (None: "timestamp")
     num_threads: int = 2
     prefetch: int = 2
     nproc: int = 1
@@ -140,7 +148,22 @@ class TrainConfig:
         from ..placement import validate_mode
 
         validate_mode(self.mode)
+        method = self.sampling_method()
+        if self.replace and method.kind == "labor":
+            raise GraphfeedError("sampler labor samples without replacement: drop replace")
+        if self.replace and method.kind == "temporal" and method.strategy == "last":
+            raise GraphfeedError("temporal strategy last takes each recent edge once: drop replace")
         return self
+
+    def sampling_method(self):
+        """The ``graphfeed.sampling.SamplingMethod`` of the sampler fields (unbound: the
+        dataset's arrays are attached when the data is placed)."""
+        from ..sampling.method import SamplingMethod
+
+        return SamplingMethod(
+            kind=self.sampler, weights=self.weight_feature or "graph",
+            layer_dependency=bool(self.layer_dependency), strategy=self.temporal_strategy,
+            strict=bool(self.strict_time), node_times=self.node_times, edge_times=self.edge_times)
 
     # the fields a checkpoint must agree on to continue a run (the rest may change on resume)
     RESUME_KEYS = ("model", "fanouts", "batch_size", "hidden", "heads", "dropout", "lr",

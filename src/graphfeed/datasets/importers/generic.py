@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
-from .._readers import EdgeSource
+import numpy as np
+
+from ...errors import DatasetError
+from .._readers import EdgeSource, load_array_file
 from . import PrepareReport, prepare
 
 
@@ -31,6 +34,7 @@ def prepare_generic(
     edge_key: Optional[str] = None,
     weight_key: Optional[str] = None,
     time_key: Optional[str] = None,
+    node_times=None,
     block_bytes: int = 8 * 1024 * 1024,
     **kw,
 ) -> PrepareReport:
@@ -38,10 +42,38 @@ def prepare_generic(
 
     ``weight_col`` / ``time_col`` (text) or ``weight_key`` / ``time_key`` (``.npz``) add edge
     weights (``graph/weights.npy``, float32) and timestamps (edge feature ``timestamp``, int64
-    when every value is whole, else float64), both in ``indices`` order.
+    when every value is whole, else float64), both in ``indices`` order. ``node_times``: an
+    array or a file (``.npy``, or text with one number per line) of one time per node, stored
+    as the node feature ``timestamp`` (int64 when every value is whole, else float64; finite).
     """
+    if node_times is not None:
+        from ..schema import TIME_FEATURE
+
+        features = dict(features or {})
+        if TIME_FEATURE in features:
+            raise DatasetError(f"node_times is stored as the node feature {TIME_FEATURE!r}; "
+                               f"a feature of that name is given too")
+        features[TIME_FEATURE] = _node_times(node_times)
     cols = {n: c for n, c in (("weight", weight_col), ("timestamp", time_col)) if c is not None}
     keys = {n: k for n, k in (("weight", weight_key), ("timestamp", time_key)) if k}
     source = EdgeSource(edges, block_bytes=block_bytes, src_col=src_col, dst_col=dst_col,
                         value_cols=cols, edge_key=edge_key, value_keys=keys)
     return prepare(out, edges=source, features=features, labels=labels, splits=splits, **kw)
+
+
+def _node_times(source) -> np.ndarray:
+    """Node times as a 1-D int64 (whole values) or float64 array, every value finite."""
+    what = str(source) if not hasattr(source, "shape") else "node_times"
+    a = np.asarray(source) if hasattr(source, "shape") else load_array_file(source, what="node times")
+    if a is None:
+        a = np.loadtxt(source, dtype=np.float64, ndmin=1)
+    if a.ndim != 1 or a.dtype.kind not in "fiu":
+        raise DatasetError(f"{what}: node times must be 1-D numbers, got {a.dtype} {a.shape}")
+    if a.dtype.kind == "f":
+        if not np.isfinite(a).all():
+            pos = int(np.flatnonzero(~np.isfinite(a))[0])
+            raise DatasetError(f"{what}: node {pos} has time {a[pos]}; times must be finite")
+        if np.all(a == np.floor(a)) and np.abs(a).max(initial=0) <= 2.0**53:
+            return a.astype(np.int64)
+        return a.astype(np.float64)
+    return a.astype(np.int64)

@@ -1,0 +1,472 @@
+"""numba kernels of the non-uniform sampling methods: weighted, LABOR and temporal.
+
+They follow ``_kernels``' pipeline and conventions (count per destination -> prefix sum -> fill
+global source ids -> ``relabel_layer``), with the same counter-based randomness: destination
+``i``'s draws are ``splitmix64`` counters from ``dst_base(layer_key, i)``, and LABOR's per-node
+variates are ``labor_variate(t, key)`` of the source id, so a batch does not depend on the
+thread or chunk that sampled it. Count kernels cache each destination's neighbour range
+(``starts``, ``degs``) for the fill kernels, which write exactly the counted edges.
+
+Costs per destination of in-degree ``d`` and fanout ``k`` (and what is built once per graph):
+
+- weighted: Walker alias records per edge (built once, O(E); 16 B per edge with int32 ids):
+  with replacement ``k`` i.i.d. draws, O(k); without, successive draws from the same table
+  skipping already chosen edges (the standard definition), O(k) expected plus an O(d) exact
+  step when ``MAX_REJECTS`` draws in a row repeat (the chosen edges hold most of the weight).
+- LABOR: every in-edge's source variate is compared with ``k / d``: O(d) (the definition needs
+  each in-neighbour's variate), hashed in blocks with a branch-free count first; one pass.
+- temporal: each column sorted by time once (O(E log d), time, source and position per edge);
+  per destination a binary search for the eligible prefix, then uniform sampling of that prefix
+  (``_kernels.fill_layer``) or its last ``k`` edges: O(log d + k).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._numba import kernel
+from ._kernels import (
+    GOLDEN, PREFETCH_AHEAD, _inline_kernel, bounded, count_for, dst_base, mix64, prefetch,
+)
+
+_S11 = np.uint64(11)
+_INV53 = 1.0 / 9007199254740992.0  # 2**-53
+
+
+# --------------------------------------------------------------------------- random numbers
+@kernel
+def unit_open1(ctr):
+    """A uniform double in ``[0, 1)`` and the advanced counter."""
+    ctr = ctr + GOLDEN
+    return np.float64(mix64(ctr) >> _S11) * _INV53, ctr
+
+
+# --------------------------------------------------------------------------- weighted
+_MASK32 = np.uint64(0xFFFFFFFF)
+_FULL = np.uint64(0xFFFFFFFF)  # threshold of an edge that is always kept (alias: itself)
+# Successive draws that repeat an already chosen edge this many times in a row draw that step by
+# one exact pass over the remaining weights instead (the chosen edges hold most of the weight).
+MAX_REJECTS = 16
+# Columns of the alias records: one 4-entry record per edge, so a draw reads one cache line.
+THR, ALIAS, SRC, ALIAS_SRC = 0, 1, 2, 3
+
+
+@kernel
+def build_alias(indptr, indices, weights, rec, totals, npos):
+    """Per destination, Walker's alias table of its in-edge weights (Vose's construction), one
+    record per edge ``p``: ``rec[p, THR]`` a 32-bit threshold (keep edge ``p`` when a uniform
+    32-bit draw is below it), ``rec[p, ALIAS]`` the relative position taken otherwise, and the
+    source ids of both (``SRC``, ``ALIAS_SRC``), so a draw needs no second read. ``totals[v]``:
+    the weight sum; ``npos[v]``: the positive weights. Records are of the index dtype (the
+    threshold's bits in it); returns the first node whose degree needs more than 31 bits, or
+    ``-1``."""
+    n = indptr.shape[0] - 1
+    maxd = 0
+    for v in range(n):
+        maxd = max(maxd, indptr[v + 1] - indptr[v])
+    scaled = np.empty(maxd, np.float64)
+    small = np.empty(maxd, np.int64)
+    large = np.empty(maxd, np.int64)
+    for v in range(n):
+        st = indptr[v]
+        d = indptr[v + 1] - st
+        if d > 2147483647:
+            return v
+        total = 0.0
+        c = 0
+        for p in range(d):
+            w = weights[st + p]
+            total += w
+            if w > 0:
+                c += 1
+        totals[v] = total
+        npos[v] = c
+        for p in range(d):  # defaults: kept with probability 1 (rounding leftovers)
+            rec[st + p, THR] = _FULL
+            rec[st + p, ALIAS] = p
+        if c == 0:
+            continue
+        ns = 0
+        nl = 0
+        last_pos = 0
+        for p in range(d):
+            scaled[p] = weights[st + p] * d / total
+            if weights[st + p] > 0:
+                last_pos = p
+            if scaled[p] < 1.0:
+                small[ns] = p
+                ns += 1
+            else:
+                large[nl] = p
+                nl += 1
+        while ns > 0 and nl > 0:
+            ns -= 1
+            j = small[ns]
+            g = large[nl - 1]
+            thr = min(np.uint64(scaled[j] * 4294967296.0), _FULL)
+            if weights[st + j] <= 0:
+                thr = np.uint64(0)
+            rec[st + j, THR] = thr
+            rec[st + j, ALIAS] = g
+            scaled[g] = (scaled[g] + scaled[j]) - 1.0
+            if scaled[g] < 1.0:
+                nl -= 1
+                small[ns] = g
+                ns += 1
+        for q in range(ns):  # rounding leftovers: keep zero weights out
+            j = small[q]
+            if weights[st + j] <= 0:
+                rec[st + j, THR] = 0
+                rec[st + j, ALIAS] = last_pos
+        for p in range(d):
+            rec[st + p, SRC] = indices[st + p]
+            rec[st + p, ALIAS_SRC] = indices[st + rec[st + p, ALIAS]]
+    return -1
+
+
+@_inline_kernel
+def _alias_draws(rec, st, d, m, ctr, out, src, off, ubuf):
+    """``m`` i.i.d. relative positions of ``[0, d)``, ``P(p) = w_p / sum(w)``, into
+    ``out[off:off+m]`` and their source ids into ``src[off:off+m]``; returns the advanced
+    counter. The random numbers come first and the record reads after, independent of one
+    another and branch-free, so their cache misses overlap."""
+    for r in range(m):
+        j, ctr = bounded(ctr, d)
+        ctr = ctr + GOLDEN
+        out[off + r] = j
+        ubuf[r] = mix64(ctr) & _MASK32
+    for r in range(m):
+        j = out[off + r]
+        keep = ubuf[r] < (np.uint64(rec[st + j, THR]) & _MASK32)
+        src[off + r] = rec[st + j, SRC] if keep else rec[st + j, ALIAS_SRC]
+        out[off + r] = j if keep else np.int64(rec[st + j, ALIAS])
+    return ctr
+
+
+@kernel
+def count_weighted(indptr, npos, dst, lo, hi, fanout, replace, counts, starts, degs):
+    """``counts[i + 1]``: ``min(fanout, #positive weights)`` (every positive one for
+    ``fanout == -1``), or with replacement ``fanout`` if any weight is positive, else 0."""
+    for i in range(lo, hi):
+        if i + PREFETCH_AHEAD < hi:
+            prefetch(npos, dst[i + PREFETCH_AHEAD])
+        v = dst[i]
+        st = indptr[v]
+        starts[i] = st
+        degs[i] = indptr[v + 1] - st
+        c = npos[v]
+        if fanout >= 0:
+            if replace:
+                c = fanout if c > 0 else 0
+            elif c > fanout:
+                c = fanout
+        counts[i + 1] = c
+
+
+@_inline_kernel
+def _chosen(rows, off, n, p):
+    for q in range(off, off + n):
+        if rows[q] == p:
+            return True
+    return False
+
+
+@_inline_kernel
+def _weighted_successive(weights, rec, total, st, d, k, ctr, rows, srcs, off, cand, csrc, ubuf):
+    """Successive draws without replacement: i.i.d. draws from the alias table (made in
+    batches, see :func:`_alias_draws`) taken in order, an already chosen edge skipped (which
+    is exactly drawing from the remaining edges); after ``MAX_REJECTS`` skips in a row one step
+    is drawn by a pass over the remaining weights instead. Positions go to ``rows``, source ids
+    to ``srcs``."""
+    m = 0  # draws in cand, r of them used; each batch holds the steps left plus one
+    r = 0
+    n = 0
+    rejects = 0
+    while n < k:
+        if rejects >= MAX_REJECTS:
+            rest = total
+            for q in range(off, off + n):
+                rest -= weights[st + rows[q]]
+            u, ctr = unit_open1(ctr)
+            x = u * rest
+            p = -1
+            for q in range(d):
+                w = weights[st + q]
+                if w > 0 and not _chosen(rows, off, n, q):
+                    p = q
+                    x -= w
+                    if x < 0:
+                        break
+            t = rec[st + p, SRC]
+            rejects = 0
+        else:
+            if r == m:
+                m = min(k - n + 1, cand.shape[0])
+                ctr = _alias_draws(rec, st, d, m, ctr, cand, csrc, 0, ubuf)
+                r = 0
+            p = cand[r]
+            t = csrc[r]
+            r += 1
+            if _chosen(rows, off, n, p):
+                rejects += 1
+                continue
+            rejects = 0
+        rows[off + n] = p
+        srcs[off + n] = t
+        n += 1
+
+
+@kernel
+def fill_weighted(indices, weights, rec, totals, npos, dst, starts, degs, lo, hi, fanout,
+                  replace, layer_key, offsets, edge_index, eids, want_eids):
+    """Sample destinations ``[lo, hi)`` into their slots (global source ids in row 0, ``i`` in
+    row 1, edge positions in ``eids`` when wanted): every positive-weight edge when the count
+    is all of them, else alias draws (i.i.d. with replacement, successive without)."""
+    rows = edge_index[0]
+    cols = edge_index[1]
+    k = max(fanout, 1)
+    ubuf = np.empty(k + 1, np.uint64)
+    cand = np.empty(k + 1, np.int64)
+    csrc = np.empty(k + 1, np.int64)
+    pos = np.empty(k, np.int64)
+    psrc = np.empty(k, np.int64)
+    for i in range(lo, hi):
+        if i + PREFETCH_AHEAD < hi:
+            prefetch(rec, starts[i + PREFETCH_AHEAD])
+        off = offsets[i]
+        c = offsets[i + 1] - off
+        if c == 0:
+            continue
+        st = starts[i]
+        d = degs[i]
+        v = dst[i]
+        if c == npos[v] and not (replace and fanout >= 0):  # every positive-weight edge
+            n = off
+            for p in range(d):
+                if c == d or weights[st + p] > 0:
+                    rows[n] = indices[st + p]
+                    cols[n] = i
+                    if want_eids:
+                        eids[n] = st + p
+                    n += 1
+            continue
+        ctr = dst_base(layer_key, i)
+        if replace and fanout >= 0:
+            _alias_draws(rec, st, d, c, ctr, pos, psrc, 0, ubuf)
+        else:
+            _weighted_successive(weights, rec, totals[v], st, d, c, ctr, pos, psrc, 0, cand,
+                                 csrc, ubuf)
+        for q in range(c):
+            rows[off + q] = psrc[q]
+            cols[off + q] = i
+            if want_eids:
+                eids[off + q] = st + pos[q]
+
+
+# --------------------------------------------------------------------------- LABOR
+_M32 = np.uint64(0xFFFFFFFF)
+_G32 = np.uint64(0x9E3779B1)
+_F1 = np.uint64(0x85EBCA6B)
+_F2 = np.uint64(0xC2B2AE35)
+_S13 = np.uint64(13)
+_S16 = np.uint64(16)
+_S32 = np.uint64(32)
+
+
+@kernel
+def labor_variate(t, key32):
+    """LABOR's 32-bit variate of node ``t`` under ``key32``: murmur3's finaliser of
+    ``fold(t) * golden + key32`` (``fold`` xors the high half of 64-bit ids into the low one),
+    cheap enough to hash every in-edge of a hub. Uniform on ``[0, 2**32)``; the node's variate
+    is ``variate / 2**32``."""
+    u = np.uint64(t)
+    h = (((u ^ (u >> _S32)) * _G32) + key32) & _M32
+    h ^= h >> _S16
+    h = (h * _F1) & _M32
+    h ^= h >> _S13
+    h = (h * _F2) & _M32
+    return h ^ (h >> _S16)
+
+
+# Edges are hashed in blocks of LABOR_BLOCK: a branch-free count first (it vectorises), and only
+# blocks with a kept edge are scanned again to write it (for hubs, most blocks keep nothing).
+LABOR_BLOCK = 64
+
+
+@kernel
+def _labor_keep(indices, st, d, thr, key32, i, w, rows, cols, ew, eids, want_eids, n):
+    """Append destination ``i``'s in-edges ``indices[st:st+d]`` whose source variate is below
+    ``thr`` at ``n``; returns the new ``n``."""
+    end = st + d
+    for b0 in range(st, end, LABOR_BLOCK):
+        b1 = min(b0 + LABOR_BLOCK, end)
+        c = 0
+        for p in range(b0, b1):
+            c += labor_variate(indices[p], key32) < thr
+        if c == 0:
+            continue
+        for p in range(b0, b1):
+            t = indices[p]
+            if labor_variate(t, key32) < thr:
+                rows[n] = t
+                cols[n] = i
+                ew[n] = w
+                if want_eids:
+                    eids[n] = p
+                n += 1
+                c -= 1
+                if c == 0:
+                    break
+    return n
+
+
+@kernel
+def sample_labor(indptr, indices, dst, lo, hi, fanout, node_key, want_eids):
+    """LABOR-0 for destinations ``[lo, hi)`` in one pass: in-edge ``t -> dst[i]`` of a
+    destination of degree ``d`` is kept when ``r_t < fanout / d`` (``r_t`` from
+    :func:`labor_variate` and the low 32 bits of ``node_key``; every edge when
+    ``d <= fanout`` or ``fanout == -1``), with weight ``1 / (d * min(1, fanout / d))``.
+    Returns ``(rows, cols, eids, weights)`` (global source ids, destination positions, edge
+    positions or an empty array, float32 weights), grown as needed (no count pass)."""
+    key32 = node_key & _M32
+    cap = 16 + (hi - lo) * (fanout if fanout > 0 else 16)
+    rows = np.empty(cap, np.int64)
+    cols = np.empty(cap, np.int64)
+    ew = np.empty(cap, np.float32)
+    eids = np.empty(cap if want_eids else 0, np.int64)
+    n = 0
+    for i in range(lo, hi):
+        if i + PREFETCH_AHEAD < hi:
+            prefetch(indptr, dst[i + PREFETCH_AHEAD])
+        v = dst[i]
+        st = indptr[v]
+        d = indptr[v + 1] - st
+        if d == 0:
+            continue
+        if n + d > cap:
+            cap = max(2 * cap, n + d)
+            rows2 = np.empty(cap, np.int64)
+            rows2[:n] = rows[:n]
+            rows = rows2
+            cols2 = np.empty(cap, np.int64)
+            cols2[:n] = cols[:n]
+            cols = cols2
+            ew2 = np.empty(cap, np.float32)
+            ew2[:n] = ew[:n]
+            ew = ew2
+            if want_eids:
+                eids2 = np.empty(cap, np.int64)
+                eids2[:n] = eids[:n]
+                eids = eids2
+        if fanout < 0 or d <= fanout:
+            w = np.float32(1.0 / d)
+            for p in range(st, st + d):
+                rows[n] = indices[p]
+                cols[n] = i
+                ew[n] = w
+                if want_eids:
+                    eids[n] = p
+                n += 1
+            continue
+        # keep t when its variate is below fanout / d (2**-32 resolution)
+        thr = np.uint64(fanout / d * 4294967296.0)
+        n = _labor_keep(indices, st, d, thr, key32, i, np.float32(1.0 / fanout), rows, cols, ew,
+                        eids, want_eids, n)
+    return rows[:n], cols[:n], eids[:n] if want_eids else eids, ew[:n]
+
+
+# --------------------------------------------------------------------------- temporal
+@kernel
+def build_time_order(indptr, indices, node_times, edge_times, has_nt, has_et, tkey, tsrc, tpos):
+    """Each destination's in-edges sorted by time (stable: ties keep their stored order): the
+    edge's time ``tkey`` (its edge time, its source's node time, or the later of the two), its
+    source ``tsrc`` and its position in ``indices`` ``tpos``. An already sorted column is
+    copied as it is."""
+    n = indptr.shape[0] - 1
+    for v in range(n):
+        st = indptr[v]
+        d = indptr[v + 1] - st
+        is_sorted = True
+        for p in range(st, st + d):
+            t = indices[p]
+            if has_et and has_nt:
+                te = max(edge_times[p], node_times[t])
+            elif has_et:
+                te = edge_times[p]
+            else:
+                te = node_times[t]
+            tkey[p] = te
+            if p > st and tkey[p - 1] > te:
+                is_sorted = False
+        if is_sorted:
+            for p in range(st, st + d):
+                tsrc[p] = indices[p]
+                tpos[p] = p
+            continue
+        order = np.argsort(tkey[st:st + d], kind="mergesort")
+        keys = tkey[st:st + d].copy()
+        for q in range(d):
+            p = st + order[q]
+            tkey[st + q] = keys[order[q]]
+            tsrc[st + q] = indices[p]
+            tpos[st + q] = p
+
+
+@kernel
+def _eligible_prefix(tkey, st, d, t, strict):
+    """How many of the sorted times ``tkey[st:st+d]`` are ``<= t`` (``< t`` when strict)."""
+    lo = 0
+    hi = d
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        x = tkey[st + mid]
+        if x < t or (x == t and not strict):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@kernel
+def count_temporal(indptr, tkey, dst, dst_times, strict, lo, hi, fanout, replace, counts,
+                   starts, degs):
+    """Per destination, ``degs[i]`` = its eligible (early enough) in-edges, a prefix of its
+    time-sorted column, and ``counts[i + 1]`` what uniform sampling takes of that prefix."""
+    for i in range(lo, hi):
+        v = dst[i]
+        st = indptr[v]
+        m = _eligible_prefix(tkey, st, indptr[v + 1] - st, dst_times[i], strict)
+        starts[i] = st
+        degs[i] = m
+        counts[i + 1] = count_for(m, fanout, replace)
+
+
+@kernel
+def fill_last(tsrc, starts, degs, lo, hi, offsets, edge_index, eids, want_eids):
+    """``strategy="last"``: each destination's ``c`` most recent eligible edges, the end of its
+    eligible prefix (``eids`` are positions in the time-sorted arrays)."""
+    rows = edge_index[0]
+    cols = edge_index[1]
+    for i in range(lo, hi):
+        off = offsets[i]
+        c = offsets[i + 1] - off
+        first = starts[i] + degs[i] - c
+        for q in range(c):
+            rows[off + q] = tsrc[first + q]
+            cols[off + q] = i
+            if want_eids:
+                eids[off + q] = first + q
+
+
+@kernel
+def propagate_times(edge_index, n_dst, dst_times, src_times):
+    """``src_times``: each source node's time, the minimum over the destinations that sampled
+    it (and its own as a destination, ``src_times[:n_dst]`` preset; the rest preset to the
+    largest time)."""
+    rows = edge_index[0]
+    cols = edge_index[1]
+    for e in range(rows.shape[0]):
+        t = dst_times[cols[e]]
+        m = rows[e]
+        if t < src_times[m]:
+            src_times[m] = t
