@@ -1,0 +1,368 @@
+"""Uniform neighbour sampling on the GPU with fused Triton kernels (``TritonNeighborSampler``), and
+the ``"gpu"`` registry entry that picks it where it can run (else ``TorchNeighborSampler``).
+
+Importing this module imports neither triton nor CUDA: the kernels
+(:mod:`graphfeed.sampling._triton_kernels`) load when a sampler is built.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import Executor
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+
+from .._checks import check_int
+from ..errors import GraphfeedError
+from ..graph.csc import CSCGraph
+from ._common import batch_key, check_fanouts
+from .base import Block, MiniBatch, Sampler
+
+#: Largest fanout of the Triton kernels (``_triton_kernels.MAX_FANOUT``, repeated here so that
+#: choosing a sampler does not import triton).
+MAX_FANOUT = 1024
+_INT64_MAX = (1 << 63) - 1
+
+
+def interpreting() -> bool:
+    """Whether Triton runs kernels in its CPU interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
+
+
+def triton_importable() -> bool:
+    """Whether ``import triton`` works (it ships with torch's CUDA builds)."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def method_kind(method) -> str:
+    """The kind of a ``SamplingMethod`` (``None`` is uniform sampling)."""
+    if method is None:
+        return "uniform"
+    kind = getattr(method, "kind", method)
+    if not isinstance(kind, str):
+        raise GraphfeedError(f"method must be a SamplingMethod or None, got {method!r}")
+    return kind
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+class TritonNeighborSampler(Sampler):
+    """Uniform neighbour sampling of CSC tensors with fused Triton kernels.
+
+    Same semantics and ``MiniBatch``/``Block`` contract as ``NeighborSampler`` (layer convention,
+    ``replace``, fanout ``-1``, destinations first and new sources in order of first
+    appearance), with its own random numbers:
+
+    - Randomness: Triton's counter-based Philox keyed by ``batch_key(seed, epoch, batch_index,
+      layer)``, counter ``destination position * fanout + draw``; a batch is identical whatever
+      ``block_size`` or launch grid (and, on a GPU, whatever the scheduling).
+    - ``replace=False``: Floyd's algorithm inside the kernel, every k-subset equally likely
+      (exact: bounded draws use Lemire's rejection). ``replace=True``: i.i.d. uniform draws.
+    - Per layer six kernel launches (two of them ``torch.cumsum``) and one host sync, the
+      output sizes; fanout ``-1`` adds one sync (its edge count bounds the buffers). Per batch
+      three more launches (the hash table's and the sizes' initialisation) and the copy of the
+      seeds to the device. The relabel is a hash table in device memory (open addressing,
+      ``atomic_cas``) sized for the batch, not for the graph.
+    - ``indptr`` int64 and ``indices`` int32/int64, on one device (CUDA memory, or CUDA views of
+      pinned host memory with ``uva``; CPU tensors only under Triton's interpreter,
+      ``TRITON_INTERPRET=1``, as in the tests). Fanouts up to ``MAX_FANOUT`` (1024).
+    - ``method``: ``None`` or a uniform ``SamplingMethod``; other kinds are a ``GraphfeedError``
+      (use the ``"torch"`` or ``"neighbor"`` sampler).
+    - Seeds must be distinct ids in ``[0, num_nodes)``; the check runs in the first kernel and
+      is reported after the layer's sync (``GraphfeedError`` naming the seed and position).
+    - ``block_size``: lanes per program of the per-destination and per-edge kernels (a power of
+      two; the sampling kernel's tile is ``block_size`` draws). A tuning knob only.
+    """
+
+    def __init__(self, indptr: torch.Tensor, indices: torch.Tensor, fanouts: Sequence[int], *,
+                 replace: bool = False, seed: int = 0, return_edge_ids: bool = False,
+                 method=None, block_size: int = 1024, trusted: bool = False):
+        kind = method_kind(method)
+        if kind != "uniform":
+            raise GraphfeedError(
+                f"TritonNeighborSampler samples uniformly only; method kind {kind!r} needs the "
+                "'torch' or 'neighbor' sampler"
+            )
+        if not isinstance(indptr, torch.Tensor) or not isinstance(indices, torch.Tensor):
+            raise GraphfeedError("indptr and indices must be torch tensors")
+        if indptr.dim() != 1 or indices.dim() != 1 or indptr.numel() < 1:
+            raise GraphfeedError(
+                f"indptr and indices must be 1-D (indptr non-empty), got shapes "
+                f"{tuple(indptr.shape)} and {tuple(indices.shape)}"
+            )
+        if indptr.dtype != torch.int64 or indices.dtype not in (torch.int32, torch.int64):
+            raise GraphfeedError(
+                f"indptr must be int64 and indices int32/int64, got {indptr.dtype}, {indices.dtype}"
+            )
+        if indptr.device != indices.device:
+            raise GraphfeedError(
+                f"indptr and indices are on different devices: {indptr.device} != {indices.device}"
+            )
+        if indptr.device.type != "cuda" and not interpreting():
+            raise GraphfeedError(
+                f"TritonNeighborSampler runs on a CUDA device; the graph tensors are on "
+                f"{indptr.device} (CPU tensors only under TRITON_INTERPRET=1)"
+            )
+        if not trusted:
+            from .torch_sampler import _check_csc_tensors
+
+            _check_csc_tensors(indptr, indices)
+        self._fanouts = check_fanouts(fanouts, max_fanout=MAX_FANOUT)
+        self.block_size = check_int("block_size", block_size, 1)
+        if self.block_size & (self.block_size - 1):
+            raise GraphfeedError(f"block_size must be a power of two, got {block_size}")
+        self.indptr = indptr
+        self.indices = indices
+        self.replace = bool(replace)
+        self.seed = int(seed)
+        self.return_edge_ids = bool(return_edge_ids)
+        # pinned host tensors that UVA views in indptr/indices alias (from_graph(uva=True))
+        self._host: tuple[torch.Tensor, ...] = ()
+        from . import _triton_kernels  # noqa: F401 - triton loads here, when a sampler is built
+
+    @classmethod
+    def _from_graph(cls, graph: CSCGraph, fanouts: Sequence[int], device: torch.device,
+                    uva: bool, **kwargs) -> "TritonNeighborSampler":
+        """``uva=False``: over ``graph.tensors(device)`` (a copy in GPU memory cached by the
+        graph). ``uva=True``: over zero-copy CUDA views of the graph's pinned host arrays
+        (``graph.pin_memory()``): the kernels read only the entries they gather, across the
+        bus, and the sampler keeps the pinned tensors alive."""
+        if graph.num_edges and graph.num_edges >= 1 << 32 and int(graph.in_degrees.max()) >= 1 << 32:
+            raise GraphfeedError("TritonNeighborSampler needs in-degrees below 2**32")
+        host = graph_on_device(graph, device, uva)
+        sampler = cls(host[0], host[1], fanouts, trusted=True, **kwargs)
+        sampler._host = host[2]
+        return sampler
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.indptr.numel() - 1)
+
+    @property
+    def fanouts(self) -> tuple[int, ...]:
+        return self._fanouts
+
+    @property
+    def device(self) -> torch.device:
+        """The graph tensors' device, where the kernels run and the batches are created."""
+        return self.indptr.device
+
+    def with_fanouts(self, fanouts: Sequence[int]) -> "TritonNeighborSampler":
+        other = TritonNeighborSampler(self.indptr, self.indices, fanouts, replace=self.replace,
+                                      seed=self.seed, return_edge_ids=self.return_edge_ids,
+                                      block_size=self.block_size, trusted=True)
+        other._host = self._host
+        return other
+
+    def __repr__(self) -> str:
+        return (f"TritonNeighborSampler(fanouts={self.fanouts}, replace={self.replace}, "
+                f"seed={self.seed}, device={self.device})")
+
+    # ------------------------------------------------------------------ sampling
+    def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0,
+               executor: Optional[Executor] = None) -> MiniBatch:
+        """The blocks of one batch of distinct seed ids; every output tensor is on
+        ``self.device`` (``executor`` is unused: the work is a few kernels per layer)."""
+        seeds = self._seeds_tensor(seeds)
+        if self.device.type == "cuda":
+            with torch.cuda.device(self.device):
+                blocks = self._sample_blocks(seeds, epoch, batch_index)
+        else:
+            blocks = self._sample_blocks(seeds, epoch, batch_index)
+        return MiniBatch(seeds=seeds, blocks=blocks, epoch=int(epoch), batch_index=int(batch_index))
+
+    def _seeds_tensor(self, seeds) -> torch.Tensor:
+        """Seeds as a contiguous int64 tensor on the device (range and duplicates are checked
+        by the first kernel)."""
+        if not isinstance(seeds, torch.Tensor):
+            a = np.asarray(seeds)
+            if a.size == 0 and a.dtype.kind not in "iu":
+                a = a.astype(np.int64)
+            seeds = torch.as_tensor(a)
+        if seeds.dim() != 1:
+            raise GraphfeedError(f"seeds must be a 1-D tensor of node ids, got shape {tuple(seeds.shape)}")
+        if seeds.dtype.is_floating_point or seeds.dtype.is_complex or seeds.dtype == torch.bool:
+            raise GraphfeedError(f"seeds must be integer node ids, got dtype {seeds.dtype}")
+        if seeds.dtype == torch.uint64 and seeds.numel() and int(seeds.max()) > _INT64_MAX:
+            raise GraphfeedError(f"seed id {int(seeds.max())} is out of range [0, {self.num_nodes})")
+        return seeds.to(device=self.device, dtype=torch.int64).contiguous()
+
+    def _table_capacity(self, num_seeds: int) -> int:
+        """A power of two >= twice the most nodes one batch can hold (load factor <= 1/2)."""
+        bound = num_seeds
+        for f in self._fanouts:
+            if f < 0:
+                bound = self.num_nodes
+                break
+            bound *= 1 + f
+            if bound >= self.num_nodes:
+                break
+        return max(2, _next_pow2(2 * min(bound, max(1, self.num_nodes))))
+
+    def _sample_blocks(self, seeds: torch.Tensor, epoch: int, batch_index: int) -> list[Block]:
+        n_layers = len(self._fanouts)
+        dev = self.device
+        if seeds.numel() == 0:
+            empty = torch.empty(0, dtype=torch.int64, device=dev)
+            return [Block(torch.empty((2, 0), dtype=torch.int64, device=dev), empty, 0,
+                          empty if self.return_edge_ids else None) for _ in range(n_layers)]
+        cap = self._table_capacity(seeds.numel())
+        table = _Table(
+            keys=torch.full((cap,), -1, dtype=torch.int64, device=dev),
+            vals=torch.full((cap,), _INT64_MAX, dtype=torch.int64, device=dev),
+            mask_bits=cap - 1,
+            shift=64 - (cap.bit_length() - 1),
+        )
+        sizes = torch.zeros((n_layers, 3), dtype=torch.int64, device=dev)
+        blocks = []
+        dst = seeds
+        for step, layer in enumerate(range(n_layers - 1, -1, -1)):
+            key = batch_key(self.seed, epoch, batch_index, layer)
+            block = self._sample_layer(dst, self._fanouts[layer], key, table, sizes[step],
+                                       first=step == 0)
+            blocks.append(block)
+            dst = block.src_nodes
+        blocks.reverse()
+        return blocks
+
+    def _sample_layer(self, dst: torch.Tensor, fanout: int, key: int, table: "_Table",
+                      sizes: torch.Tensor, *, first: bool) -> Block:
+        from . import _triton_kernels as K
+
+        dev = self.device
+        n_dst = int(dst.numel())
+        bs = self.block_size
+        i64 = dict(dtype=torch.int64, device=dev)
+        counts = torch.empty(n_dst, **i64)
+        starts = torch.empty(n_dst, **i64)
+        degs = torch.empty(n_dst, **i64)
+        offsets = torch.empty(n_dst + 1, **i64)
+        K.count_kernel[(triton_cdiv(n_dst, bs),)](
+            dst, n_dst, self.indptr, self.num_nodes, fanout, counts, starts, degs, offsets,
+            table.keys, table.vals, table.mask_bits, table.shift, sizes[2:],
+            REPLACE=self.replace, INSERT=first, BLOCK=bs)
+        torch.cumsum(counts, 0, out=offsets[1:])
+        if fanout < 0:
+            cap = int(offsets[n_dst])  # every neighbour: the exact edge count bounds the buffers
+        else:
+            cap = n_dst * fanout
+        want = self.return_edge_ids
+        rows = torch.empty(max(1, 2 * cap), **i64)  # [sources (E) | destinations (E)]
+        eids = torch.empty(max(1, cap) if want else 1, **i64)
+        eslot = torch.empty(max(1, cap), **i64)
+        src_buf = torch.empty(n_dst + cap, **i64)
+        if cap:
+            if fanout < 0:
+                K.sample_all_kernel[(n_dst,)](
+                    self.indices, starts, degs, offsets, n_dst, rows, eids, eslot, table.keys,
+                    table.vals, table.mask_bits, table.shift, WANT_EIDS=want, BLOCK=bs)
+            else:
+                kpad = max(2, _next_pow2(fanout))
+                lanes = max(1, bs // kpad)
+                K.sample_kernel[(triton_cdiv(n_dst, lanes),)](
+                    self.indices, starts, degs, counts, offsets, n_dst, fanout, *K.split_key(key),
+                    rows, eids, eslot, table.keys, table.vals, table.mask_bits, table.shift,
+                    REPLACE=self.replace, WANT_EIDS=want, KPAD=kpad, LANES=lanes)
+            flags = torch.empty(cap, **i64)
+            K.flag_kernel[(triton_cdiv(cap, bs),)](offsets, n_dst, cap, eslot, table.vals, flags,
+                                                   BLOCK=bs)
+            rank = torch.cumsum(flags, 0)
+            K.final_kernel[(triton_cdiv(max(cap, n_dst), bs),)](
+                offsets, n_dst, cap, dst, rows, eslot, table.vals, flags, rank, src_buf, sizes,
+                BLOCK=bs)
+            num_edges, n_new, err = sizes.tolist()  # the layer's one host sync
+        else:
+            num_edges, n_new, err = 0, 0, int(sizes[2])
+        if err:
+            raise _seed_error(dst.cpu().numpy(), self.num_nodes)
+        if cap == 0:
+            src_nodes = dst
+        else:
+            src_nodes = src_buf[: n_dst + n_new]
+        return Block(
+            edge_index=rows[: 2 * num_edges].view(2, num_edges),
+            src_nodes=src_nodes,
+            num_dst=n_dst,
+            edge_ids=eids[:num_edges] if want else None,
+        )
+
+
+class _Table:
+    """The batch's hash table: ``keys`` (node ids, -1 empty) and ``vals`` (local ids) of a
+    power-of-two capacity; ``shift`` turns a 64-bit hash into a slot."""
+
+    __slots__ = ("keys", "vals", "mask_bits", "shift")
+
+    def __init__(self, keys, vals, mask_bits: int, shift: int):
+        self.keys, self.vals, self.mask_bits, self.shift = keys, vals, mask_bits, shift
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return max(1, -(-int(a) // int(b)))
+
+
+def _seed_error(seeds: np.ndarray, num_nodes: int) -> GraphfeedError:
+    """The error for seeds the first kernel flagged: the first out-of-range id, else the first
+    repeated one (host-side, only on this error path)."""
+    bad = np.flatnonzero((seeds < 0) | (seeds >= num_nodes))
+    if bad.size:
+        pos = int(bad[0])
+        return GraphfeedError(
+            f"seed id {int(seeds[pos])} (position {pos}) is out of range [0, {num_nodes})")
+    _, first = np.unique(seeds, return_index=True)
+    repeated = np.setdiff1d(np.arange(seeds.size), first)
+    pos = int(repeated.min())
+    earlier = int(np.flatnonzero(seeds[:pos] == seeds[pos])[0])
+    return GraphfeedError(
+        f"seed id {int(seeds[pos])} appears twice (positions {earlier} and {pos}); "
+        "seeds must be distinct")
+
+
+def graph_on_device(graph: CSCGraph, device: torch.device, uva: bool):
+    """``(indptr, indices, pinned host tensors)`` for kernels on ``device``: CUDA views of the
+    pinned host arrays (``uva``, nothing copied; the pinned tensors must outlive the views), or
+    ``graph.tensors(device)`` (a cached copy; shared memory on CPU) and ``()``."""
+    if not uva:
+        indptr, indices = graph.tensors(device)
+        return indptr, indices, ()
+    from .. import _pinning
+
+    pinned = tuple(t.contiguous() for t in graph.pin_memory().tensors("cpu"))
+    return _pinning.uva_tensor(pinned[0], device), _pinning.uva_tensor(pinned[1], device), pinned
+
+
+class GPUSampler:
+    """The ``"gpu"`` registry entry (the CUDA placement modes use it): ``from_graph`` builds a
+    ``TritonNeighborSampler`` where it can run (triton imports, the device is CUDA and visible,
+    the method is uniform, every fanout is at most ``MAX_FANOUT``), else a
+    ``TorchNeighborSampler`` with the same arguments."""
+
+    @staticmethod
+    def from_graph(graph: CSCGraph, fanouts: Sequence[int], *, device="cpu", method=None,
+                   **kwargs) -> Sampler:
+        if GPUSampler.uses_triton(fanouts, device=device, method=method):
+            return TritonNeighborSampler.from_graph(graph, fanouts, device=device, method=method,
+                                                    **kwargs)
+        from .torch_sampler import TorchNeighborSampler
+
+        if method is not None:
+            kwargs["method"] = method
+        return TorchNeighborSampler.from_graph(graph, fanouts, device=device, **kwargs)
+
+    @staticmethod
+    def uses_triton(fanouts: Sequence[int], *, device="cpu", method=None) -> bool:
+        """Whether :meth:`from_graph` picks the Triton sampler for these arguments (asks about
+        CUDA without initialising it)."""
+        from .. import _cuda
+
+        fanouts = check_fanouts(fanouts)
+        return (torch.device(device).type == "cuda" and method_kind(method) == "uniform"
+                and max(fanouts) <= MAX_FANOUT and _cuda.cuda_available() and triton_importable())
