@@ -236,3 +236,7 @@ def final_kernel(offsets, n_dst, cap, dst, rows, eslot, vals, flags, rank, src_n
     if pid == 0:
         tl.store(sizes, num_edges)
         tl.store(sizes + 1, tl.load(rank + cap - 1))
+
+
+#: Whether the kernels run in Triton's CPU interpreter (``TRITON_INTERPRET=1`` at import).
+INTERPRETED = type(count_kernel).__name__ == "InterpretedFunction"

@@ -7,7 +7,6 @@ Importing this module imports neither triton nor CUDA: the kernels
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import Executor
 from typing import Optional, Sequence
 
@@ -24,11 +23,6 @@ from .base import Block, MiniBatch, Sampler
 #: choosing a sampler does not import triton).
 MAX_FANOUT = 1024
 _INT64_MAX = (1 << 63) - 1
-
-
-def interpreting() -> bool:
-    """Whether Triton runs kernels in its CPU interpreter (``TRITON_INTERPRET=1``)."""
-    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
 
 
 def triton_importable() -> bool:
@@ -106,7 +100,9 @@ class TritonNeighborSampler(Sampler):
             raise GraphfeedError(
                 f"indptr and indices are on different devices: {indptr.device} != {indices.device}"
             )
-        if indptr.device.type != "cuda" and not interpreting():
+        from . import _triton_kernels as K  # triton loads here, when a sampler is built
+
+        if indptr.device.type != "cuda" and not K.INTERPRETED:
             raise GraphfeedError(
                 f"TritonNeighborSampler runs on a CUDA device; the graph tensors are on "
                 f"{indptr.device} (CPU tensors only under TRITON_INTERPRET=1)"
@@ -126,7 +122,6 @@ class TritonNeighborSampler(Sampler):
         self.return_edge_ids = bool(return_edge_ids)
         # pinned host tensors that UVA views in indptr/indices alias (from_graph(uva=True))
         self._host: tuple[torch.Tensor, ...] = ()
-        from . import _triton_kernels  # noqa: F401 - triton loads here, when a sampler is built
 
     @classmethod
     def _from_graph(cls, graph: CSCGraph, fanouts: Sequence[int], device: torch.device,
