@@ -133,31 +133,38 @@ def test_with_fanouts_shares_the_graph():
 
 # ---------------------------------------------------------------------------- errors
 @pytest.mark.parametrize("seeds, match", [
+    # tensors: checked by the first kernel, reported after the layer's sync
+    (torch.tensor([1, 2, 1]), r"seed id 1 appears twice \(positions 0 and 2\)"),
+    (torch.tensor([4, 0, 300, 4]), r"seed id 300 \(position 2\) is out of range \[0, 300\)"),
+    (torch.tensor([-1, 2], dtype=torch.int32), r"seed id -1 \(position 0\) is out of range"),
+    # other inputs: the torch sampler's checks
     ([1, 2, 1], r"seed id 1 appears twice \(positions 0 and 2\)"),
     ([0, 300], r"seed id 300 \(position 1\) is out of range \[0, 300\)"),
-    ([-1, 2], r"seed id -1 \(position 0\) is out of range"),
     ([[1, 2]], r"1-D"),
     (torch.tensor([1.0]), r"integer"),
 ])
 def test_bad_seeds(seeds, match):
+    s = make(fanouts=[2, 3])
     with pytest.raises(GraphfeedError, match=match):
-        make(fanouts=[2]).sample(seeds)
+        s.sample(seeds)
+    check_minibatch(GRAPH, s.sample([4, 2]), [4, 2], [2, 3], False)  # still usable
 
 
 def test_bad_construction(monkeypatch):
     indptr, indices = GRAPH.tensors()
-    with pytest.raises(GraphfeedError, match="int64"):
-        TritonNeighborSampler(indptr.int(), indices, [2])
-    with pytest.raises(GraphfeedError, match="fanouts must be ints between 1 and 1,024"):
-        TritonNeighborSampler(indptr, indices, [1025])
-    with pytest.raises(GraphfeedError, match="block_size must be a power of two"):
-        TritonNeighborSampler(indptr, indices, [2], block_size=100)
 
     class Labor:
         kind = "labor"
 
-    with pytest.raises(GraphfeedError, match="uniformly only; method kind 'labor'"):
-        TritonNeighborSampler(indptr, indices, [2], method=Labor())
+    cases = [
+        (dict(fanouts=[1025]), "fanouts must be ints between 1 and 1,024"),
+        (dict(block_size=100), "block_size must be a power of two"),
+        (dict(method=Labor()), "uniformly only; method kind 'labor'"),
+        (dict(method=3), "method must be a SamplingMethod or None"),
+    ]
+    for kw, match in cases:
+        with pytest.raises(GraphfeedError, match=match):
+            TritonNeighborSampler(indptr, indices, **{"fanouts": [2], **kw})
     monkeypatch.setattr(K, "INTERPRETED", False)
     with pytest.raises(GraphfeedError, match="runs on a CUDA device.*TRITON_INTERPRET"):
         TritonNeighborSampler(indptr, indices, [2])
@@ -214,7 +221,7 @@ def test_gpu_entry_chooses_triton_only_where_it_runs(monkeypatch):
     # the fallback: the torch sampler with the same arguments
     s = build_sampler("gpu", GRAPH, [3, 2], device="cpu", replace=True, seed=7,
                       return_edge_ids=True)
-    assert isinstance(s, TorchNeighborSampler)
+    assert type(s) is TorchNeighborSampler
     assert (s.fanouts, s.replace, s.seed, s.return_edge_ids) == ((3, 2), True, 7, True)
     # the Triton branch, forced onto this device
     monkeypatch.setattr(GPUSampler, "uses_triton", staticmethod(lambda *a, **k: True))

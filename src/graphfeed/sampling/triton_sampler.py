@@ -7,6 +7,7 @@ Importing this module imports neither triton nor CUDA: the kernels
 
 from __future__ import annotations
 
+import copy
 from concurrent.futures import Executor
 from typing import Optional, Sequence
 
@@ -18,6 +19,7 @@ from ..errors import GraphfeedError
 from ..graph.csc import CSCGraph
 from ._common import batch_key, check_fanouts
 from .base import Block, MiniBatch, Sampler
+from .torch_sampler import TorchNeighborSampler
 
 #: Largest fanout of the Triton kernels (``_triton_kernels.MAX_FANOUT``, repeated here so that
 #: choosing a sampler does not import triton).
@@ -48,8 +50,10 @@ def _next_pow2(n: int) -> int:
     return 1 << max(0, int(n) - 1).bit_length()
 
 
-class TritonNeighborSampler(Sampler):
-    """Uniform neighbour sampling of CSC tensors with fused Triton kernels.
+class TritonNeighborSampler(TorchNeighborSampler):
+    """Uniform neighbour sampling of CSC tensors with fused Triton kernels: the torch sampler's
+    graph handling (tensor checks, device copies or UVA views of the pinned graph, seeds), its
+    layers sampled and relabelled by the kernels of :mod:`._triton_kernels`.
 
     Same semantics and ``MiniBatch``/``Block`` contract as ``NeighborSampler`` (layer convention,
     ``replace``, fanout ``-1``, destinations first and new sources in order of first
@@ -70,8 +74,9 @@ class TritonNeighborSampler(Sampler):
       ``TRITON_INTERPRET=1``, as in the tests). Fanouts up to ``MAX_FANOUT`` (1024).
     - ``method``: ``None`` or a uniform ``SamplingMethod``; other kinds are a ``GraphfeedError``
       (use the ``"torch"`` or ``"neighbor"`` sampler).
-    - Seeds must be distinct ids in ``[0, num_nodes)``; the check runs in the first kernel and
-      is reported after the layer's sync (``GraphfeedError`` naming the seed and position).
+    - Seeds must be distinct ids in ``[0, num_nodes)``. A 1-D integer tensor is checked by the
+      first kernel (reported after the layer's sync, ``GraphfeedError`` naming the seed and its
+      position); other inputs (lists, arrays) go through the torch sampler's checks.
     - ``block_size``: lanes per program of the per-destination and per-edge kernels (a power of
       two; the sampling kernel's tile is ``block_size`` draws). A tuning knob only.
     """
@@ -85,76 +90,25 @@ class TritonNeighborSampler(Sampler):
                 f"TritonNeighborSampler samples uniformly only; method kind {kind!r} needs the "
                 "'torch' or 'neighbor' sampler"
             )
-        if not isinstance(indptr, torch.Tensor) or not isinstance(indices, torch.Tensor):
-            raise GraphfeedError("indptr and indices must be torch tensors")
-        if indptr.dim() != 1 or indices.dim() != 1 or indptr.numel() < 1:
-            raise GraphfeedError(
-                f"indptr and indices must be 1-D (indptr non-empty), got shapes "
-                f"{tuple(indptr.shape)} and {tuple(indices.shape)}"
-            )
-        if indptr.dtype != torch.int64 or indices.dtype not in (torch.int32, torch.int64):
-            raise GraphfeedError(
-                f"indptr must be int64 and indices int32/int64, got {indptr.dtype}, {indices.dtype}"
-            )
-        if indptr.device != indices.device:
-            raise GraphfeedError(
-                f"indptr and indices are on different devices: {indptr.device} != {indices.device}"
-            )
+        super().__init__(indptr, indices, check_fanouts(fanouts, max_fanout=MAX_FANOUT),
+                         replace=replace, seed=seed, return_edge_ids=return_edge_ids,
+                         trusted=trusted)
         from . import _triton_kernels as K  # triton loads here, when a sampler is built
 
-        if indptr.device.type != "cuda" and not K.INTERPRETED:
+        if self.device.type != "cuda" and not K.INTERPRETED:
             raise GraphfeedError(
                 f"TritonNeighborSampler runs on a CUDA device; the graph tensors are on "
-                f"{indptr.device} (CPU tensors only under TRITON_INTERPRET=1)"
+                f"{self.device} (CPU tensors only under TRITON_INTERPRET=1)"
             )
-        if not trusted:
-            from .torch_sampler import _check_csc_tensors
-
-            _check_csc_tensors(indptr, indices)
-        self._fanouts = check_fanouts(fanouts, max_fanout=MAX_FANOUT)
+        if indices.numel() >= 1 << 32 and int(torch.diff(indptr).max()) >= 1 << 32:
+            raise GraphfeedError("TritonNeighborSampler needs in-degrees below 2**32")
         self.block_size = check_int("block_size", block_size, 1)
         if self.block_size & (self.block_size - 1):
             raise GraphfeedError(f"block_size must be a power of two, got {block_size}")
-        self.indptr = indptr
-        self.indices = indices
-        self.replace = bool(replace)
-        self.seed = int(seed)
-        self.return_edge_ids = bool(return_edge_ids)
-        # pinned host tensors that UVA views in indptr/indices alias (from_graph(uva=True))
-        self._host: tuple[torch.Tensor, ...] = ()
-
-    @classmethod
-    def _from_graph(cls, graph: CSCGraph, fanouts: Sequence[int], device: torch.device,
-                    uva: bool, **kwargs) -> "TritonNeighborSampler":
-        """``uva=False``: over ``graph.tensors(device)`` (a copy in GPU memory cached by the
-        graph). ``uva=True``: over zero-copy CUDA views of the graph's pinned host arrays
-        (``graph.pin_memory()``): the kernels read only the entries they gather, across the
-        bus, and the sampler keeps the pinned tensors alive."""
-        if graph.num_edges and graph.num_edges >= 1 << 32 and int(graph.in_degrees.max()) >= 1 << 32:
-            raise GraphfeedError("TritonNeighborSampler needs in-degrees below 2**32")
-        host = graph_on_device(graph, device, uva)
-        sampler = cls(host[0], host[1], fanouts, trusted=True, **kwargs)
-        sampler._host = host[2]
-        return sampler
-
-    @property
-    def num_nodes(self) -> int:
-        return int(self.indptr.numel() - 1)
-
-    @property
-    def fanouts(self) -> tuple[int, ...]:
-        return self._fanouts
-
-    @property
-    def device(self) -> torch.device:
-        """The graph tensors' device, where the kernels run and the batches are created."""
-        return self.indptr.device
 
     def with_fanouts(self, fanouts: Sequence[int]) -> "TritonNeighborSampler":
-        other = TritonNeighborSampler(self.indptr, self.indices, fanouts, replace=self.replace,
-                                      seed=self.seed, return_edge_ids=self.return_edge_ids,
-                                      block_size=self.block_size, trusted=True)
-        other._host = self._host
+        other = copy.copy(self)  # the same tensors, pinned host arrays and options
+        other._fanouts = check_fanouts(fanouts, max_fanout=MAX_FANOUT)
         return other
 
     def __repr__(self) -> str:
@@ -175,20 +129,13 @@ class TritonNeighborSampler(Sampler):
         return MiniBatch(seeds=seeds, blocks=blocks, epoch=int(epoch), batch_index=int(batch_index))
 
     def _seeds_tensor(self, seeds) -> torch.Tensor:
-        """Seeds as a contiguous int64 tensor on the device (range and duplicates are checked
-        by the first kernel)."""
-        if not isinstance(seeds, torch.Tensor):
-            a = np.asarray(seeds)
-            if a.size == 0 and a.dtype.kind not in "iu":
-                a = a.astype(np.int64)
-            seeds = torch.as_tensor(a)
-        if seeds.dim() != 1:
-            raise GraphfeedError(f"seeds must be a 1-D tensor of node ids, got shape {tuple(seeds.shape)}")
-        if seeds.dtype.is_floating_point or seeds.dtype.is_complex or seeds.dtype == torch.bool:
-            raise GraphfeedError(f"seeds must be integer node ids, got dtype {seeds.dtype}")
-        if seeds.dtype == torch.uint64 and seeds.numel() and int(seeds.max()) > _INT64_MAX:
-            raise GraphfeedError(f"seed id {int(seeds.max())} is out of range [0, {self.num_nodes})")
-        return seeds.to(device=self.device, dtype=torch.int64).contiguous()
+        """Seeds as a contiguous int64 tensor on the device. A 1-D signed integer tensor is
+        only moved (the first kernel checks range and duplicates, without a sync); anything
+        else gets the torch sampler's complete checks."""
+        if (isinstance(seeds, torch.Tensor) and seeds.dim() == 1
+                and seeds.dtype in (torch.int64, torch.int32, torch.int16, torch.int8)):
+            return seeds.to(device=self.device, dtype=torch.int64).contiguous()
+        return self._check_seeds(seeds).contiguous()
 
     def _table_capacity(self, num_seeds: int) -> int:
         """A power of two >= twice the most nodes one batch can hold (load factor <= 1/2)."""
@@ -221,14 +168,14 @@ class TritonNeighborSampler(Sampler):
         dst = seeds
         for step, layer in enumerate(range(n_layers - 1, -1, -1)):
             key = batch_key(self.seed, epoch, batch_index, layer)
-            block = self._sample_layer(dst, self._fanouts[layer], key, table, sizes[step],
+            block = self._triton_layer(dst, self._fanouts[layer], key, table, sizes[step],
                                        first=step == 0)
             blocks.append(block)
             dst = block.src_nodes
         blocks.reverse()
         return blocks
 
-    def _sample_layer(self, dst: torch.Tensor, fanout: int, key: int, table: "_Table",
+    def _triton_layer(self, dst: torch.Tensor, fanout: int, key: int, table: "_Table",
                       sizes: torch.Tensor, *, first: bool) -> Block:
         from . import _triton_kernels as K
 
@@ -321,19 +268,6 @@ def _seed_error(seeds: np.ndarray, num_nodes: int) -> GraphfeedError:
         "seeds must be distinct")
 
 
-def graph_on_device(graph: CSCGraph, device: torch.device, uva: bool):
-    """``(indptr, indices, pinned host tensors)`` for kernels on ``device``: CUDA views of the
-    pinned host arrays (``uva``, nothing copied; the pinned tensors must outlive the views), or
-    ``graph.tensors(device)`` (a cached copy; shared memory on CPU) and ``()``."""
-    if not uva:
-        indptr, indices = graph.tensors(device)
-        return indptr, indices, ()
-    from .. import _pinning
-
-    pinned = tuple(t.contiguous() for t in graph.pin_memory().tensors("cpu"))
-    return _pinning.uva_tensor(pinned[0], device), _pinning.uva_tensor(pinned[1], device), pinned
-
-
 class GPUSampler:
     """The ``"gpu"`` registry entry (the CUDA placement modes use it): ``from_graph`` builds a
     ``TritonNeighborSampler`` where it can run (triton imports, the device is CUDA and visible,
@@ -346,8 +280,6 @@ class GPUSampler:
         if GPUSampler.uses_triton(fanouts, device=device, method=method):
             return TritonNeighborSampler.from_graph(graph, fanouts, device=device, method=method,
                                                     **kwargs)
-        from .torch_sampler import TorchNeighborSampler
-
         if method is not None:
             kwargs["method"] = method
         return TorchNeighborSampler.from_graph(graph, fanouts, device=device, **kwargs)
