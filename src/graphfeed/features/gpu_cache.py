@@ -26,7 +26,9 @@ syncs with the host for the hit/miss split (and the eviction sweep).
 
 Statistics count positions of ``ids``: ``hits`` served from the GPU rows, ``misses`` from the
 host (a row missed twice in one read counts twice); ``bytes_moved`` is what crossed from the host
-to serve reads and fill the cache (distinct missed rows per read, plus every row filled).
+to serve reads and fill the cache: every missed position for the static policies (a sampler's
+input nodes are distinct anyway), the distinct missed rows for CLOCK (which admits them), plus
+every row filled.
 """
 
 from __future__ import annotations
@@ -171,11 +173,13 @@ class GPUCachedFeature(WrappedFeature):
             self.misses += int(miss_pos.numel())
             if miss_pos.numel() == 0:
                 return out
+            if self.policy != "clock":  # nothing to admit: no need for the distinct ids
+                _put(out, miss_pos, self._fetch(ids[miss_pos], executor))
+                return out
             uniq, inv = torch.unique(ids[miss_pos], return_inverse=True)
             rows = self._fetch(uniq, executor)
             _put(out, miss_pos, rows[inv])
-            if self.policy == "clock":
-                self._admit(uniq, rows)
+            self._admit(uniq, rows)
         return out
 
     def close(self) -> None:
@@ -188,7 +192,7 @@ class GPUCachedFeature(WrappedFeature):
 
     # -------------------------------------------------------------- internals
     def _fetch(self, ids: torch.Tensor, executor: Optional[Executor] = None) -> torch.Tensor:
-        """Rows of distinct ``ids`` (on the device) from the host, on the device."""
+        """Rows of ``ids`` (on the device) from the host, on the device."""
         self.bytes_moved += int(ids.numel()) * self.row_nbytes
         if self._source is not None:
             return torch.index_select(self._source, 0, ids)
