@@ -40,7 +40,7 @@ import triton.language as tl
 
 #: Table values at or above BIG are candidates "first seen at edge ``value - BIG``"; below BIG
 #: they are final local ids.
-BIG = 1 << 62
+BIG = tl.constexpr(1 << 62)
 #: Largest fanout the sampling kernel holds in registers (a ``(lanes, next_pow2(K))`` tile).
 MAX_FANOUT = 1024
 KEY_BITS = 22
@@ -74,14 +74,15 @@ def _bounded(seed, ctr, bound):
     x, _, _, _ = tl.philox(seed, c0, c1, z, z)
     b = bound.to(tl.uint64)
     prod = x.to(tl.uint64) * b
-    thresh = (4294967296 - b) % b
-    rej = (prod & 0xFFFFFFFF) < thresh
+    # accept when the low word >= 2**32 mod b (typed constants: no signed/unsigned mixing)
+    thresh = (tl.full(b.shape, 4294967296, tl.uint64) - b) % b
+    rej = prod.to(tl.uint32).to(tl.uint64) < thresh
     attempt = 0
     while tl.max(rej.to(tl.int32)) > 0:
         attempt += 1
         x2, _, _, _ = tl.philox(seed, c0, c1, z + attempt, z)
         prod = tl.where(rej, x2.to(tl.uint64) * b, prod)
-        rej = rej & ((prod & 0xFFFFFFFF) < thresh)
+        rej = rej & (prod.to(tl.uint32).to(tl.uint64) < thresh)
     return (prod >> 32).to(tl.int64)
 
 
