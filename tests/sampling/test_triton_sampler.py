@@ -1,30 +1,26 @@
 """TritonNeighborSampler: the NeighborSampler invariants, uniformity and reproducibility.
 
-Without a GPU the kernels run in Triton's CPU interpreter (``TRITON_INTERPRET=1``, set here
-before triton loads) over CPU tensors; with one, the same tests run the compiled kernels on CUDA
-tensors, and the ``cuda`` tests at the end add what only a GPU can check.
+Without a GPU the kernels run in Triton's CPU interpreter over CPU tensors
+(``TRITON_INTERPRET=1``, set by ``tests/conftest.py`` before anything imports triton); with
+one, the same tests run the compiled kernels on CUDA tensors, and the ``cuda`` tests at the end
+add what only a GPU can check.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from sampling_helpers import check_minibatch, random_graph
+from scipy.stats import chisquare
+from test_uniformity import P_MIN, fan_graph, positions, subset_pvalue
 
 from graphfeed import _cuda
-
-HAS_CUDA = _cuda.cuda_available()
-if not HAS_CUDA:
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-
-import itertools  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from sampling_helpers import check_minibatch, random_graph  # noqa: E402
-from scipy.stats import chisquare  # noqa: E402
-from test_uniformity import P_MIN, fan_graph, positions, subset_pvalue  # noqa: E402
 
 triton = pytest.importorskip("triton")
 tl = triton.language
@@ -36,6 +32,10 @@ from graphfeed.sampling import build_sampler  # noqa: E402
 from graphfeed.sampling import _triton_kernels as K  # noqa: E402
 from graphfeed.sampling.torch_sampler import TorchNeighborSampler  # noqa: E402
 from graphfeed.sampling.triton_sampler import GPUSampler, TritonNeighborSampler  # noqa: E402
+
+HAS_CUDA = _cuda.cuda_available()
+if not HAS_CUDA and not K.INTERPRETED:
+    pytest.skip("the Triton kernels need a GPU or TRITON_INTERPRET=1", allow_module_level=True)
 
 DEVICE = "cuda" if HAS_CUDA else "cpu"
 GRAPH = random_graph()  # in-degrees 0..19, and hubs of 70 and 150 (both sampling paths)
@@ -129,6 +129,48 @@ def test_with_fanouts_shares_the_graph():
     assert (other.seed, other.replace, other.block_size) == (4, True, 128)
     assert other.indptr is s.indptr and other._host is s._host
     check_minibatch(GRAPH, other.sample([3, 4]), [3, 4], [-1], True)
+
+
+def test_kernel_launches_and_host_reads_per_layer(monkeypatch):
+    """Per layer: four Triton kernels, two cumsums and one host read (the output sizes); fanout
+    -1 reads its edge count once more. Counted by wrapping the launches (what the profiler
+    counts on a GPU is in ``test_cuda_launches_and_syncs_per_batch``)."""
+    calls = {"kernels": 0, "cumsum": 0, "tolist": 0, "int": 0}
+
+    class Counted:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            calls["kernels"] += 1
+            return self.kernel[grid]
+
+    for name in ("count_kernel", "sample_kernel", "sample_all_kernel", "flag_kernel",
+                 "final_kernel"):
+        monkeypatch.setattr(K, name, Counted(getattr(K, name)))
+    cumsum, tolist, to_int = torch.cumsum, torch.Tensor.tolist, torch.Tensor.__int__
+
+    def counted_cumsum(*a, **k):
+        calls["cumsum"] += 1
+        return cumsum(*a, **k)
+
+    def counted_tolist(t):
+        calls["tolist"] += 1
+        return tolist(t)
+
+    def counted_int(t):
+        calls["int"] += 1
+        return to_int(t)
+
+    monkeypatch.setattr(torch, "cumsum", counted_cumsum)
+    monkeypatch.setattr(torch.Tensor, "tolist", counted_tolist)
+    monkeypatch.setattr(torch.Tensor, "__int__", counted_int)
+    seeds = torch.arange(0, 300, 9)
+    make(fanouts=[15, 10, 5]).sample(seeds)
+    assert calls == {"kernels": 12, "cumsum": 6, "tolist": 3, "int": 0}
+    calls.update(kernels=0, cumsum=0, tolist=0)
+    make(fanouts=[-1, 3]).sample(seeds)
+    assert calls == {"kernels": 8, "cumsum": 4, "tolist": 2, "int": 1}
 
 
 # ---------------------------------------------------------------------------- errors

@@ -39,7 +39,8 @@ import triton
 import triton.language as tl
 
 #: Table values at or above BIG are candidates "first seen at edge ``value - BIG``"; below BIG
-#: they are final local ids.
+#: they are final local ids. A constexpr (compiled kernels read no other globals), written after
+#: the tensor in sums (``e + BIG``: the interpreter makes ``constexpr + tensor`` a constexpr).
 BIG = tl.constexpr(1 << 62)
 #: Largest fanout the sampling kernel holds in registers (a ``(lanes, next_pow2(K))`` tile).
 MAX_FANOUT = 1024
@@ -173,7 +174,7 @@ def sample_kernel(indices, starts, degs, counts, offsets, n_dst, fanout, key_a, 
     tl.store(rows + num_edges + e, i.to(tl.int64)[:, None] + col * 0, mask=em)
     if WANT_EIDS:
         tl.store(eids + e, eid, mask=em)
-    slot, _ = _insert(keys, vals, src, BIG + e, em, e, mask_bits, shift)
+    slot, _ = _insert(keys, vals, src, e + BIG, em, e, mask_bits, shift)
     tl.store(eslot + e, slot, mask=em)
 
 
@@ -195,7 +196,7 @@ def sample_all_kernel(indices, starts, degs, offsets, n_dst, rows, eids, eslot, 
         tl.store(rows + num_edges + e, q * 0 + i, mask=em)
         if WANT_EIDS:
             tl.store(eids + e, st + q, mask=em)
-        slot, _ = _insert(keys, vals, src, BIG + e, em, e, mask_bits, shift)
+        slot, _ = _insert(keys, vals, src, e + BIG, em, e, mask_bits, shift)
         tl.store(eslot + e, slot, mask=em)
 
 
@@ -207,7 +208,7 @@ def flag_kernel(offsets, n_dst, cap, eslot, vals, flags, BLOCK: tl.constexpr):
     m = e < num_edges
     slot = tl.load(eslot + e, mask=m, other=0)
     v = tl.load(vals + slot, mask=m, other=0)
-    tl.store(flags + e, (m & (v == BIG + e)).to(tl.int64), mask=e < cap)
+    tl.store(flags + e, (m & (v == e + BIG)).to(tl.int64), mask=e < cap)
 
 
 @triton.jit(do_not_specialize=_SIZES)
