@@ -187,7 +187,7 @@ class TritonNeighborSampler(TorchNeighborSampler):
         starts = torch.empty(n_dst, **i64)
         degs = torch.empty(n_dst, **i64)
         offsets = torch.empty(n_dst + 1, **i64)
-        K.count_kernel[(triton_cdiv(n_dst, bs),)](
+        K.count_kernel[(_cdiv(n_dst, bs),)](
             dst, n_dst, self.indptr, self.num_nodes, fanout, counts, starts, degs, offsets,
             table.keys, table.vals, table.mask_bits, table.shift, sizes[2:],
             REPLACE=self.replace, INSERT=first, BLOCK=bs)
@@ -209,15 +209,15 @@ class TritonNeighborSampler(TorchNeighborSampler):
             else:
                 kpad = max(2, _next_pow2(fanout))
                 lanes = max(1, bs // kpad)
-                K.sample_kernel[(triton_cdiv(n_dst, lanes),)](
+                K.sample_kernel[(_cdiv(n_dst, lanes),)](
                     self.indices, starts, degs, counts, offsets, n_dst, fanout, *K.split_key(key),
                     rows, eids, eslot, table.keys, table.vals, table.mask_bits, table.shift,
                     REPLACE=self.replace, WANT_EIDS=want, KPAD=kpad, LANES=lanes)
             flags = torch.empty(cap, **i64)
-            K.flag_kernel[(triton_cdiv(cap, bs),)](offsets, n_dst, cap, eslot, table.vals, flags,
+            K.flag_kernel[(_cdiv(cap, bs),)](offsets, n_dst, cap, eslot, table.vals, flags,
                                                    BLOCK=bs)
             rank = torch.cumsum(flags, 0)
-            K.final_kernel[(triton_cdiv(max(cap, n_dst), bs),)](
+            K.final_kernel[(_cdiv(max(cap, n_dst), bs),)](
                 offsets, n_dst, cap, dst, rows, eslot, table.vals, flags, rank, src_buf, sizes,
                 BLOCK=bs)
             num_edges, n_new, err = sizes.tolist()  # the layer's one host sync
@@ -247,7 +247,7 @@ class _Table:
         self.keys, self.vals, self.mask_bits, self.shift = keys, vals, mask_bits, shift
 
 
-def triton_cdiv(a: int, b: int) -> int:
+def _cdiv(a: int, b: int) -> int:
     return max(1, -(-int(a) // int(b)))
 
 
