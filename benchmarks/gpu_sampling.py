@@ -5,8 +5,9 @@
 
 Samplers, fanouts 15,10,5, batch 1024, without replacement, each over the same seed batches
 called back to back (no loader): ``TritonNeighborSampler`` over the graph in GPU memory
-(cuda-cuda) and over UVA views of the pinned graph (pinned-cuda), ``TorchNeighborSampler`` both
-ways, and the numba sampler on one CPU thread, as references. For the two GPU samplers: kernel
+(cuda-cuda) and over UVA views of the pinned graph (pinned-cuda), also through ``sample_many``
+(4 batches a call), ``TorchNeighborSampler`` both ways, and the numba sampler on one CPU thread,
+as references. For the two GPU samplers: kernel
 launches and device-to-host copies (host syncs) per batch, counted by the torch profiler.
 
 GPU cache: the ``feat`` rows pinned, 10% of them in a ``GPUCachedFeature`` per policy; the
@@ -61,6 +62,19 @@ def time_sampler(sampler, batches, warmup: int, dev) -> dict:
             "ms_per_batch": 1e3 * dt / max(1, len(batches) - warmup)}
 
 
+def time_sample_many(sampler, batches, warmup: int, dev, per_call: int) -> dict:
+    """Seeds/s with ``sample_many``, ``per_call`` batches a call (one sync per layer a call)."""
+    sampler.sample_many(batches[:warmup])
+    _sync(dev)
+    timed = batches[warmup:]
+    t0 = time.perf_counter()
+    for lo in range(0, len(timed), per_call):
+        sampler.sample_many(timed[lo:lo + per_call], first_batch_index=warmup + lo)
+    _sync(dev)
+    dt = time.perf_counter() - t0
+    return {"seeds_per_s": sum(int(b.numel()) for b in timed) / dt, "batches_per_call": per_call}
+
+
 def count_launches(sampler, seeds, dev) -> dict:
     """Kernel launches and device-to-host copies of one (warm) batch, from the profiler."""
     from torch.profiler import ProfilerActivity, profile
@@ -101,6 +115,8 @@ def bench_samplers(graph, batches, warmup: int, dev) -> dict:
         s = build()
         out[name] = time_sampler(s, batches, warmup, dev)
         out[name].update(count_launches(s, batches[0].to(dev), dev))
+        if name.startswith("triton"):
+            out[name + "_many4"] = time_sample_many(s, batches, warmup, dev, 4)
     numba = NeighborSampler(graph, fanouts)
     out["numba_1thread"] = time_sampler(numba, batches, warmup, dev)
     return out

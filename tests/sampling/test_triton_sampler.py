@@ -122,6 +122,33 @@ def test_depends_on_seed_epoch_and_batch():
     assert _differ(base, make(seed=1 << 63).sample(seeds))  # the whole 64-bit seed counts
 
 
+@pytest.mark.parametrize("replace", [False, True])
+def test_sample_many_equals_one_batch_at_a_time(replace, monkeypatch):
+    """``sample_many`` returns exactly the batches ``sample`` gives, with one host read per
+    layer for all of them."""
+    rng = np.random.default_rng(2)
+    batches = [rng.permutation(300)[:n] for n in (40, 1, 0, 25)]
+    s = make(fanouts=[4, -1, 3], replace=replace, seed=8, return_edge_ids=True)
+    one_by_one = [s.sample(torch.from_numpy(b), epoch=3, batch_index=7 + i)
+                  for i, b in enumerate(batches)]
+    tolist, reads = torch.Tensor.tolist, []
+
+    def counted_tolist(t):
+        reads.append(tuple(t.shape))
+        return tolist(t)
+
+    monkeypatch.setattr(torch.Tensor, "tolist", counted_tolist)
+    many = s.sample_many([torch.from_numpy(b) for b in batches], epoch=3, first_batch_index=7)
+    assert reads == [(4, 3)] * 3  # one read per layer, every batch's sizes at once
+    assert [mb.batch_index for mb in many] == [7, 8, 9, 10]
+    for mb, ref, b in zip(many, one_by_one, batches, strict=True):
+        _same(mb, ref)
+        check_minibatch(GRAPH, mb, b, [4, -1, 3], replace)
+    assert s.sample_many([]) == []
+    with pytest.raises(GraphfeedError, match=r"seed id 5 appears twice"):
+        s.sample_many([torch.tensor([1, 2]), torch.tensor([5, 5])])
+
+
 def test_with_fanouts_shares_the_graph():
     s = make(seed=4, replace=True, return_edge_ids=True, block_size=128)
     other = s.with_fanouts([-1])

@@ -68,7 +68,8 @@ class TritonNeighborSampler(TorchNeighborSampler):
       output sizes; fanout ``-1`` adds one sync (its edge count bounds the buffers). Per batch
       three more launches (the hash table's and the sizes' initialisation) and the copy of the
       seeds to the device. The relabel is a hash table in device memory (open addressing,
-      ``atomic_cas``) sized for the batch, not for the graph.
+      ``atomic_cas``) sized for the batch, not for the graph. :meth:`sample_many` samples
+      several batches with one sync per layer for all of them.
     - ``indptr`` int64 and ``indices`` int32/int64, on one device (CUDA memory, or CUDA views of
       pinned host memory with ``uva``; CPU tensors only under Triton's interpreter,
       ``TRITON_INTERPRET=1``, as in the tests). Fanouts up to ``MAX_FANOUT`` (1024).
@@ -120,13 +121,7 @@ class TritonNeighborSampler(TorchNeighborSampler):
                executor: Optional[Executor] = None) -> MiniBatch:
         """The blocks of one batch of distinct seed ids; every output tensor is on
         ``self.device`` (``executor`` is unused: the work is a few kernels per layer)."""
-        seeds = self._seeds_tensor(seeds)
-        if self.device.type == "cuda":
-            with torch.cuda.device(self.device):
-                blocks = self._sample_blocks(seeds, epoch, batch_index)
-        else:
-            blocks = self._sample_blocks(seeds, epoch, batch_index)
-        return MiniBatch(seeds=seeds, blocks=blocks, epoch=int(epoch), batch_index=int(batch_index))
+        return self.sample_many([seeds], epoch=epoch, first_batch_index=batch_index)[0]
 
     def _seeds_tensor(self, seeds) -> torch.Tensor:
         """Seeds as a contiguous int64 tensor on the device. A 1-D signed integer tensor is
@@ -149,34 +144,66 @@ class TritonNeighborSampler(TorchNeighborSampler):
                 break
         return max(2, _next_pow2(2 * min(bound, max(1, self.num_nodes))))
 
-    def _sample_blocks(self, seeds: torch.Tensor, epoch: int, batch_index: int) -> list[Block]:
+    def sample_many(self, seed_batches: Sequence, *, epoch: int = 0, first_batch_index: int = 0,
+                    executor: Optional[Executor] = None) -> list[MiniBatch]:
+        """Several batches in one call: ``[sample(b, epoch=epoch, batch_index=first_batch_index
+        + i) for i, b in enumerate(seed_batches)]``, the same batches, with the kernels of every
+        batch queued layer by layer and one host sync per layer for all of them (instead of one
+        per layer and batch), so the host launches the next batch's kernels while the device
+        runs the previous one's."""
+        seeds = [self._seeds_tensor(b) for b in seed_batches]
+        if not seeds:
+            return []
+        indices = [int(first_batch_index) + i for i in range(len(seeds))]
+        if self.device.type == "cuda":
+            with torch.cuda.device(self.device):
+                blocks = self._sample_blocks(seeds, epoch, indices)
+        else:
+            blocks = self._sample_blocks(seeds, epoch, indices)
+        return [MiniBatch(seeds=s, blocks=b, epoch=int(epoch), batch_index=i)
+                for s, b, i in zip(seeds, blocks, indices)]
+
+    def _sample_blocks(self, seeds: list, epoch: int, batch_indices: list) -> list:
+        """The blocks of each batch (``seeds[i]`` with ``batch_indices[i]``), layer by layer:
+        every batch's kernels are launched, then one host read gets every batch's sizes."""
         n_layers = len(self._fanouts)
         dev = self.device
-        if seeds.numel() == 0:
-            empty = torch.empty(0, dtype=torch.int64, device=dev)
-            return [Block(torch.empty((2, 0), dtype=torch.int64, device=dev), empty, 0,
-                          empty if self.return_edge_ids else None) for _ in range(n_layers)]
-        cap = self._table_capacity(seeds.numel())
-        table = _Table(
+        k = len(seeds)
+        sizes = torch.zeros((n_layers, k, 3), dtype=torch.int64, device=dev)
+        tables = [self._new_table(s.numel()) for s in seeds]
+        dsts = list(seeds)
+        blocks: list[list[Block]] = [[] for _ in range(k)]
+        for step, layer in enumerate(range(n_layers - 1, -1, -1)):
+            fanout = self._fanouts[layer]
+            pending = [
+                None if dsts[i].numel() == 0 else self._launch_layer(
+                    dsts[i], fanout, batch_key(self.seed, epoch, batch_indices[i], layer),
+                    tables[i], sizes[step, i], first=step == 0)
+                for i in range(k)
+            ]
+            read = sizes[step].tolist()  # the layer's one host sync, for every batch
+            for i in range(k):
+                block = self._finish_layer(dsts[i], pending[i], read[i])
+                blocks[i].append(block)
+                dsts[i] = block.src_nodes
+        for b in blocks:
+            b.reverse()
+        return blocks
+
+    def _new_table(self, num_seeds: int) -> "_Table":
+        cap = self._table_capacity(max(1, num_seeds))
+        dev = self.device
+        return _Table(
             keys=torch.full((cap,), -1, dtype=torch.int64, device=dev),
             vals=torch.full((cap,), _INT64_MAX, dtype=torch.int64, device=dev),
             mask_bits=cap - 1,
             shift=64 - (cap.bit_length() - 1),
         )
-        sizes = torch.zeros((n_layers, 3), dtype=torch.int64, device=dev)
-        blocks = []
-        dst = seeds
-        for step, layer in enumerate(range(n_layers - 1, -1, -1)):
-            key = batch_key(self.seed, epoch, batch_index, layer)
-            block = self._triton_layer(dst, self._fanouts[layer], key, table, sizes[step],
-                                       first=step == 0)
-            blocks.append(block)
-            dst = block.src_nodes
-        blocks.reverse()
-        return blocks
 
-    def _triton_layer(self, dst: torch.Tensor, fanout: int, key: int, table: "_Table",
-                      sizes: torch.Tensor, *, first: bool) -> Block:
+    def _launch_layer(self, dst: torch.Tensor, fanout: int, key: int, table: "_Table",
+                      sizes: torch.Tensor, *, first: bool) -> dict:
+        """Queue one layer's kernels for the destinations ``dst`` (none empty); ``sizes``
+        receives ``(E, new nodes, seed error)``. Returns the output buffers."""
         from . import _triton_kernels as K
 
         dev = self.device
@@ -197,43 +224,50 @@ class TritonNeighborSampler(TorchNeighborSampler):
         else:
             cap = n_dst * fanout
         want = self.return_edge_ids
-        rows = torch.empty(max(1, 2 * cap), **i64)  # [sources (E) | destinations (E)]
-        eids = torch.empty(max(1, cap) if want else 1, **i64)
-        eslot = torch.empty(max(1, cap), **i64)
-        src_buf = torch.empty(n_dst + cap, **i64)
-        if cap:
-            if fanout < 0:
-                K.sample_all_kernel[(n_dst,)](
-                    self.indices, starts, degs, offsets, n_dst, rows, eids, eslot, table.keys,
-                    table.vals, table.mask_bits, table.shift, WANT_EIDS=want, BLOCK=bs)
-            else:
-                kpad = max(2, _next_pow2(fanout))
-                lanes = max(1, bs // kpad)
-                K.sample_kernel[(_cdiv(n_dst, lanes),)](
-                    self.indices, starts, degs, counts, offsets, n_dst, fanout, *K.split_key(key),
-                    rows, eids, eslot, table.keys, table.vals, table.mask_bits, table.shift,
-                    REPLACE=self.replace, WANT_EIDS=want, KPAD=kpad, LANES=lanes)
-            flags = torch.empty(cap, **i64)
-            K.flag_kernel[(_cdiv(cap, bs),)](offsets, n_dst, cap, eslot, table.vals, flags,
-                                                   BLOCK=bs)
-            rank = torch.cumsum(flags, 0)
-            K.final_kernel[(_cdiv(max(cap, n_dst), bs),)](
-                offsets, n_dst, cap, dst, rows, eslot, table.vals, flags, rank, src_buf, sizes,
-                BLOCK=bs)
-            num_edges, n_new, err = sizes.tolist()  # the layer's one host sync
+        out = {
+            "cap": cap,
+            "rows": torch.empty(max(1, 2 * cap), **i64),  # [sources (E) | destinations (E)]
+            "eids": torch.empty(max(1, cap) if want else 1, **i64),
+            "src": torch.empty(n_dst + cap, **i64),
+        }
+        if not cap:
+            return out
+        eslot = torch.empty(cap, **i64)
+        if fanout < 0:
+            K.sample_all_kernel[(n_dst,)](
+                self.indices, starts, degs, offsets, n_dst, out["rows"], out["eids"], eslot,
+                table.keys, table.vals, table.mask_bits, table.shift, WANT_EIDS=want, BLOCK=bs)
         else:
-            num_edges, n_new, err = 0, 0, int(sizes[2])
+            kpad = max(2, _next_pow2(fanout))
+            lanes = max(1, bs // kpad)
+            K.sample_kernel[(_cdiv(n_dst, lanes),)](
+                self.indices, starts, degs, counts, offsets, n_dst, fanout, *K.split_key(key),
+                out["rows"], out["eids"], eslot, table.keys, table.vals, table.mask_bits,
+                table.shift, REPLACE=self.replace, WANT_EIDS=want, KPAD=kpad, LANES=lanes)
+        flags = torch.empty(cap, **i64)
+        K.flag_kernel[(_cdiv(cap, bs),)](offsets, n_dst, cap, eslot, table.vals, flags, BLOCK=bs)
+        rank = torch.cumsum(flags, 0)
+        K.final_kernel[(_cdiv(max(cap, n_dst), bs),)](
+            offsets, n_dst, cap, dst, out["rows"], eslot, table.vals, flags, rank, out["src"],
+            sizes, BLOCK=bs)
+        return out
+
+    def _finish_layer(self, dst: torch.Tensor, out: Optional[dict], read: list) -> Block:
+        """The ``Block`` of a launched layer, given its ``sizes`` as read by the host (views of
+        the buffers, no copy); raises for seeds the first kernel flagged."""
+        n_dst = int(dst.numel())
+        num_edges, n_new, err = (0, 0, read[2]) if out is None or not out["cap"] else read
         if err:
             raise _seed_error(dst.cpu().numpy(), self.num_nodes)
-        if cap == 0:
-            src_nodes = dst
-        else:
-            src_nodes = src_buf[: n_dst + n_new]
+        if out is None:
+            empty = torch.empty(0, dtype=torch.int64, device=self.device)
+            return Block(torch.empty((2, 0), dtype=torch.int64, device=self.device), dst, 0,
+                         empty if self.return_edge_ids else None)
         return Block(
-            edge_index=rows[: 2 * num_edges].view(2, num_edges),
-            src_nodes=src_nodes,
+            edge_index=out["rows"][: 2 * num_edges].view(2, num_edges),
+            src_nodes=dst if not out["cap"] else out["src"][: n_dst + n_new],
             num_dst=n_dst,
-            edge_ids=eids[:num_edges] if want else None,
+            edge_ids=out["eids"][:num_edges] if self.return_edge_ids else None,
         )
 
 
