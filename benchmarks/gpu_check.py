@@ -11,7 +11,11 @@ Steps (each with its log in OUTDIR, all summarised in OUTDIR/summary.json):
    three CUDA modes; a CUDA mode passes when its test accuracy is within ``ACC_BAND`` of cpu-cpu.
 6. ``alloc-fragmentation``: ``benchmarks/alloc_fragmentation.py`` (reserved / allocated, both
    allocator settings).
-7. ``multi-process``: with 2+ GPUs, ``train --nproc 2`` on NCCL and the same under ``torchrun``;
+7. ``gpu-sampling``: ``benchmarks/gpu_sampling.py`` on ``medium``: the Triton sampler in
+   cuda-cuda and pinned-cuda against the torch and numba samplers (seeds/s), kernel launches and
+   host copies per batch (torch profiler; passes at <= 40 launches, issue 14's target), and the
+   GPU feature cache (10% of the rows per policy: hit rate, speed-up over plain UVA reads).
+8. ``multi-process``: with 2+ GPUs, ``train --nproc 2`` on NCCL and the same under ``torchrun``;
    with one GPU, ``--nproc 2`` must be refused in one line (exit 2), ``--dist-backend gloo`` must
    train two ranks on the one GPU, and ``torchrun --nproc-per-node 1`` must train.
 
@@ -30,6 +34,9 @@ import time
 from pathlib import Path
 
 ACC_BAND = 0.03  # a CUDA mode's test accuracy may differ from cpu-cpu's by this much
+MAX_LAUNCHES = 40  # kernel launches per batch of the Triton sampler (fanouts 15,10,5)
+# issue 14's throughput targets (seeds/s, medium, batch 1024), reported, not judged
+TARGETS = {"triton_cuda_cuda": 1_500_000, "triton_pinned_cuda": 600_000}
 MODES = ("cpu-cuda", "pinned-cuda", "cuda-cuda")
 ALLOC = {"default": "expandable_segments:False", "expandable": None}  # None: graphfeed decides
 
@@ -176,6 +183,24 @@ def main(argv=None) -> int:
     c.run("alloc-fragmentation", [py, "benchmarks/alloc_fragmentation.py", "--dataset", "medium",
                                   "--steps", "300", "--json", str(out / "alloc_fragmentation.json")],
           judge=judge_frag)
+
+    def judge_gpu_sampling(rc, so, se):
+        path = out / "gpu_sampling.json"
+        r = json.loads(path.read_text()) if path.exists() else {}
+        samplers = r.get("samplers", {})
+        keep = {name: {k: round(v[k]) for k in ("seeds_per_s", "launches_per_batch",
+                                                 "memcpy_calls_per_batch") if k in v}
+                for name, v in samplers.items()}
+        keep["meets_target"] = {name: samplers.get(name, {}).get("seeds_per_s", 0) >= goal
+                                for name, goal in TARGETS.items()}
+        keep["gpu_cache"] = {p: {k: round(v[k], 3) for k in ("hit_rate", "speedup_over_uva")}
+                             for p, v in r.get("gpu_cache", {}).items() if isinstance(v, dict)}
+        launches = [samplers.get(n, {}).get("launches_per_batch") for n in TARGETS]
+        ok = rc == 0 and all(x is not None and 0 < x <= MAX_LAUNCHES for x in launches)
+        return ok, keep
+
+    c.run("gpu-sampling", [py, "benchmarks/gpu_sampling.py", "--dataset", "medium", "--json",
+                           str(out / "gpu_sampling.json")], judge=judge_gpu_sampling)
 
     small = ["--dataset", "small", "--epochs", "2", "--no-mlp", "--no-progress"]
 

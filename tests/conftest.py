@@ -10,6 +10,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Without a GPU the Triton kernels run in Triton's CPU interpreter. Triton decides when it is
+# imported (and PyG imports it), so this is set before any test module loads.
+if "TRITON_INTERPRET" not in os.environ:
+    from graphfeed import _cuda
+
+    if not _cuda.cuda_available():
+        os.environ["TRITON_INTERPRET"] = "1"
+
 
 def shared_datasets_dir() -> Path:
     env = os.environ.get("GRAPHFEED_SHARED_DATASETS")

@@ -4,6 +4,7 @@
 - ``DiskFeature``: a ``.npy`` file read on demand (page cache or O_DIRECT),
 - ``LMDBFeature``: rows in chunks in an LMDB environment (extra ``graphfeed[lmdb]``),
 - ``CachedFeature``: a CPU cache (sieve, s3fifo, lru, clock) wrapping any feature,
+- ``GPUCachedFeature``: the hottest rows of a host feature in GPU memory (degree, frequency, clock),
 - ``PinnedFeature`` / ``pin_memory``: page-locked host memory for fast or zero-copy GPU reads,
 - ``open_feature(path, backend, cache_size=...)``: build one by name.
 
@@ -23,6 +24,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     ".disk": "DiskFeature",
     ".lmdb_store": "LMDBFeature",
     ".cache": "CachedFeature",
+    ".gpu_cache": "GPUCachedFeature",
     ".pinned": "PinnedFeature pin_memory",
     ".registry": "open_feature BACKENDS",
 })
@@ -32,6 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .base import Feature, FeatureStore
     from .memory import InMemoryFeature
     from .cache import CachedFeature
+    from .gpu_cache import GPUCachedFeature
     from .disk import DiskFeature
     from .lmdb_store import LMDBFeature
     from .pinned import PinnedFeature, pin_memory

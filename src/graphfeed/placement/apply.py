@@ -10,10 +10,10 @@ mode           sampler                                features
 cpu-cpu        ``NeighborSampler`` (numba, CPU)       unchanged (RAM, memory map, disk, LMDB)
 cpu-cuda       ``NeighborSampler`` (numba, CPU)       unchanged; the loader gathers them into
                                                       pinned buffers and copies batches to GPU
-pinned-cuda    ``TorchNeighborSampler`` on the GPU    pinned host memory seen through UVA views:
-               over UVA views of the pinned graph     the GPU's ``index_select`` reads only the
-                                                      rows it needs across PCIe
-cuda-cuda      ``TorchNeighborSampler`` on the GPU    copied to GPU memory
+pinned-cuda    the ``"gpu"`` sampler (Triton kernels, pinned host memory seen through UVA views:
+               else torch) over UVA views of the      the GPU's ``index_select`` reads only the
+               pinned graph                           rows it needs across PCIe
+cuda-cuda      the ``"gpu"`` sampler on the GPU       copied to GPU memory
 =============  =====================================  ==========================================
 """
 

@@ -51,8 +51,8 @@ class ModeSpec:
 
 CPU_CPU = ModeSpec(sampler="neighbor", batches="cpu", graph="host", features="host")
 CPU_CUDA = ModeSpec(sampler="neighbor", batches="cuda", graph="host", features="host")
-PINNED_CUDA = ModeSpec(sampler="torch", batches="cuda", graph="pinned", features="pinned")
-CUDA_CUDA = ModeSpec(sampler="torch", batches="cuda", graph="device", features="device")
+PINNED_CUDA = ModeSpec(sampler="gpu", batches="cuda", graph="pinned", features="pinned")
+CUDA_CUDA = ModeSpec(sampler="gpu", batches="cuda", graph="device", features="device")
 
 MODES = Registry("placement mode")
 MODES.add("cpu-cpu", "graphfeed.placement.modes:CPU_CPU",

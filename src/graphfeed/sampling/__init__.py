@@ -7,7 +7,10 @@ Samplers are registered by name in :data:`SAMPLERS` and built alike with
 - ``"neighbor"`` (``NeighborSampler``): numba kernels on CPU (GIL released, safe from several
   threads),
 - ``"torch"`` (``TorchNeighborSampler``): the same semantics in vectorised torch, on whatever
-  device the graph tensors live (CUDA, or CUDA views of pinned host memory with ``uva=True``).
+  device the graph tensors live (CUDA, or CUDA views of pinned host memory with ``uva=True``),
+- ``"triton"`` (``TritonNeighborSampler``): uniform sampling in fused Triton kernels on a CUDA
+  device (triton loads when it is built),
+- ``"gpu"``: the Triton sampler where it can run, else the torch sampler (the CUDA modes' entry).
 
 A new sampler is one module with a ``Sampler`` subclass that has ``from_graph`` and one
 ``SAMPLERS.add`` line here. Importing this package loads neither torch nor numba; the names
@@ -26,6 +29,10 @@ SAMPLERS = Registry("sampler")
 SAMPLERS.add("neighbor", ".sampling.neighbor:NeighborSampler", "numba kernels, CPU")
 SAMPLERS.add("torch", ".sampling.torch_sampler:TorchNeighborSampler",
              "vectorised torch, any device (GPU, or UVA views of the pinned graph)")
+SAMPLERS.add("triton", ".sampling.triton_sampler:TritonNeighborSampler",
+             "fused Triton kernels on a CUDA device (uniform only)")
+SAMPLERS.add("gpu", ".sampling.triton_sampler:GPUSampler",
+             "the Triton sampler where triton and CUDA are there, else the torch sampler")
 
 
 def build_sampler(name: str, graph, fanouts: Sequence[int], **kwargs) -> "Sampler":
@@ -40,6 +47,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     ".method": "SamplingMethod",
     ".neighbor": "NeighborSampler",
     ".torch_sampler": "TorchNeighborSampler",
+    ".triton_sampler": "TritonNeighborSampler",
 }, eager=("SAMPLERS", "build_sampler"))
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,3 +55,4 @@ if TYPE_CHECKING:  # pragma: no cover
     from .method import SamplingMethod
     from .neighbor import NeighborSampler
     from .torch_sampler import TorchNeighborSampler
+    from .triton_sampler import TritonNeighborSampler

@@ -1,0 +1,303 @@
+"""A GPU cache in front of a host feature: the hottest rows in GPU memory, the rest read on demand.
+
+``GPUCachedFeature(feature, capacity_bytes, device="cuda", policy=...)`` keeps up to
+``capacity_bytes // row_nbytes`` rows of ``feature`` in one tensor on ``device``; every read
+returns rows on ``device``. Policies:
+
+- ``"degree"`` (static): the rows of the highest ``degrees`` (e.g. ``graph.in_degrees``: the
+  nodes sampled most often), filled once at construction;
+- ``"frequency"`` (static): the rows read most often during :meth:`GPUCachedFeature.warm_up`
+  (a pass over some batches' ids, counting accesses only), filled then; empty before;
+- ``"clock"`` (dynamic): CLOCK over the slots, run with torch ops on the device: a hit sets the
+  slot's reference bit; a batch's distinct missed rows are admitted (at most the capacity per
+  batch) into free slots, then into the slots the hand finds with a clear bit, clearing the bits
+  it passes.
+
+Misses are read through UVA where the wrapped feature's rows are pinned host memory (a
+``PinnedFeature``, or an in-memory feature whose tensor is pinned or already visible from
+``device``): one ``index_select`` on the device reads only the missed rows across the bus.
+Otherwise the wrapped feature's ``read`` serves them and they are copied to ``device``. On a CPU
+``device`` (how the tests run it) an in-memory CPU feature's tensor is gathered directly, the
+stand-in for UVA.
+
+Costs: ``num_rows`` int32 slot indices on ``device`` (4 bytes per row) plus the cached rows; a
+read of ``n`` ids is O(n) device work plus O(capacity) for a CLOCK sweep that evicts; a read
+syncs with the host for the hit/miss split (and the eviction sweep).
+
+Statistics count positions of ``ids``: ``hits`` served from the GPU rows, ``misses`` from the
+host (a row missed twice in one read counts twice); ``bytes_moved`` is what crossed from the host
+to serve reads and fill the cache: every missed position for the static policies (a sampler's
+input nodes are distinct anyway), the distinct missed rows for CLOCK (which admits them), plus
+every row filled.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Executor
+from typing import Iterable, Optional
+
+import numpy as np
+import torch
+
+from .._checks import check_int
+from .._units import parse_size
+from ..errors import GraphfeedError
+from .base import Feature, WrappedFeature, as_id_tensor, check_id_range
+
+__all__ = ["GPUCachedFeature", "GPU_POLICIES"]
+
+GPU_POLICIES = ("degree", "frequency", "clock")
+# Rows per step when the cache is filled from a feature without a UVA view (bounds host memory).
+_FILL_CHUNK_BYTES = 64 << 20
+
+
+class GPUCachedFeature(WrappedFeature):
+    """Wraps a host ``feature`` with ``capacity_bytes`` (an int or ``"2GB"``) of its rows on
+    ``device``, chosen by ``policy`` (see the module docstring). ``degrees`` (one number per
+    row) is required by, and only used by, ``"degree"``. Thread-safe: concurrent reads serialise
+    on the cache's bookkeeping. The cache owns ``feature``: ``close()`` closes it too."""
+
+    kind = "gpu-cached"
+
+    def __init__(self, feature: Feature, capacity_bytes, *, device="cuda",
+                 policy: str = "clock", degrees=None):
+        if not isinstance(feature, Feature):
+            raise GraphfeedError(
+                f"GPUCachedFeature wraps a graphfeed Feature, got {type(feature).__name__}")
+        self.feature = feature
+        self.policy = str(policy).lower()
+        if self.policy not in GPU_POLICIES:
+            raise GraphfeedError(
+                f"unknown GPU cache policy {policy!r}; valid policies: {', '.join(GPU_POLICIES)}")
+        self._device = torch.device(device)
+        self.capacity_bytes = parse_size(capacity_bytes)
+        self.capacity = int(min(self.capacity_bytes // max(1, feature.row_nbytes),
+                                feature.num_rows))
+        if self.capacity >= np.iinfo(np.int32).max:
+            raise GraphfeedError(f"GPU cache of {self.capacity} rows is too large (max 2**31 - 2)")
+        dev = self._device
+        self._rows = torch.empty((self.capacity, *feature.row_shape), dtype=feature.dtype,
+                                 device=dev)
+        self._slot_of = torch.full((feature.num_rows,), -1, dtype=torch.int32, device=dev)
+        self._node_of = torch.full((self.capacity,), -1, dtype=torch.int64, device=dev)
+        self._ref = torch.zeros(self.capacity, dtype=torch.bool, device=dev)
+        self._size = 0  # slots in use (they fill 0, 1, ... before anything is evicted)
+        self._hand = 0
+        self._lock = threading.Lock()
+        self._source = _uva_source(feature, dev)
+        self.hits = 0
+        self.misses = 0
+        self.bytes_moved = 0
+        if self.policy == "degree":
+            if degrees is None:
+                raise GraphfeedError("GPU cache policy 'degree' needs degrees= (one per row)")
+            self._fill(_top_rows(_as_scores(degrees, feature.num_rows, dev), self.capacity))
+        elif degrees is not None:
+            raise GraphfeedError(f"degrees= is for the 'degree' policy, not {self.policy!r}")
+
+    # -------------------------------------------------------------- Feature
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    @property
+    def uses_uva(self) -> bool:
+        """Whether misses are gathered on the device from the wrapped feature's rows (UVA, or
+        the CPU stand-in) rather than through its ``read``."""
+        return self._source is not None
+
+    @property
+    def hit_rate(self) -> float:
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+    @property
+    def num_cached(self) -> int:
+        return self._size
+
+    def stats(self) -> dict:
+        """``hits``, ``misses``, ``hit_rate``, ``bytes_moved``, ``cached_rows``, ``capacity``."""
+        return {"hits": self.hits, "misses": self.misses, "hit_rate": self.hit_rate,
+                "bytes_moved": self.bytes_moved, "cached_rows": self._size,
+                "capacity": self.capacity}
+
+    def reset_stats(self) -> None:
+        with self._lock:
+            self.hits = self.misses = self.bytes_moved = 0
+
+    def cached_ids(self) -> torch.Tensor:
+        """Sorted ids held right now (on ``device``)."""
+        with self._lock:
+            ids = self._node_of[: self._size]
+            return torch.sort(ids[ids >= 0]).values
+
+    def warm_up(self, id_batches: Iterable) -> int:
+        """``"frequency"``: count how often each row is read over ``id_batches`` (no rows are
+        read), then fill the cache with the most read rows (ties: lower ids). Returns the
+        number of ids counted."""
+        if self.policy != "frequency":
+            raise GraphfeedError(f"warm_up is for the 'frequency' policy, not {self.policy!r}")
+        n = self.num_rows
+        counts = torch.zeros(n, dtype=torch.int64, device=self._device)
+        seen = 0
+        for ids in id_batches:
+            ids = as_id_tensor(ids)
+            check_id_range(ids, n, what=f"{self.kind} feature of {n} rows")
+            counts += torch.bincount(ids.to(self._device), minlength=n)
+            seen += int(ids.numel())
+        with self._lock:
+            self._clear()
+            self._fill(_top_rows(counts, self.capacity))
+        return seen
+
+    def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor],
+              executor: Optional[Executor]) -> torch.Tensor:
+        dev = self._device
+        ids = ids.to(dev)
+        n = int(ids.shape[0])
+        if out is None:
+            out = torch.empty((n, *self.row_shape), dtype=self.dtype, device=dev)
+        if n == 0:
+            return out
+        with self._lock:
+            slots = self._slot_of[ids]
+            hit = slots >= 0
+            hit_pos = torch.nonzero(hit).squeeze(1)
+            miss_pos = torch.nonzero(~hit).squeeze(1)
+            hit_slots = slots[hit_pos].long()
+            _put(out, hit_pos, self._rows[hit_slots])
+            if self.policy == "clock":
+                self._ref[hit_slots] = True
+            self.hits += int(hit_pos.numel())
+            self.misses += int(miss_pos.numel())
+            if miss_pos.numel() == 0:
+                return out
+            if self.policy != "clock":  # nothing to admit: no need for the distinct ids
+                _put(out, miss_pos, self._fetch(ids[miss_pos], executor))
+                return out
+            uniq, inv = torch.unique(ids[miss_pos], return_inverse=True)
+            rows = self._fetch(uniq, executor)
+            _put(out, miss_pos, rows[inv])
+            self._admit(uniq, rows)
+        return out
+
+    def close(self) -> None:
+        """Close the wrapped feature (the GPU rows stay until the cache is dropped)."""
+        super().close()
+
+    def __repr__(self) -> str:
+        return (f"GPUCachedFeature({self.feature!r}, capacity={self.capacity} rows, "
+                f"policy={self.policy!r}, device={self._device}, hit_rate={self.hit_rate:.3f})")
+
+    # -------------------------------------------------------------- internals
+    def _fetch(self, ids: torch.Tensor, executor: Optional[Executor] = None) -> torch.Tensor:
+        """Rows of ``ids`` (on the device) from the host, on the device."""
+        self.bytes_moved += int(ids.numel()) * self.row_nbytes
+        if self._source is not None:
+            return torch.index_select(self._source, 0, ids)
+        rows = self.feature.read(ids.cpu(), check=False, executor=executor)
+        return rows.to(self._device, non_blocking=rows.is_pinned())
+
+    def _clear(self) -> None:
+        self._slot_of.fill_(-1)
+        self._node_of.fill_(-1)
+        self._ref.zero_()
+        self._size = self._hand = 0
+
+    def _fill(self, ids: torch.Tensor) -> None:
+        """Put rows ``ids`` (distinct, at most the capacity) into slots ``0..len(ids)-1``."""
+        m = int(ids.numel())
+        step = max(1, _FILL_CHUNK_BYTES // max(1, self.row_nbytes))
+        for lo in range(0, m, step):
+            self._rows[lo: lo + step] = self._fetch(ids[lo: lo + step])
+        slots = torch.arange(m, device=self._device)
+        self._node_of[:m] = ids
+        self._slot_of[ids] = slots.to(torch.int32)
+        self._size = m
+
+    def _admit(self, ids: torch.Tensor, rows: torch.Tensor) -> None:
+        """CLOCK admission of distinct missed ``ids`` with their ``rows`` (both on the device):
+        free slots first, then victims of the hand."""
+        m = min(int(ids.numel()), self.capacity)
+        if m == 0:
+            return
+        ids, rows = ids[:m], rows[:m]
+        held = self._size
+        take = min(m, self.capacity - held)
+        slots = torch.arange(held, held + take, device=self._device)
+        if m > take:  # victims among the slots held before this batch (m - take <= held)
+            victims = self._clock_victims(m - take, held)
+            self._slot_of[self._node_of[victims]] = -1
+            slots = torch.cat([slots, victims])
+        self._size = held + take
+        self._node_of[slots] = ids
+        self._slot_of[ids] = slots.to(torch.int32)
+        self._ref[slots] = False
+        self._rows[slots] = rows
+
+    def _clock_victims(self, k: int, ring: int) -> torch.Tensor:
+        """The next ``k`` slots CLOCK evicts among slots ``0..ring-1`` (``k <= ring``), moving the
+        hand and clearing the reference bits it passes, as ``k`` single evictions would, except
+        that a slot refilled by this batch is not taken again by it (when a full turn finds
+        fewer than ``k`` clear bits, the second turn takes the slots that had theirs set)."""
+        cap = ring
+        order = (self._hand % cap + torch.arange(cap, device=self._device)) % cap
+        ref = self._ref[order]
+        clear = torch.nonzero(~ref).squeeze(1)
+        if clear.numel() >= k:
+            passed = int(clear[k - 1]) + 1
+            chosen = clear[:k]
+            self._ref[order[:passed]] = False
+        else:  # a full turn clears every bit; the second turn takes slots in hand order
+            second = torch.nonzero(ref).squeeze(1)[: k - clear.numel()]
+            passed = int(second[-1]) + 1
+            chosen = torch.cat([clear, second])
+            self._ref[:cap] = False
+        self._hand = (self._hand % cap + passed) % cap
+        return order[chosen]
+
+
+def _put(out: torch.Tensor, pos: torch.Tensor, rows: torch.Tensor) -> None:
+    if pos.numel():
+        out.index_copy_(0, pos, rows)
+
+
+def _as_scores(degrees, num_rows: int, device: torch.device) -> torch.Tensor:
+    t = degrees if isinstance(degrees, torch.Tensor) else torch.as_tensor(np.asarray(degrees))
+    if t.dim() != 1 or t.shape[0] != num_rows:
+        raise GraphfeedError(
+            f"degrees must have one entry per row ({num_rows}), got shape {tuple(t.shape)}")
+    if t.dtype.is_complex or t.dtype == torch.bool:
+        raise GraphfeedError(f"degrees must be real numbers, got dtype {t.dtype}")
+    return t.to(device)
+
+
+def _top_rows(scores: torch.Tensor, k: int) -> torch.Tensor:
+    """The ``k`` ids with the highest scores (ties: lower ids first)."""
+    order = torch.sort(scores, descending=True, stable=True).indices
+    return order[: check_int("capacity", k, 0)]
+
+
+def _uva_source(feature: Feature, device: torch.device) -> Optional[torch.Tensor]:
+    """A tensor of all of ``feature``'s rows that kernels on ``device`` can gather from: the
+    rows themselves when they are on ``device`` (a UVA view placed earlier, or CPU rows for a
+    CPU device), a UVA view when they are pinned host memory, else ``None``."""
+    from .memory import InMemoryFeature
+    from .pinned import PinnedFeature
+
+    if isinstance(feature, PinnedFeature):
+        data = feature.data
+    elif isinstance(feature, InMemoryFeature):
+        data = feature.data
+    else:
+        return None
+    if data is None or not data.is_contiguous():
+        return None
+    if data.device.type == device.type and (data.device.index or 0) == (device.index or 0):
+        return data
+    if device.type == "cuda" and data.device.type == "cpu" and data.is_pinned():
+        from .._pinning import uva_tensor
+
+        return uva_tensor(data, device)
+    return None
