@@ -125,7 +125,10 @@ def test_sigterm_to_the_launcher_stops_everything_cleanly(tmp_path, sig):
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode not in (0, None)
-    assert f"LaunchTerminated: stopped by {signal.Signals(sig).name}" in err.strip().splitlines()[-1]
+    # the error is the last thing graphfeed prints; native extensions may add exit notices
+    # after it (nanobind's leak report, once PyG has imported triton), which are not ours
+    ours = err.split("\nnanobind:")[0].strip().splitlines()
+    assert f"LaunchTerminated: stopped by {signal.Signals(sig).name}" in ours[-1]
     assert "rank(s) stopped, shared memory removed" in err
     _assert_nothing_left(spawned, run_id)
 
