@@ -18,12 +18,13 @@ def test_bench_features_small(tmp_path):
     rep = bench_features(a, batches, warmup_batches=2, repeats=1, cold_batches=1,
                          cache_policies=("sieve", "lru"), workdir=tmp_path)
     res = rep["results"]
-    assert set(res) == {"ram", "disk-warm", "disk-cold", "disk-direct", "lmdb", "cache-sieve", "cache-lru"}
-    assert res["ram"]["ratio_to_ram"] == 1.0
+    assert set(res) == {"ceiling", "ram", "ram-fresh", "disk-warm", "disk-cold", "disk-direct",
+                        "lmdb", "cache-sieve", "cache-lru"}
+    assert res["ceiling"]["ratio_to_ceiling"] == 1.0
     for name, r in res.items():
         assert r["rows_per_s"] > 0 and r["gb_per_s"] > 0
         assert abs(r["gb_per_s"] * 1e9 / r["rows_per_s"] - 32) < 1e-6  # 8 float32 per row
-        assert r["ratio_to_ram"] == r["rows_per_s"] / res["ram"]["rows_per_s"]
+        assert r["ratio_to_ceiling"] == r["rows_per_s"] / res["ceiling"]["rows_per_s"]
     assert res["disk-warm"]["rows"] == sum(len(b) for b in batches[2:])
     assert res["disk-cold"]["rows"] == len(batches[2])
     for p in ("sieve", "lru"):
@@ -45,5 +46,6 @@ def test_cli_on_tiny_dataset(tiny_dataset, capsys):
                               "--backends", "ram,disk-warm,lmdb,cache", "--json"])
     assert bench_features.run(args) == 0
     rep = json.loads(capsys.readouterr().out)
-    assert set(rep["results"]) == {"ram", "disk-warm", "lmdb", "cache-sieve", "cache-s3fifo"}
+    assert set(rep["results"]) == {"ceiling", "ram", "ram-fresh", "disk-warm", "lmdb",
+                                   "cache-sieve", "cache-s3fifo"}
     assert rep["feature"]["shape"][0] == tiny_dataset.num_nodes
