@@ -22,12 +22,9 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba.core import cgutils, types
 from numba.cpython.unsafe.numbers import trailing_zeros
-from numba.extending import intrinsic
 
-from .._numba import KERNEL_FLAGS, kernel
+from .._numba import KERNEL_FLAGS, kernel, prefetch
 
 # The per-destination sampler, inlined at numba IR level into the fill loops (LLVM leaves it
 # out of line, and the call with its many array arguments costs ~5-10% of the layer time).
@@ -54,25 +51,6 @@ FLOYD_MAX_K = 32
 # the node-map entry of the edge RELABEL_PREFETCH_AHEAD ahead. Together ~+60% throughput.
 PREFETCH_AHEAD = 8
 RELABEL_PREFETCH_AHEAD = 64
-
-
-@intrinsic
-def prefetch(typingctx, arr, idx):
-    """Hint the CPU to load ``arr[idx]`` into cache (``llvm.prefetch``; never faults)."""
-    sig = types.void(arr, idx)
-
-    def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32])
-        name = "llvm.prefetch.p0" if getattr(ptr.type, "is_opaque", True) else "llvm.prefetch.p0i8"
-        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
-        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
-
-    return sig, codegen
 
 
 @kernel
