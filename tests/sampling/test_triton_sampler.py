@@ -296,6 +296,13 @@ def test_gpu_entry_chooses_triton_only_where_it_runs(monkeypatch):
     assert not GPUSampler.uses_triton([3], device="cpu")
     assert not GPUSampler.uses_triton([3], device="cuda", method=Labor())
     assert not GPUSampler.uses_triton([2000], device="cuda")
+    monkeypatch.setenv("GRAPHFEED_GPU_SAMPLER", "torch")  # the escape hatch
+    assert not GPUSampler.uses_triton([15, 10, 5], device="cuda")
+    monkeypatch.setenv("GRAPHFEED_GPU_SAMPLER", "cuda")
+    with pytest.raises(GraphfeedError, match="GRAPHFEED_GPU_SAMPLER='cuda'"):
+        GPUSampler.uses_triton([15, 10, 5], device="cuda")
+    monkeypatch.setenv("GRAPHFEED_GPU_SAMPLER", "auto")
+    assert GPUSampler.uses_triton([15, 10, 5], device="cuda")
     monkeypatch.setattr(triton_sampler, "triton_importable", lambda: False)
     assert not GPUSampler.uses_triton([3], device="cuda")
     monkeypatch.setattr(cuda_mod, "cuda_available", lambda: False)

@@ -8,6 +8,7 @@ Importing this module imports neither triton nor CUDA: the kernels
 from __future__ import annotations
 
 import copy
+import os
 from concurrent.futures import Executor
 from typing import Optional, Sequence
 
@@ -302,11 +303,19 @@ def _seed_error(seeds: np.ndarray, num_nodes: int) -> GraphfeedError:
         "seeds must be distinct")
 
 
+#: Environment variable that overrides the ``"gpu"`` entry's choice (``auto`` or ``torch``).
+GPU_SAMPLER_ENV = "GRAPHFEED_GPU_SAMPLER"
+
+
 class GPUSampler:
     """The ``"gpu"`` registry entry (the CUDA placement modes use it): ``from_graph`` builds a
     ``TritonNeighborSampler`` where it can run (triton imports, the device is CUDA and visible,
     the method is uniform, every fanout is at most ``MAX_FANOUT``), else a
-    ``TorchNeighborSampler`` with the same arguments."""
+    ``TorchNeighborSampler`` with the same arguments.
+
+    ``GRAPHFEED_GPU_SAMPLER=torch`` in the environment always picks the torch sampler (the
+    escape hatch while the Triton kernels await their first GPU run; ``auto``, the default,
+    chooses as above)."""
 
     @staticmethod
     def from_graph(graph: CSCGraph, fanouts: Sequence[int], *, device="cpu", method=None,
@@ -325,5 +334,12 @@ class GPUSampler:
         from .. import _cuda
 
         fanouts = check_fanouts(fanouts)
+        choice = os.environ.get(GPU_SAMPLER_ENV, "auto").strip().lower() or "auto"
+        if choice not in ("auto", "torch"):
+            raise GraphfeedError(
+                f"{GPU_SAMPLER_ENV}={os.environ[GPU_SAMPLER_ENV]!r}: use 'auto' (Triton where it "
+                f"can run, else torch) or 'torch'")
+        if choice == "torch":
+            return False
         return (torch.device(device).type == "cuda" and method_kind(method) == "uniform"
                 and max(fanouts) <= MAX_FANOUT and _cuda.cuda_available() and triton_importable())
