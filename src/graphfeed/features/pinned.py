@@ -64,10 +64,8 @@ class PinnedFeature(WrappedFeature):
               executor: Optional[Executor]) -> torch.Tensor:
         if out is None and self.pin_outputs:
             out = torch.empty((ids.shape[0], *self.row_shape), dtype=self.dtype, pin_memory=True)
-        if self._data is not None:
-            if out is None:
-                return torch.index_select(self._data, 0, ids)
-            return torch.index_select(self._data, 0, ids, out=out)
+        # host reads go through the wrapped feature (its prefetching gather on the executor,
+        # not torch's OpenMP threads); the pinned rows serve the GPU through uva()
         return self.feature.read(ids, out=out, check=False, executor=executor)
 
     def close(self) -> None:
