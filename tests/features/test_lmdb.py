@@ -182,3 +182,41 @@ def test_pickle_roundtrip_reopens(tmp_path):
     s.read([1, 2])
     s2 = pickle.loads(pickle.dumps(s))
     np.testing.assert_array_equal(s2.read([49, 0]).numpy(), a[[49, 0]])
+
+
+def test_reads_after_an_update_see_the_new_rows_and_a_short_chunk_is_a_clear_error(tmp_path):
+    # reads use a per-snapshot table of chunk addresses: a write must invalidate it
+    import struct
+
+    a = np.arange(40 * 4, dtype=np.float32).reshape(40, 4)
+    path = tmp_path / "s"
+    LMDBFeature.build(path, a, rows_per_chunk=8).close()
+    rw = LMDBFeature(path, readonly=False, num_threads=1)
+    ids = torch.tensor([39, 0, 17, 17, 8])
+    assert torch.equal(rw.read(ids), torch.from_numpy(a[ids.numpy()]))
+    rw.update([17, 0], np.full((2, 4), -1.0, np.float32))
+    b = a.copy()
+    b[[17, 0]] = -1.0
+    assert torch.equal(rw.read(ids), torch.from_numpy(b[ids.numpy()]))
+    rw.close()
+
+    env = lmdb.open(str(path), subdir=True)
+    with env.begin(write=True) as txn:
+        txn.put(struct.pack(">Q", 2), b"\0" * 12)  # chunk 2 cut short
+    env.close()
+    with LMDBFeature(path) as f, pytest.raises(DatasetError, match="chunk 2 is 12 bytes, expected 128"):
+        f.read([0])
+
+
+def test_in_memory_feature_pickles_its_rows_once():
+    import pickle
+
+    from graphfeed.features.memory import InMemoryFeature
+
+    a = np.random.default_rng(0).standard_normal((300, 5)).astype(np.float32)
+    f = InMemoryFeature(a, num_threads=3)
+    g = pickle.loads(pickle.dumps(f))
+    assert len(pickle.dumps(f)) < 2 * a.nbytes  # the word view is not pickled beside the rows
+    ids = torch.tensor([299, 3, 3, 0])
+    assert torch.equal(g.read(ids), torch.from_numpy(a[ids.numpy()]))
+    assert g.num_threads == 3
