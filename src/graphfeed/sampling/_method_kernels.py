@@ -288,81 +288,53 @@ def labor_variate(t, key32):
     return h ^ (h >> _S16)
 
 
-# Edges are hashed in blocks of LABOR_BLOCK: a branch-free count first (it vectorises), and only
-# blocks with a kept edge are scanned again to write it (for hubs, most blocks keep nothing).
-LABOR_BLOCK = 64
+# Hub in-edges are hashed in blocks of LABOR_BLOCK: one branch-free pass (it vectorises) hashes
+# the block into a small buffer and counts the kept edges; a second pass over the buffer (no
+# rehashing) writes them, skipped for blocks that keep nothing (most blocks of a hub).
+LABOR_BLOCK = 128
 
 
 @kernel
-def _labor_keep(indices, st, d, thr, key32, i, w, rows, cols, ew, eids, want_eids, n):
-    """Append destination ``i``'s in-edges ``indices[st:st+d]`` whose source variate is below
-    ``thr`` at ``n``; returns the new ``n``."""
-    end = st + d
-    for b0 in range(st, end, LABOR_BLOCK):
-        b1 = min(b0 + LABOR_BLOCK, end)
-        c = 0
-        for p in range(b0, b1):
-            c += labor_variate(indices[p], key32) < thr
-        if c == 0:
-            continue
-        for p in range(b0, b1):
-            t = indices[p]
-            if labor_variate(t, key32) < thr:
-                rows[n] = t
-                cols[n] = i
-                ew[n] = w
-                if want_eids:
-                    eids[n] = p
-                n += 1
-                c -= 1
-                if c == 0:
-                    break
-    return n
+def _grow(rows, cols, ew, eids, n, cap, want_eids):
+    """The output buffers of :func:`sample_labor` at capacity ``cap``, first ``n`` kept."""
+    rows2 = np.empty(cap, np.int64)
+    rows2[:n] = rows[:n]
+    cols2 = np.empty(cap, np.int64)
+    cols2[:n] = cols[:n]
+    ew2 = np.empty(cap, np.float32)
+    ew2[:n] = ew[:n]
+    eids2 = eids
+    if want_eids:
+        eids2 = np.empty(cap, np.int64)
+        eids2[:n] = eids[:n]
+    return rows2, cols2, ew2, eids2
 
 
 @kernel
-def sample_labor(indptr, indices, dst, lo, hi, fanout, node_key, want_eids):
-    """LABOR-0 for destinations ``[lo, hi)`` in one pass: in-edge ``t -> dst[i]`` of a
-    destination of degree ``d`` is kept when ``r_t < fanout / d`` (``r_t`` from
-    :func:`labor_variate` and the low 32 bits of ``node_key``; every edge when
-    ``d <= fanout`` or ``fanout == -1``), with weight ``1 / (d * min(1, fanout / d))``.
-    Returns ``(rows, cols, eids, weights)`` (global source ids, destination positions, edge
-    positions or an empty array, float32 weights), grown as needed (no count pass)."""
-    key32 = node_key & _M32
-    cap = 16 + (hi - lo) * (fanout if fanout > 0 else 16)
-    rows = np.empty(cap, np.int64)
-    cols = np.empty(cap, np.int64)
-    ew = np.empty(cap, np.float32)
-    eids = np.empty(cap if want_eids else 0, np.int64)
-    n = 0
-    for i in range(lo, hi):
-        if i + PREFETCH_AHEAD < hi:
-            prefetch(indptr, dst[i + PREFETCH_AHEAD])
-        v = dst[i]
-        st = indptr[v]
-        d = indptr[v + 1] - st
+def _labor_fill(indices, starts, degs, lo, i0, fanout, key32, rows, cols, ew, eids, want_eids,
+                n, hb):
+    """Destinations ``i0, i0 + 1, ...`` (positions relative to ``lo``) into the buffers from
+    ``n`` on, until every one is done or one does not fit: returns ``(i, n)`` with ``i`` the
+    destination to redo after growing (its partial output dropped; its draws do not depend on
+    the attempt), or ``len(starts)``. The buffers are arguments, fixed for the loop (numba
+    reloads arrays reassigned inside a loop)."""
+    n_dst = starts.shape[0]
+    cap = rows.shape[0]
+    for i in range(i0, n_dst):
+        if i + PREFETCH_AHEAD < n_dst:
+            prefetch(indices, starts[i + PREFETCH_AHEAD])
+        st = starts[i]
+        d = degs[i]
         if d == 0:
             continue
-        if n + d > cap:
-            cap = max(2 * cap, n + d)
-            rows2 = np.empty(cap, np.int64)
-            rows2[:n] = rows[:n]
-            rows = rows2
-            cols2 = np.empty(cap, np.int64)
-            cols2[:n] = cols[:n]
-            cols = cols2
-            ew2 = np.empty(cap, np.float32)
-            ew2[:n] = ew[:n]
-            ew = ew2
-            if want_eids:
-                eids2 = np.empty(cap, np.int64)
-                eids2[:n] = eids[:n]
-                eids = eids2
+        col = lo + i
         if fanout < 0 or d <= fanout:
+            if n + d > cap:
+                return i, n
             w = np.float32(1.0 / d)
             for p in range(st, st + d):
                 rows[n] = indices[p]
-                cols[n] = i
+                cols[n] = col
                 ew[n] = w
                 if want_eids:
                     eids[n] = p
@@ -370,9 +342,72 @@ def sample_labor(indptr, indices, dst, lo, hi, fanout, node_key, want_eids):
             continue
         # keep t when its variate is below fanout / d (2**-32 resolution)
         thr = np.uint64(fanout / d * 4294967296.0)
-        n = _labor_keep(indices, st, d, thr, key32, i, np.float32(1.0 / fanout), rows, cols, ew,
-                        eids, want_eids, n)
-    return rows[:n], cols[:n], eids[:n] if want_eids else eids, ew[:n]
+        w = np.float32(1.0 / fanout)
+        n0 = n
+        end = st + d
+        for b0 in range(st, end, LABOR_BLOCK):
+            m = min(LABOR_BLOCK, end - b0)
+            c = 0
+            for q in range(m):
+                h = labor_variate(indices[b0 + q], key32)
+                hb[q] = h
+                c += h < thr
+            if c == 0:
+                continue
+            if n + c > cap:
+                return i, n0
+            for q in range(m):
+                if hb[q] < thr:
+                    rows[n] = indices[b0 + q]
+                    cols[n] = col
+                    ew[n] = w
+                    if want_eids:
+                        eids[n] = b0 + q
+                    n += 1
+    return n_dst, n
+
+
+@kernel
+def sample_labor(indptr, indices, dst, lo, hi, fanout, node_key, want_eids):
+    """LABOR-0 for destinations ``[lo, hi)``: in-edge ``t -> dst[i]`` of a destination of
+    degree ``d`` is kept when ``r_t < fanout / d`` (``r_t`` from :func:`labor_variate` and the
+    low 32 bits of ``node_key``; every edge when ``d <= fanout`` or ``fanout == -1``), with
+    weight ``1 / (d * min(1, fanout / d))``. Returns ``(edge_index, eids, weights)``: global
+    source ids in row 0 and destination positions in row 1 of a ``(2, E)`` int64 array, edge
+    positions (or an empty array), float32 weights.
+
+    A first pass caches every destination's neighbour range (independent reads the CPU
+    overlaps) and sizes the buffers for the expected count; :func:`_labor_fill` fills them,
+    prefetching neighbour lists ahead, and they grow when a hub keeps more than expected."""
+    n_dst = hi - lo
+    starts = np.empty(n_dst, np.int64)
+    degs = np.empty(n_dst, np.int64)
+    cap = 16
+    for i in range(n_dst):
+        v = dst[lo + i]
+        st = indptr[v]
+        d = indptr[v + 1] - st
+        starts[i] = st
+        degs[i] = d
+        cap += d if (fanout < 0 or d <= fanout) else fanout
+    cap += cap >> 3  # hubs keep fanout edges in expectation: slack before any growth
+    rows = np.empty(cap, np.int64)
+    cols = np.empty(cap, np.int64)
+    ew = np.empty(cap, np.float32)
+    eids = np.empty(cap if want_eids else 0, np.int64)
+    hb = np.empty(LABOR_BLOCK, np.uint64)
+    key32 = node_key & _M32
+    i, n = _labor_fill(indices, starts, degs, lo, 0, fanout, key32, rows, cols, ew, eids,
+                       want_eids, 0, hb)
+    while i < n_dst:
+        cap = max(2 * cap, n + degs[i])
+        rows, cols, ew, eids = _grow(rows, cols, ew, eids, n, cap, want_eids)
+        i, n = _labor_fill(indices, starts, degs, lo, i, fanout, key32, rows, cols, ew, eids,
+                           want_eids, n, hb)
+    edge_index = np.empty((2, n), np.int64)
+    edge_index[0] = rows[:n]
+    edge_index[1] = cols[:n]
+    return edge_index, eids[:n] if want_eids else eids, ew[:n]
 
 
 # --------------------------------------------------------------------------- temporal

@@ -318,10 +318,12 @@ class NeighborSampler(Sampler):
 
             run_chunks(labor, n_dst, parts, executor)
             parts_out = [outs[a] for a in sorted(outs)]
-            edge_index = np.stack([np.concatenate([o[0] for o in parts_out]),
-                                   np.concatenate([o[1] for o in parts_out])])
-            eids = np.concatenate([o[2] for o in parts_out])
-            ew = np.concatenate([o[3] for o in parts_out])
+            if len(parts_out) == 1:
+                edge_index, eids, ew = parts_out[0]
+            else:
+                edge_index = np.concatenate([o[0] for o in parts_out], axis=1)
+                eids = np.concatenate([o[1] for o in parts_out])
+                ew = np.concatenate([o[2] for o in parts_out])
         else:
             offsets = np.zeros(n_dst + 1, dtype=np.int64)
             starts = np.empty(n_dst, dtype=np.int64)
