@@ -74,7 +74,9 @@ def test_weighted_first_draw_chi_square(name, replace):
 
 
 @pytest.mark.parametrize("name", SAMPLERS)
-@pytest.mark.parametrize("k", [2, 4])  # numba: k=2 draws successively from the alias table, k=4 scans
+# numba: k=2 draws successively from the alias table, k=4 adds the exact fallback step after
+# repeated rejections, k=5 (degree 7 <= 1.5 k) is the scan of the weights (_weighted_scan)
+@pytest.mark.parametrize("k", [2, 4, 5])
 def test_weighted_subsets_match_successive_sampling(name, k):
     w = [1.0, 2.0, 0.0, 3.0, 4.0, 0.5, 6.0]
     exact = successive_subset_probs(w, k)

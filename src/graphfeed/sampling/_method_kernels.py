@@ -30,6 +30,8 @@ from ._kernels import (
 )
 
 _S11 = np.uint64(11)
+_S32 = np.uint64(32)
+_TWO32 = np.uint64(1 << 32)
 _INV53 = 1.0 / 9007199254740992.0  # 2**-53
 
 
@@ -124,6 +126,21 @@ def build_alias(indptr, indices, weights, rec, totals, npos):
     return -1
 
 
+@kernel
+def _pos_and_coin(ctr, d):
+    """A uniform position in ``[0, d)`` (``1 <= d < 2**31``) and an independent uniform 32-bit
+    coin from one 64-bit draw: the position from the high half (Lemire's multiply-shift, its
+    rejection decided by the high half alone), the coin from the low half."""
+    b = np.uint64(d)
+    while True:
+        ctr = ctr + GOLDEN
+        x = mix64(ctr)
+        m = (x >> _S32) * b
+        low = m & _MASK32
+        if low >= b or low >= (_TWO32 - b) % b:
+            return np.int64(m >> _S32), x & _MASK32, ctr
+
+
 @_inline_kernel
 def _alias_draws(rec, st, d, m, ctr, out, src, off, ubuf):
     """``m`` i.i.d. relative positions of ``[0, d)``, ``P(p) = w_p / sum(w)``, into
@@ -131,10 +148,9 @@ def _alias_draws(rec, st, d, m, ctr, out, src, off, ubuf):
     counter. The random numbers come first and the record reads after, independent of one
     another and branch-free, so their cache misses overlap."""
     for r in range(m):
-        j, ctr = bounded(ctr, d)
-        ctr = ctr + GOLDEN
+        j, coin, ctr = _pos_and_coin(ctr, d)
         out[off + r] = j
-        ubuf[r] = mix64(ctr) & _MASK32
+        ubuf[r] = coin
     for r in range(m):
         j = out[off + r]
         keep = ubuf[r] < (np.uint64(rec[st + j, THR]) & _MASK32)
@@ -216,12 +232,54 @@ def _weighted_successive(weights, rec, total, st, d, k, ctr, rows, srcs, off, ca
         n += 1
 
 
+# Destinations whose degree d is close to their count k (2 d <= 3 k) and at most
+# WEIGHTED_SCAN_MAX_DEG (<= 64) are sampled by exact successive draws over their contiguous
+# weights (:func:`_weighted_scan`): there, successive alias draws mostly repeat edges already
+# chosen (measured 5.6x uniform's time per destination for degrees 16-23 at fanout 15, the scan
+# 3.6x); from 2 d > 3 k on the alias draws were faster. Exponential keys with an inline
+# logarithm measured slower than both (a key and its sorted insertion cost ~60 ns).
+WEIGHTED_SCAN_MAX_DEG = 64
+_ONE = np.uint64(1)
+
+
+@_inline_kernel
+def _weighted_scan(weights, st, d, k, ctr, pos):
+    """Successive draws without replacement for ``d <= 64``: each step draws ``u * rest``
+    (``rest`` the weight not yet chosen) and walks the unchosen positive weights (a 64-bit mask
+    of the chosen ones) until it is used up; ``k`` positions of ``[0, d)`` into ``pos``. The
+    last unchosen positive weight absorbs rounding."""
+    rest = 0.0
+    for q in range(d):
+        w = weights[st + q]
+        if w > 0:
+            rest += w
+    chosen = np.uint64(0)
+    for n in range(k):
+        u, ctr = unit_open1(ctr)
+        x = u * rest
+        p = -1
+        for q in range(d):
+            if chosen & (_ONE << np.uint64(q)):
+                continue
+            w = weights[st + q]
+            if w > 0:
+                p = q
+                x -= w
+                if x < 0:
+                    break
+        chosen |= _ONE << np.uint64(p)
+        pos[n] = p
+        rest -= weights[st + p]
+
+
 @kernel
 def fill_weighted(indices, weights, rec, totals, npos, dst, starts, degs, lo, hi, fanout,
-                  replace, layer_key, offsets, edge_index, eids, want_eids):
+                  replace, layer_key, offsets, edge_index, eids, want_eids, scan_max_deg):
     """Sample destinations ``[lo, hi)`` into their slots (global source ids in row 0, ``i`` in
     row 1, edge positions in ``eids`` when wanted): every positive-weight edge when the count
-    is all of them, else alias draws (i.i.d. with replacement, successive without)."""
+    is all of them, else alias draws (i.i.d. with replacement, successive without; without
+    replacement, a scan of the weights when the degree is at most ``scan_max_deg`` (and 64) and
+    at most 1.5x the count)."""
     rows = edge_index[0]
     cols = edge_index[1]
     k = max(fanout, 1)
@@ -231,16 +289,20 @@ def fill_weighted(indices, weights, rec, totals, npos, dst, starts, degs, lo, hi
     pos = np.empty(k, np.int64)
     psrc = np.empty(k, np.int64)
     for i in range(lo, hi):
-        if i + PREFETCH_AHEAD < hi:
-            prefetch(rec, starts[i + PREFETCH_AHEAD])
+        if i + PREFETCH_AHEAD < hi:  # the list read next: records for alias draws, else ids
+            a = i + PREFETCH_AHEAD
+            if degs[a] > scan_max_deg or replace:
+                prefetch(rec, starts[a])
+            else:
+                prefetch(indices, starts[a])
         off = offsets[i]
         c = offsets[i + 1] - off
         if c == 0:
             continue
         st = starts[i]
         d = degs[i]
-        v = dst[i]
-        if c == npos[v] and not (replace and fanout >= 0):  # every positive-weight edge
+        no_repl = not (replace and fanout >= 0)
+        if no_repl and (c == d or c == npos[dst[i]]):  # every positive-weight edge
             n = off
             for p in range(d):
                 if c == d or weights[st + p] > 0:
@@ -251,10 +313,19 @@ def fill_weighted(indices, weights, rec, totals, npos, dst, starts, degs, lo, hi
                     n += 1
             continue
         ctr = dst_base(layer_key, i)
-        if replace and fanout >= 0:
+        if not no_repl:
             _alias_draws(rec, st, d, c, ctr, pos, psrc, 0, ubuf)
+        elif d <= min(scan_max_deg, 64) and 2 * d <= 3 * c:
+            _weighted_scan(weights, st, d, c, ctr, pos)
+            for q in range(c):
+                p = st + pos[q]
+                rows[off + q] = indices[p]
+                cols[off + q] = i
+                if want_eids:
+                    eids[off + q] = p
+            continue
         else:
-            _weighted_successive(weights, rec, totals[v], st, d, c, ctr, pos, psrc, 0, cand,
+            _weighted_successive(weights, rec, totals[dst[i]], st, d, c, ctr, pos, psrc, 0, cand,
                                  csrc, ubuf)
         for q in range(c):
             rows[off + q] = psrc[q]

@@ -349,7 +349,7 @@ class NeighborSampler(Sampler):
                 if kind == "weighted":
                     MK.fill_weighted(indices, pre["weights"], pre["table"], pre["totals"],
                                      pre["npos"], dst, starts, degs, a, b, fanout, replace, key,
-                                     offsets, edge_index, eids, want)
+                                     offsets, edge_index, eids, want, MK.WEIGHTED_SCAN_MAX_DEG)
                 elif last:
                     MK.fill_last(pre["tsrc"], starts, degs, a, b, offsets, edge_index, eids, want)
                 else:  # uniform sampling of each eligible prefix of the time-sorted columns
