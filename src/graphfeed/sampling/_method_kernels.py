@@ -12,9 +12,14 @@ Costs per destination of in-degree ``d`` and fanout ``k`` (and what is built onc
 - weighted: Walker alias records per edge (built once, O(E); 16 B per edge with int32 ids):
   with replacement ``k`` i.i.d. draws, O(k); without, successive draws from the same table
   skipping already chosen edges (the standard definition), O(k) expected plus an O(d) exact
-  step when ``MAX_REJECTS`` draws in a row repeat (the chosen edges hold most of the weight).
+  step when ``MAX_REJECTS`` draws in a row repeat (the chosen edges hold most of the weight);
+  a degree close to the count (``2 d <= 3 k``, ``d <= 64``) is drawn by an exact scan of its
+  weights instead, O(k d) on one or two cache lines. Each alias draw is one 64-bit hash
+  (position and coin).
 - LABOR: every in-edge's source variate is compared with ``k / d``: O(d) (the definition needs
-  each in-neighbour's variate), hashed in blocks with a branch-free count first; one pass.
+  each in-neighbour's variate). A first pass caches the neighbour ranges, the second prefetches
+  lists ahead and hashes hub lists in blocks (a branch-free pass into a buffer, then only the
+  blocks that keep an edge are read again, without rehashing).
 - temporal: each column sorted by time once (O(E log d), time, source and position per edge);
   per destination a binary search for the eligible prefix, then uniform sampling of that prefix
   (``_kernels.fill_layer``) or its last ``k`` edges: O(log d + k).
