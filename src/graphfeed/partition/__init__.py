@@ -19,4 +19,6 @@ from .._lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     ".book": "PartitionBook Part read_book load_part check_partition METHODS",
     ".partitioner": "partition_dataset assign_parts write_partition describe",
+    ".keyed": "KeyedNeighborSampler",
+    ".dist": "Exchange DistNeighborSampler DistFeature",
 })

@@ -1,0 +1,41 @@
+"""Functions run inside ranks started by graphfeed.distributed.launch (importable by name)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def sample_partitioned(path: str, fanouts, batch_size: int, steps: int, seed: int,
+                       cache_rows: int = 0, replace: bool = False):
+    """Sample ``steps`` batches of this rank's train ids on the partition at ``path`` and
+    return them in DATASET ids: per step ``(seeds, [(edge_index, src_nodes, num_dst)],
+    feat, label)``, plus exchange and cache stats. With ``cache_rows``, the cache is built
+    after the first half of the steps."""
+    from graphfeed.distributed import World, init, shutdown
+    from graphfeed.partition import load_part, read_book
+    from graphfeed.partition.dist import DistFeature, DistNeighborSampler, Exchange
+
+    w = init(World.from_env(), backend="gloo", timeout_s=60)
+    book = read_book(path)
+    part = load_part(book, w.rank)
+    ex = Exchange()
+    sampler = DistNeighborSampler(part, fanouts, ex, replace=replace, seed=seed)
+    feat = DistFeature(part, "feat", ex)
+    label = DistFeature(part, "label", ex)
+    orig = np.asarray(book.orig_ids())
+    train = np.asarray(part.splits["train"])
+    out = []
+    for step in range(steps):
+        if cache_rows and step == steps // 2:
+            feat.build_cache(cache_rows)
+        seeds = train[step * batch_size:(step + 1) * batch_size]
+        bi = step * w.world_size + w.rank
+        mb = sampler.sample(seeds, epoch=1, batch_index=bi)
+        x = feat.read(mb.input_nodes).numpy().copy()
+        y = label.read(mb.seeds).numpy().copy()
+        blocks = [(b.edge_index.numpy().copy(), orig[b.src_nodes.numpy()], b.num_dst)
+                  for b in mb.blocks]
+        out.append((bi, orig[mb.seeds.numpy()], blocks, x, y))
+    stats = {"exchange": ex.stats.to_json(), "cache": feat.cache_stats.to_json()}
+    shutdown()
+    return {"rank": w.rank, "batches": out, "stats": stats}

@@ -1,0 +1,91 @@
+"""THE test of issue 17: a partitioned run (1, 2 and 4 gloo processes) yields, for the same
+seed, the batches of a single-process run over the whole graph: same seeds, blocks, features and
+labels (``KeyedNeighborSampler``, keyed by dataset id)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from graphfeed.partition import KeyedNeighborSampler, partition_dataset
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+FANOUTS = [4, 3]
+
+
+@pytest.fixture(scope="module")
+def parted(tiny_dataset, tmp_path_factory):
+    root = tmp_path_factory.mktemp("parts")
+    out = {}
+    for parts, method in ((1, "random"), (2, "random"), (4, "metis")):
+        if method == "metis" and not _has_pymetis():
+            method = "random"
+        out[parts] = partition_dataset(tiny_dataset, root / f"p{parts}", parts, method=method)
+    return out
+
+
+def _has_pymetis() -> bool:
+    try:
+        import pymetis  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _check_equal_to_reference(ds, results, replace=False):
+    ref = KeyedNeighborSampler(ds.graph, FANOUTS, replace=replace, seed=7)
+    x_all = np.asarray(ds.arrays.node_features["feat"])
+    y_all = np.asarray(ds.arrays.node_features["label"])
+    n = 0
+    for r in results:
+        for bi, seeds, blocks, x, y in r["batches"]:
+            mb = ref.sample(seeds, epoch=1, batch_index=bi)
+            assert len(mb.blocks) == len(blocks)
+            for rb, (ei, src, nd) in zip(mb.blocks, blocks):
+                assert rb.num_dst == nd
+                np.testing.assert_array_equal(rb.src_nodes.numpy(), src)
+                np.testing.assert_array_equal(rb.edge_index.numpy(), ei)
+            np.testing.assert_array_equal(x, x_all[mb.input_nodes.numpy()])
+            np.testing.assert_array_equal(y, y_all[seeds])
+            n += 1
+    assert n > 0
+
+
+def test_one_part_without_a_process_group(tiny_dataset, parted):
+    from _dist_ranks import sample_partitioned
+
+    r = sample_partitioned(str(parted[1].path), FANOUTS, 64, 3, seed=7)
+    _check_equal_to_reference(tiny_dataset, [r])
+    assert r["stats"]["exchange"]["bytes_sent"] == 0
+
+
+@pytest.mark.parametrize("parts", [2, 4])
+def test_partitioned_batches_equal_the_whole_graph(tiny_dataset, parted, parts,
+                                                   no_leftover_segments):
+    from graphfeed.distributed import launch
+
+    from _dist_ranks import sample_partitioned
+
+    results = launch(sample_partitioned, parts, str(parted[parts].path), FANOUTS, 64, 4, 7,
+                     timeout_s=120)
+    assert [r["rank"] for r in results] == list(range(parts))
+    _check_equal_to_reference(tiny_dataset, results)
+    for r in results:  # something really crossed the process boundary
+        assert r["stats"]["exchange"]["bytes_received"] > 0
+
+
+def test_the_cache_changes_traffic_not_batches(tiny_dataset, parted, no_leftover_segments):
+    from graphfeed.distributed import launch
+
+    from _dist_ranks import sample_partitioned
+
+    results = launch(sample_partitioned, 2, str(parted[2].path), FANOUTS, 64, 6, 7, 400,
+                     timeout_s=120)
+    _check_equal_to_reference(tiny_dataset, results)
+    for r in results:
+        c = r["stats"]["cache"]
+        assert c["lookups"] > 0 and 0 < c["hits"] <= c["lookups"]
