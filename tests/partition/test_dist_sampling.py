@@ -36,6 +36,19 @@ def _has_pymetis() -> bool:
     return True
 
 
+def _launch(parts, *args):
+    """``sample_partitioned(*args)`` in ``parts`` gloo processes; no shared memory left."""
+    from graphfeed.distributed import launch
+    from graphfeed.distributed.shm import list_segments
+
+    from _dist_ranks import sample_partitioned
+
+    before = set(list_segments())
+    results = launch(sample_partitioned, parts, *args, timeout_s=120)
+    assert set(list_segments()) - before == set()
+    return results
+
+
 def _check_equal_to_reference(ds, results, replace=False):
     ref = KeyedNeighborSampler(ds.graph, FANOUTS, replace=replace, seed=7)
     x_all = np.asarray(ds.arrays.node_features["feat"])
@@ -64,28 +77,22 @@ def test_one_part_without_a_process_group(tiny_dataset, parted):
 
 
 @pytest.mark.parametrize("parts", [2, 4])
-def test_partitioned_batches_equal_the_whole_graph(tiny_dataset, parted, parts,
-                                                   no_leftover_segments):
-    from graphfeed.distributed import launch
-
-    from _dist_ranks import sample_partitioned
-
-    results = launch(sample_partitioned, parts, str(parted[parts].path), FANOUTS, 64, 4, 7,
-                     timeout_s=120)
+def test_partitioned_batches_equal_the_whole_graph(tiny_dataset, parted, parts):
+    results = _launch(parts, str(parted[parts].path), FANOUTS, 64, 4, 7)
     assert [r["rank"] for r in results] == list(range(parts))
     _check_equal_to_reference(tiny_dataset, results)
     for r in results:  # something really crossed the process boundary
         assert r["stats"]["exchange"]["bytes_received"] > 0
 
 
-def test_the_cache_changes_traffic_not_batches(tiny_dataset, parted, no_leftover_segments):
-    from graphfeed.distributed import launch
-
-    from _dist_ranks import sample_partitioned
-
-    results = launch(sample_partitioned, 2, str(parted[2].path), FANOUTS, 64, 6, 7, 400,
-                     timeout_s=120)
+def test_the_cache_changes_traffic_not_batches(tiny_dataset, parted):
+    results = _launch(2, str(parted[2].path), FANOUTS, 64, 6, 7, 400)
     _check_equal_to_reference(tiny_dataset, results)
     for r in results:
         c = r["stats"]["cache"]
         assert c["lookups"] > 0 and 0 < c["hits"] <= c["lookups"]
+
+
+def test_with_replacement_too(tiny_dataset, parted):
+    results = _launch(2, str(parted[2].path), FANOUTS, 64, 2, 7, 0, True)
+    _check_equal_to_reference(tiny_dataset, results, replace=True)

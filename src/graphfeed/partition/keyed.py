@@ -56,13 +56,8 @@ class KeyedSamplerBase(Sampler):
         self.seed = int(seed)
         self._maps = _MapPool(self._num_nodes)
 
-    @property
-    def num_nodes(self) -> int:
-        return self._num_nodes
-
-    @property
-    def fanouts(self) -> tuple[int, ...]:
-        return self._fanouts
+    num_nodes = property(lambda self: self._num_nodes, doc="Nodes of the whole graph.")
+    fanouts = property(lambda self: self._fanouts, doc="``fanouts[i]`` belongs to ``blocks[i]``.")
 
     @abc.abstractmethod
     def _layer_edges(self, dst: np.ndarray, fanout: int, key: int):
