@@ -17,20 +17,21 @@ def sample_partitioned(path: str, fanouts, batch_size: int, steps: int, seed: in
 
     w = init(World.from_env(), backend="gloo", timeout_s=60)
     book = read_book(path)
-    part = load_part(book, w.rank)
+    g = w.world_size // book.num_parts  # ranks sharing a part (a machine's GPUs)
+    part = load_part(book, w.rank // g)
     ex = Exchange()
     sampler = DistNeighborSampler(part, fanouts, ex, replace=replace, seed=seed)
     feat = DistFeature(part, "feat", ex)
     label = DistFeature(part, "label", ex)
     orig = np.asarray(book.orig_ids())
-    train = np.asarray(part.splits["train"])
+    train = np.asarray(part.splits["train"])[w.rank % g::g]
     out = []
     for step in range(steps):
         if cache_rows and step == steps // 2:
             feat.build_cache(cache_rows)
         seeds = train[step * batch_size:(step + 1) * batch_size]
         bi = step * w.world_size + w.rank
-        mb = sampler.sample(seeds, epoch=1, batch_index=bi)
+        mb = sampler.sample(seeds, epoch=1, batch_index=step)
         x = feat.read(mb.input_nodes).numpy().copy()
         y = label.read(mb.seeds).numpy().copy()
         blocks = [(b.edge_index.numpy().copy(), orig[b.src_nodes.numpy()], b.num_dst)

@@ -36,15 +36,15 @@ def _has_pymetis() -> bool:
     return True
 
 
-def _launch(parts, *args):
-    """``sample_partitioned(*args)`` in ``parts`` gloo processes; no shared memory left."""
+def _launch(nproc, *args):
+    """``sample_partitioned(*args)`` in ``nproc`` gloo processes; no shared memory left."""
     from graphfeed.distributed import launch
     from graphfeed.distributed.shm import list_segments
 
     from _dist_ranks import sample_partitioned
 
     before = set(list_segments())
-    results = launch(sample_partitioned, parts, *args, timeout_s=120)
+    results = launch(sample_partitioned, nproc, *args, timeout_s=120)
     assert set(list_segments()) - before == set()
     return results
 
@@ -83,6 +83,15 @@ def test_partitioned_batches_equal_the_whole_graph(tiny_dataset, parted, parts):
     _check_equal_to_reference(tiny_dataset, results)
     for r in results:  # something really crossed the process boundary
         assert r["stats"]["exchange"]["bytes_received"] > 0
+
+
+def test_two_ranks_share_each_part(tiny_dataset, parted):
+    """4 processes on 2 parts (2 GPUs per machine): rank r holds part r // 2 and exchanges
+    with the ranks of the same local index."""
+    results = _launch(4, str(parted[2].path), FANOUTS, 32, 3, 7)
+    _check_equal_to_reference(tiny_dataset, results)
+    seeds = [np.concatenate([b[1] for b in r["batches"]]) for r in results]
+    assert len(set(np.concatenate(seeds).tolist())) == sum(len(s) for s in seeds)  # disjoint
 
 
 def test_the_cache_changes_traffic_not_batches(tiny_dataset, parted):

@@ -12,8 +12,8 @@ tensors); nothing is emulated.
 
 Every process must make the same calls in the same order (collectives): sample one batch per
 step on every rank, with the same fanouts, and read the same features in the same order. The
-batch a rank gets equals ``KeyedNeighborSampler`` over the whole graph for the same seeds, epoch
-and batch index, in the partition's relabelled ids (``book.orig_ids()`` maps them back).
+batch rank ``r`` of ``W`` gets as its batch ``i`` equals ``KeyedNeighborSampler``'s batch
+``i * W + r`` over the whole graph for the same seeds and epoch, in the partition's relabelled ids (``book.orig_ids()`` maps them back).
 """
 
 from __future__ import annotations
@@ -107,19 +107,39 @@ class Exchange:
         return out, recv_counts
 
 
-def _group_by_owner(offsets: np.ndarray, ids: np.ndarray, parts: int):
-    """``(order, counts)``: ``ids[order]`` grouped by owning part (stable), ``counts[k]`` ids
-    owned by part ``k``."""
+def _group_by_owner(offsets: np.ndarray, ids: np.ndarray, ex: "Exchange", per_part: int):
+    """``(order, counts)``: ``ids[order]`` grouped by owner (stable); ``counts[r]`` ids sent to
+    rank ``r``. With ``per_part`` ranks per part (several ranks of a machine sharing its part),
+    part ``k``'s ids go to its rank of the same local index, ``k * per_part + rank % per_part``
+    (a monotone map, so grouping by part groups by rank)."""
+    parts = offsets.shape[0] - 1
     owner = np.searchsorted(offsets, ids, side="right") - 1
     order = np.argsort(owner, kind="stable")
-    return order, np.bincount(owner, minlength=parts).astype(np.int64)
+    counts = np.zeros(ex.size, np.int64)
+    counts[np.arange(parts) * per_part + ex.rank % per_part] = np.bincount(owner, minlength=parts)
+    return order, counts
+
+
+def ranks_per_part(part: Part, exchange: "Exchange") -> int:
+    """How many ranks share each part (``world / parts``); checks that ``part`` is this rank's:
+    rank ``r`` holds part ``r // ranks_per_part``."""
+    parts = part.book.num_parts
+    if exchange.size % parts:
+        raise GraphfeedError(f"{part.book.path}: {parts} parts need a multiple of {parts} "
+                             f"processes, got {exchange.size}")
+    g = exchange.size // parts
+    if exchange.rank // g != part.index:
+        raise GraphfeedError(f"rank {exchange.rank} ({g} per part) must hold part "
+                             f"{exchange.rank // g}, got part {part.index}")
+    return g
 
 
 class DistNeighborSampler(KeyedSamplerBase):
     """Uniform neighbour sampling of a partitioned graph, this process holding ``part``.
 
     ``sample`` is collective: every rank calls it once per step (its own seeds, possibly empty;
-    ids are the partition's global ids). Per layer four ``all_to_all_single`` calls (request
+    ids are the partition's global ids). Rank ``r`` of ``W`` keys batch ``i`` as the whole
+    graph's batch ``i * W + r``. Per layer four ``all_to_all_single`` calls (request
     sizes with the batch's layer key, request ids, per-destination counts, sampled sources);
     the owner samples each request with its sender's key; randomness is keyed by the
     destinations' dataset ids, so the batch equals ``KeyedNeighborSampler`` on the whole graph
@@ -130,12 +150,7 @@ class DistNeighborSampler(KeyedSamplerBase):
 
     def __init__(self, part: Part, fanouts: Sequence[int], exchange: Exchange, *,
                  replace: bool = False, seed: int = 0):
-        if exchange.size != part.book.num_parts:
-            raise GraphfeedError(f"{part.book.path}: {part.book.num_parts} parts need as many "
-                                 f"processes, the exchange group has {exchange.size}")
-        if exchange.rank != part.index:
-            raise GraphfeedError(f"rank {exchange.rank} must hold part {exchange.rank}, "
-                                 f"got part {part.index}")
+        self._per_part = ranks_per_part(part, exchange)
         super().__init__(part.book.num_nodes, fanouts, replace=replace, seed=seed)
         self.part = part
         self.exchange = exchange
@@ -148,11 +163,15 @@ class DistNeighborSampler(KeyedSamplerBase):
         return DistNeighborSampler(self.part, fanouts, self.exchange, replace=self.replace,
                                    seed=self.seed)
 
+    def _key_index(self, batch_index: int) -> int:
+        # ranks sample different batches at the same step: key them apart
+        return int(batch_index) * self.exchange.size + self.exchange.rank
+
     def _layer_edges(self, dst, fanout, key):
         from . import _kernels as K
 
         ex = self.exchange
-        order, counts = _group_by_owner(self._offsets, dst, ex.size)
+        order, counts = _group_by_owner(self._offsets, dst, ex, self._per_part)
         # each request carries its batch's layer key: the ranks sample different batches
         ones = np.ones(ex.size, np.int64)
         header = np.stack([counts, np.full(ex.size, np.uint64(key).view(np.int64))], axis=1)
@@ -225,6 +244,7 @@ class DistFeature(Feature):
         self.part = part
         self.name = name
         self.exchange = exchange
+        self._per_part = ranks_per_part(part, exchange)
         self._rows = part.features[name]
         self._offsets = np.asarray(part.book.offsets, dtype=np.int64)
         self._dtype = torch.from_numpy(np.empty(0, self._rows.dtype)).dtype
@@ -270,7 +290,7 @@ class DistFeature(Feature):
     def _fetch(self, rids: np.ndarray) -> np.ndarray:
         """Rows of remote ids ``rids`` from their owners (collective)."""
         ex = self.exchange
-        order, counts = _group_by_owner(self._offsets, rids, ex.size)
+        order, counts = _group_by_owner(self._offsets, rids, ex, self._per_part)
         asked, asked_counts = ex.alltoallv(rids[order], counts)
         rows, _ = ex.alltoallv(np.asarray(self._rows[asked - self.part.lo]), asked_counts,
                                recv_counts=counts)

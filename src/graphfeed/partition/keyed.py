@@ -59,6 +59,10 @@ class KeyedSamplerBase(Sampler):
     num_nodes = property(lambda self: self._num_nodes, doc="Nodes of the whole graph.")
     fanouts = property(lambda self: self._fanouts, doc="``fanouts[i]`` belongs to ``blocks[i]``.")
 
+    def _key_index(self, batch_index: int) -> int:
+        """The batch index the randomness is keyed by (``DistNeighborSampler``: a global one)."""
+        return int(batch_index)
+
     @abc.abstractmethod
     def _layer_edges(self, dst: np.ndarray, fanout: int, key: int):
         """``(offsets, sources)`` of destinations ``dst`` (global ids) as :func:`sample_keyed`."""
@@ -81,7 +85,7 @@ class KeyedSamplerBase(Sampler):
             blocks = []
             dst = seeds_np
             for layer in range(len(self._fanouts) - 1, -1, -1):
-                key = batch_key(self.seed, epoch, batch_index, layer)
+                key = batch_key(self.seed, epoch, self._key_index(batch_index), layer)
                 offsets, rows = self._layer_edges(dst, self._fanouts[layer], key)
                 n = int(dst.shape[0])
                 edge_index = np.empty((2, rows.shape[0]), np.int64)
