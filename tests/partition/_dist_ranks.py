@@ -40,3 +40,27 @@ def sample_partitioned(path: str, fanouts, batch_size: int, steps: int, seed: in
     stats = {"exchange": ex.stats.to_json(), "cache": feat.cache_stats.to_json()}
     shutdown()
     return {"rank": w.rank, "batches": out, "stats": stats}
+
+
+def model_killed_on_rank_1(in_dim: int, num_classes: int):
+    """A GraphSAGE whose rank 1 is SIGKILLed at its third forward (mid-epoch)."""
+    import os
+    import signal
+
+    import torch
+
+    from graphfeed.models import build_model
+
+    class Killed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = build_model("sage", in_dim, 16, num_classes, 2)
+            self.calls = 0
+
+        def forward(self, x, blocks):
+            self.calls += 1
+            if self.calls == 3 and os.environ.get("RANK") == "1":
+                os.kill(os.getpid(), signal.SIGKILL)
+            return self.inner(x, blocks)
+
+    return Killed()

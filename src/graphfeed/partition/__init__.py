@@ -21,4 +21,5 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     ".partitioner": "partition_dataset assign_parts write_partition describe",
     ".keyed": "KeyedNeighborSampler",
     ".dist": "Exchange DistNeighborSampler DistFeature",
+    ".seeds": "PartItemSampler",
 })
