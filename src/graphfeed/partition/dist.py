@@ -230,8 +230,8 @@ class DistFeature(Feature):
     """Feature ``name`` of a partitioned dataset, read by global id from any process.
 
     ``read`` is collective (every rank reads once per step, in the same order): rows this part
-    owns are copied locally, the others requested from their owners with two
-    ``all_to_all_single`` calls (ids with their sizes, rows back), except rows held by the cache
+    owns are copied locally, the others requested from their owners with three
+    ``all_to_all_single`` calls (sizes, ids, rows back), except rows held by the cache
     of hot remote rows (:meth:`build_cache`). Counting the remote ids it is asked for
     (``count=True``, the default) is what :meth:`build_cache` ranks the rows by."""
 
