@@ -41,7 +41,7 @@ def _launch(nproc, *args):
     from graphfeed.distributed import launch
     from graphfeed.distributed.shm import list_segments
 
-    from _dist_ranks import sample_partitioned
+    from _partition_ranks import sample_partitioned
 
     before = set(list_segments())
     results = launch(sample_partitioned, nproc, *args, timeout_s=120)
@@ -69,7 +69,7 @@ def _check_equal_to_reference(ds, results, replace=False):
 
 
 def test_one_part_without_a_process_group(tiny_dataset, parted):
-    from _dist_ranks import sample_partitioned
+    from _partition_ranks import sample_partitioned
 
     r = sample_partitioned(str(parted[1].path), FANOUTS, 64, 3, seed=7)
     _check_equal_to_reference(tiny_dataset, [r])

@@ -55,7 +55,7 @@ def test_a_killed_rank_ends_the_job_with_a_clear_error(setup):
     from graphfeed.distributed.shm import list_segments
     from graphfeed.training import train
 
-    from _dist_ranks import model_killed_on_rank_1
+    from _partition_ranks import model_killed_on_rank_1
 
     data_root, parts = setup
     before = set(list_segments())
