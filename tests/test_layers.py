@@ -17,7 +17,8 @@ import pytest
 import graphfeed
 
 PKG = Path(graphfeed.__file__).parent
-CORE = ("graph", "sampling", "features", "loader", "placement", "distributed", "datasets")
+CORE = ("graph", "sampling", "features", "loader", "placement", "distributed", "datasets",
+        "partition")
 APPLICATION = ("training", "trainer", "models", "bench", "cli", "__main__")
 
 

@@ -85,6 +85,10 @@ def train(cfg: TrainConfig, *, dataset=None, model: Optional[Callable] = None, o
     cfg.validate()
     if cfg.runs != 1:
         raise GraphfeedError(f"train() runs once; use train_runs() for runs={cfg.runs}")
+    if cfg.partitions:
+        from .trainer.partitioned import train_partitioned
+
+        return train_partitioned(cfg, model=model, on_epoch=on_epoch)
     if cfg.nproc > 1 and int(os.environ.get("WORLD_SIZE", "1")) == 1:
         from .distributed import check_gpus_for_ranks, launch
 
@@ -102,7 +106,7 @@ def train_runs(cfg: TrainConfig, *, dataset=None, model: Optional[Callable] = No
     from .trainer.metrics import mean_std
 
     cfg.validate()
-    if dataset is None and cfg.nproc == 1:
+    if dataset is None and cfg.nproc == 1 and not cfg.partitions:
         dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=True)
     results = []
     for spec in run_plan(cfg, dataset):

@@ -12,6 +12,7 @@ from . import _args
 BENCHES = {
     "features": "graphfeed.cli.bench_features",
     "memory": "graphfeed.cli.bench_memory",
+    "dist": "graphfeed.cli.bench_dist",
 }
 
 

@@ -13,6 +13,7 @@ SUBCOMMANDS = {
     "prepare": "graphfeed.cli.prepare",
     "inspect": "graphfeed.cli.inspect",
     "bench": "graphfeed.cli.bench",
+    "partition": "graphfeed.cli.partition",
 }
 
 

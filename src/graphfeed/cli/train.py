@@ -87,6 +87,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--data-root", default=None, help="cache folder for built-in datasets")
     p.add_argument("--json", action="store_true",
                    help="print the result as one JSON object on stdout (human lines go to stderr)")
+    p.add_argument("--partitions", metavar="DIR", default=None,
+                   help="train across the parts of a 'graphfeed partition' folder (--nproc: a "
+                        "multiple of its parts; under torchrun WORLD_SIZE is)")
+    p.add_argument("--remote-cache", type=_args.int_range(0, 2**62), default=0, metavar="ROWS",
+                   help="with --partitions: remote feature rows each rank caches, the most "
+                        "sampled in epoch 0 [0]")
     p.add_argument("--dry-run", action="store_true",
                    help="check the arguments and the dataset, print the plan, train nothing")
     return p
@@ -133,6 +139,8 @@ def config_from_args(args):
         predict_nodes=args.predict_nodes,
         log=args.log,
         human_output="stderr" if args.json else "stdout",
+        partitions=args.partitions,
+        remote_cache=args.remote_cache,
     )
 
 

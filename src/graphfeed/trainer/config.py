@@ -89,6 +89,8 @@ class TrainConfig:
     predict_nodes: str = "test"  # test or all
     log: Optional[str] = None  # JSON-lines file, one object per epoch (appended)
     human_output: str = "stdout"  # where the per-epoch lines go (stderr for --json)
+    partitions: Optional[str] = None  # a `graphfeed partition` folder: train across its parts
+    remote_cache: int = 0  # --partitions: remote feature rows cached per rank (after epoch 0)
 
     def validate(self) -> "TrainConfig":
         if not isinstance(self.dataset, str) or not self.dataset:
@@ -136,6 +138,9 @@ class TrainConfig:
                 "cache_size applies to features on disk or in LMDB; with features 'ram' every row "
                 "is already in memory (drop --cache-size or use --features disk/lmdb)"
             )
+        self.remote_cache = _int("remote_cache", self.remote_cache, 0)
+        if self.remote_cache and not self.partitions:
+            raise GraphfeedError("remote_cache caches rows of other parts: it needs partitions")
         if self.predict_nodes not in PREDICT_NODES:
             raise GraphfeedError(f"predict_nodes must be test or all, got {self.predict_nodes!r}")
         if self.human_output not in HUMAN_OUTPUTS:

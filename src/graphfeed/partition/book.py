@@ -1,0 +1,212 @@
+"""The on-disk layout of a partitioned dataset, and reading it back (one part, or the book).
+
+::
+
+    OUT/
+      partition.json            # the book: parts, id ranges, method, features, edge cut, balance
+      book/orig_ids.npy         # int64 (num_nodes,): new id -> the dataset's id
+      part-00000/
+        indptr.npy              # int64 (n_0 + 1,): CSC over the part's own nodes (destinations)
+        indices.npy             # int32/int64 (E_0,): GLOBAL new ids of their in-neighbours
+        orig_ids.npy            # int64 (n_0,): the dataset ids of the part's nodes
+        node_features/<n>.npy   # one row per node of the part (labels included)
+        splits/<s>.npy          # int64 GLOBAL new ids, all inside the part's range
+      part-00001/ ...
+
+Part ``k`` owns the contiguous new ids ``offsets[k]:offsets[k+1]``; the owner of id ``v`` is
+``searchsorted(offsets, v, "right") - 1``. A node's in-edges are stored in the order of the
+source dataset, so a sample keyed by global id picks the same edges as on the whole graph.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .._io import load_npy
+from ..errors import DatasetError
+
+BOOK_FILE = "partition.json"
+BOOK_FORMAT = "graphfeed-partition"
+BOOK_VERSION = 1
+METHODS = ("metis", "random")
+
+
+def part_dir(k: int) -> str:
+    return f"part-{k:05d}"
+
+
+@dataclass(frozen=True)
+class PartitionBook:
+    """What ``partition.json`` says: ``offsets`` (int64, ``num_parts + 1``) and the rest."""
+
+    path: Path
+    name: str
+    num_parts: int
+    num_nodes: int
+    num_edges: int
+    method: str
+    seed: int
+    offsets: np.ndarray
+    num_classes: int
+    target: str
+    features: dict  # name -> {"dtype": str, "row_shape": [..]}
+    splits: tuple
+    edge_cut: int
+    stats: dict = field(default_factory=dict)
+
+    def owner(self, ids: np.ndarray) -> np.ndarray:
+        """The part owning each new id (int64 array)."""
+        return np.searchsorted(self.offsets, ids, side="right") - 1
+
+    def part_range(self, k: int) -> tuple[int, int]:
+        return int(self.offsets[k]), int(self.offsets[k + 1])
+
+    def orig_ids(self) -> np.ndarray:
+        """new id -> the dataset's id (memory-mapped)."""
+        return _load(self.path, "book/orig_ids.npy", (self.num_nodes,), "iu")
+
+    @property
+    def edge_cut_fraction(self) -> float:
+        return self.edge_cut / self.num_edges if self.num_edges else 0.0
+
+    def to_json(self) -> dict:
+        return {
+            "format": BOOK_FORMAT, "version": BOOK_VERSION, "name": self.name,
+            "num_parts": self.num_parts, "num_nodes": self.num_nodes,
+            "num_edges": self.num_edges, "method": self.method, "seed": self.seed,
+            "offsets": [int(x) for x in self.offsets], "num_classes": self.num_classes,
+            "target": self.target, "features": self.features, "splits": list(self.splits),
+            "edge_cut": self.edge_cut, "stats": self.stats,
+        }
+
+
+def read_book(path) -> PartitionBook:
+    """Parse ``path/partition.json``; ``DatasetError`` naming the file on anything wrong."""
+    path = Path(path)
+    f = path / BOOK_FILE
+    if not f.is_file():
+        raise DatasetError(f"{path}: not a partitioned dataset (no {BOOK_FILE}); make one with "
+                           f"'graphfeed partition DATASET OUT --parts P'")
+    try:
+        raw = json.loads(f.read_text(encoding="utf-8"))
+        if raw.get("format") != BOOK_FORMAT:
+            raise ValueError(f"format is {raw.get('format')!r}, not {BOOK_FORMAT!r}")
+        if raw.get("version") != BOOK_VERSION:
+            raise ValueError(f"version {raw.get('version')!r}; this graphfeed reads version "
+                             f"{BOOK_VERSION}")
+        offsets = np.asarray(raw["offsets"], dtype=np.int64)
+        book = PartitionBook(
+            path=path, name=str(raw["name"]), num_parts=int(raw["num_parts"]),
+            num_nodes=int(raw["num_nodes"]), num_edges=int(raw["num_edges"]),
+            method=str(raw["method"]), seed=int(raw["seed"]), offsets=offsets,
+            num_classes=int(raw["num_classes"]), target=str(raw["target"]),
+            features=dict(raw["features"]), splits=tuple(raw["splits"]),
+            edge_cut=int(raw["edge_cut"]), stats=dict(raw.get("stats", {})),
+        )
+    except (ValueError, KeyError, TypeError) as e:
+        raise DatasetError(f"{f}: invalid partition book ({e})") from None
+    if book.num_parts < 1 or offsets.shape != (book.num_parts + 1,) or offsets[0] != 0 \
+            or offsets[-1] != book.num_nodes or np.any(np.diff(offsets) < 0):
+        raise DatasetError(f"{f}: offsets {offsets.tolist()} are not a monotone cover of "
+                           f"[0, {book.num_nodes}) in {book.num_parts} parts")
+    if book.method not in METHODS:
+        raise DatasetError(f"{f}: unknown method {book.method!r}")
+    if book.target not in book.features:
+        raise DatasetError(f"{f}: target {book.target!r} is not one of the features")
+    return book
+
+
+def _load(root: Path, rel: str, shape: Optional[tuple], kinds: str, mmap: bool = True):
+    p = root / rel
+    a = load_npy(p, mmap=mmap)
+    if a.dtype.kind not in kinds:
+        raise DatasetError(f"{p}: dtype {a.dtype} is not allowed here")
+    if shape is not None and a.shape != shape:
+        raise DatasetError(f"{p}: shape {a.shape}, expected {shape}")
+    return a
+
+
+@dataclass
+class Part:
+    """One part, loaded: ``indptr``/``indices`` (CSC of its own nodes, global source ids),
+    ``orig_ids``, ``features`` (name -> array with one row per own node), ``splits`` (name ->
+    global new ids inside ``[lo, hi)``)."""
+
+    book: PartitionBook
+    index: int
+    lo: int
+    hi: int
+    indptr: np.ndarray
+    indices: np.ndarray
+    orig_ids: np.ndarray
+    features: dict
+    splits: dict
+
+    @property
+    def num_own(self) -> int:
+        return self.hi - self.lo
+
+
+def load_part(book: PartitionBook, k: int, *, mmap: bool = True, full: bool = False) -> Part:
+    """Open part ``k`` (memory-mapped unless ``mmap=False``). Shapes and dtypes are always
+    checked; ``full=True`` also reads every value (monotone ``indptr``, ids in range), O(part)."""
+    if not 0 <= k < book.num_parts:
+        raise DatasetError(f"{book.path}: part {k} does not exist (num_parts={book.num_parts})")
+    lo, hi = book.part_range(k)
+    n = hi - lo
+    root = book.path / part_dir(k)
+    indptr = _load(root, "indptr.npy", (n + 1,), "i", mmap)
+    indices = _load(root, "indices.npy", None, "i", mmap)
+    if indices.ndim != 1 or int(indptr[-1]) != indices.shape[0] or int(indptr[0]) != 0:
+        raise DatasetError(f"{root / 'indptr.npy'}: does not span indices.npy "
+                           f"({indices.shape[0]} entries)")
+    orig = _load(root, "orig_ids.npy", (n,), "i", mmap)
+    feats = {}
+    for name, spec in book.features.items():
+        a = _load(root, f"node_features/{name}.npy", (n, *spec["row_shape"]), "biuf", mmap)
+        if a.dtype != np.dtype(spec["dtype"]):
+            raise DatasetError(f"{root}/node_features/{name}.npy: dtype {a.dtype}, the book "
+                               f"says {spec['dtype']}")
+        feats[name] = a
+    splits = {s: _load(root, f"splits/{s}.npy", None, "i", mmap) for s in book.splits}
+    if full:
+        if np.any(np.diff(indptr) < 0):
+            raise DatasetError(f"{root / 'indptr.npy'}: not monotone")
+        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= book.num_nodes):
+            raise DatasetError(f"{root / 'indices.npy'}: ids outside [0, {book.num_nodes})")
+        for s, ids in splits.items():
+            if ids.size and (int(ids.min()) < lo or int(ids.max()) >= hi):
+                raise DatasetError(f"{root}/splits/{s}.npy: ids outside the part's range "
+                                   f"[{lo}, {hi})")
+    return Part(book, k, lo, hi, indptr, indices, orig, feats, splits)
+
+
+def check_partition(path) -> PartitionBook:
+    """Read every value of a partitioned dataset (what the writer runs before publishing):
+    each part fully, the edge total, and that ``orig_ids`` is a permutation matching the parts."""
+    book = read_book(path)
+    orig = book.orig_ids()
+    seen = np.zeros(book.num_nodes, dtype=bool)
+    edges = 0
+    for k in range(book.num_parts):
+        p = load_part(book, k, full=True)
+        if not np.array_equal(p.orig_ids, orig[p.lo:p.hi]):
+            raise DatasetError(f"{book.path / part_dir(k) / 'orig_ids.npy'}: differs from the "
+                               f"book's relabelling")
+        if p.orig_ids.size and (int(p.orig_ids.min()) < 0
+                                or int(p.orig_ids.max()) >= book.num_nodes):
+            raise DatasetError(f"{book.path / part_dir(k) / 'orig_ids.npy'}: ids out of range")
+        seen[p.orig_ids] = True
+        edges += p.indices.shape[0]
+    if not seen.all():
+        raise DatasetError(f"{book.path / 'book/orig_ids.npy'}: not a permutation of the "
+                           f"dataset's {book.num_nodes} nodes")
+    if edges != book.num_edges:
+        raise DatasetError(f"{book.path}: the parts hold {edges} edges, the book says "
+                           f"{book.num_edges}")
+    return book

@@ -1,0 +1,323 @@
+"""Sampling and feature reads over a partitioned graph, one part per process, on
+torch.distributed.
+
+Each process holds one part (``book.load_part``): the in-edges of the nodes it owns (global
+source ids) and their feature rows. Per sampling layer, a process sends each frontier node to
+its owner, the owners sample them (keyed by the node's dataset id, ``keyed.sample_keyed``) and
+send the sampled sources back; the input nodes' rows are fetched the same way. Each exchange is
+``all_to_all_single`` calls (the sizes, then the payload), on a process group of its own, so a
+loader thread can exchange batch i+1 while the training thread all-reduces batch i's gradients
+on the default group. gloo implements ``all_to_all_single`` on CPU tensors (so does NCCL on CUDA
+tensors); nothing is emulated.
+
+Every process must make the same calls in the same order (collectives): sample one batch per
+step on every rank, with the same fanouts, and read the same features in the same order. The
+batch rank ``r`` of ``W`` gets as its batch ``i`` equals ``KeyedNeighborSampler``'s batch
+``i * W + r`` over the whole graph for the same seeds and epoch, in the partition's relabelled ids (``book.orig_ids()`` maps them back).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+
+from .._checks import check_int
+from ..errors import GraphfeedError
+from ..features.base import Feature
+from .book import Part
+from .keyed import KeyedSamplerBase, sample_keyed
+
+
+@dataclass
+class ExchangeStats:
+    """What one process's exchanges cost: ``calls`` (all_to_all_single calls), ``bytes_sent`` /
+    ``bytes_received`` (to and from OTHER processes; its own share is a local copy), ``seconds``
+    (wall time inside the calls, waiting for the slowest peer included)."""
+
+    calls: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return dict(calls=self.calls, bytes_sent=self.bytes_sent,
+                    bytes_received=self.bytes_received, seconds=round(self.seconds, 6))
+
+
+class Exchange:
+    """Variable-size all-to-all of numpy arrays over a process group of its own.
+
+    ``group``: a torch.distributed group (default: a new gloo group over every rank, made by
+    the constructor, which is therefore a collective call). Without an initialised process group
+    it is a one-process exchange (a one-part partition, tests): every row stays here. Calls from
+    several threads are serialised by a lock (they must still come in the same order on every
+    rank)."""
+
+    def __init__(self, group=None, *, timeout_s: Optional[float] = None):
+        import datetime
+
+        import torch.distributed as dist
+
+        self.group = group
+        self.rank, self.size = 0, 1
+        if group is not None or (dist.is_available() and dist.is_initialized()):
+            if group is None:
+                kw = {} if timeout_s is None else {"timeout": datetime.timedelta(seconds=timeout_s)}
+                self.group = dist.new_group(backend="gloo", **kw)
+            self.rank = dist.get_rank(self.group)
+            self.size = dist.get_world_size(self.group)
+        self.stats = ExchangeStats()
+        self._lock = threading.Lock()
+
+    def alltoallv(self, send: np.ndarray, send_counts: np.ndarray,
+                  recv_counts: Optional[np.ndarray] = None):
+        """Send ``send[segment j]`` to rank ``j`` (segments of ``send_counts[j]`` rows, in rank
+        order) and return ``(received rows, recv_counts)``, the rows from rank ``j`` in segment
+        ``j``. ``recv_counts`` when the caller knows them (saves one call)."""
+        import torch.distributed as dist
+
+        send = np.ascontiguousarray(send)
+        send_counts = np.asarray(send_counts, dtype=np.int64)
+        if self.group is None:  # one process: everything stays here
+            return send.copy(), send_counts.copy()
+        with self._lock:
+            t0 = time.perf_counter()
+            if recv_counts is None:
+                rc = torch.empty(self.size, dtype=torch.int64)
+                dist.all_to_all_single(rc, torch.from_numpy(send_counts), group=self.group)
+                self.stats.calls += 1
+                self.stats.bytes_sent += 8 * (self.size - 1)
+                self.stats.bytes_received += 8 * (self.size - 1)
+                recv_counts = rc.numpy()
+            recv_counts = np.asarray(recv_counts, dtype=np.int64)
+            out = np.empty((int(recv_counts.sum()), *send.shape[1:]), dtype=send.dtype)
+            dist.all_to_all_single(torch.from_numpy(out), torch.from_numpy(send),
+                                   recv_counts.tolist(), send_counts.tolist(), group=self.group)
+            row = send.dtype.itemsize * int(np.prod(send.shape[1:], dtype=np.int64))
+            self.stats.calls += 1
+            self.stats.bytes_sent += row * int(send_counts.sum() - send_counts[self.rank])
+            self.stats.bytes_received += row * int(recv_counts.sum() - recv_counts[self.rank])
+            self.stats.seconds += time.perf_counter() - t0
+        return out, recv_counts
+
+
+def _group_by_owner(offsets: np.ndarray, ids: np.ndarray, ex: "Exchange", per_part: int):
+    """``(order, counts)``: ``ids[order]`` grouped by owner (stable); ``counts[r]`` ids sent to
+    rank ``r``. With ``per_part`` ranks per part (several ranks of a machine sharing its part),
+    part ``k``'s ids go to its rank of the same local index, ``k * per_part + rank % per_part``
+    (a monotone map, so grouping by part groups by rank)."""
+    parts = offsets.shape[0] - 1
+    owner = np.searchsorted(offsets, ids, side="right") - 1
+    order = np.argsort(owner, kind="stable")
+    counts = np.zeros(ex.size, np.int64)
+    counts[np.arange(parts) * per_part + ex.rank % per_part] = np.bincount(owner, minlength=parts)
+    return order, counts
+
+
+def ranks_per_part(part: Part, exchange: "Exchange") -> int:
+    """How many ranks share each part (``world / parts``); checks that ``part`` is this rank's:
+    rank ``r`` holds part ``r // ranks_per_part``."""
+    parts = part.book.num_parts
+    if exchange.size % parts:
+        raise GraphfeedError(f"{part.book.path}: {parts} parts need a multiple of {parts} "
+                             f"processes, got {exchange.size}")
+    g = exchange.size // parts
+    if exchange.rank // g != part.index:
+        raise GraphfeedError(f"rank {exchange.rank} ({g} per part) must hold part "
+                             f"{exchange.rank // g}, got part {part.index}")
+    return g
+
+
+class DistNeighborSampler(KeyedSamplerBase):
+    """Uniform neighbour sampling of a partitioned graph, this process holding ``part``.
+
+    ``sample`` is collective: every rank calls it once per step (its own seeds, possibly empty;
+    ids are the partition's global ids). Rank ``r`` of ``W`` keys batch ``i`` as the whole
+    graph's batch ``i * W + r``. Per layer four ``all_to_all_single`` calls (request
+    sizes with the batch's layer key, request ids, per-destination counts, sampled sources);
+    the owner samples each request with its sender's key; randomness is keyed by the
+    destinations' dataset ids, so the batch equals ``KeyedNeighborSampler`` on the whole graph
+    (mapped through ``book.orig_ids()``) for any number of parts.
+
+    Memory: the relabelling map is an int32 array of the GLOBAL node count per batch in flight
+    (as ``NeighborSampler``), the part's CSC is memory-mapped."""
+
+    def __init__(self, part: Part, fanouts: Sequence[int], exchange: Exchange, *,
+                 replace: bool = False, seed: int = 0):
+        self._per_part = ranks_per_part(part, exchange)
+        super().__init__(part.book.num_nodes, fanouts, replace=replace, seed=seed)
+        self.part = part
+        self.exchange = exchange
+        self._offsets = np.asarray(part.book.offsets, dtype=np.int64)
+        self._indptr = np.asarray(part.indptr)
+        self._indices = np.asarray(part.indices)
+        self._orig = np.asarray(part.orig_ids, dtype=np.int64)
+
+    def with_fanouts(self, fanouts: Sequence[int]) -> "DistNeighborSampler":
+        return DistNeighborSampler(self.part, fanouts, self.exchange, replace=self.replace,
+                                   seed=self.seed)
+
+    def _key_index(self, batch_index: int) -> int:
+        # ranks sample different batches at the same step: key them apart
+        return int(batch_index) * self.exchange.size + self.exchange.rank
+
+    def _layer_edges(self, dst, fanout, key):
+        from . import _kernels as K
+
+        ex = self.exchange
+        order, counts = _group_by_owner(self._offsets, dst, ex, self._per_part)
+        # each request carries its batch's layer key: the ranks sample different batches
+        ones = np.ones(ex.size, np.int64)
+        header = np.stack([counts, np.full(ex.size, np.uint64(key).view(np.int64))], axis=1)
+        heads, _ = ex.alltoallv(header, ones, recv_counts=ones)
+        asked_counts = np.ascontiguousarray(heads[:, 0])
+        asked, _ = ex.alltoallv(dst[order], counts, recv_counts=asked_counts)
+        local = asked - self.part.lo
+        bounds = np.concatenate([[0], np.cumsum(asked_counts)])
+        seg_offs, seg_rows, total = [np.zeros(1, np.int64)], [], 0
+        for j in range(ex.size):
+            a, b = int(bounds[j]), int(bounds[j + 1])
+            o, r = sample_keyed(self._indptr, self._indices, local[a:b], self._orig[local[a:b]],
+                                fanout, self.replace, np.int64(heads[j, 1]).view(np.uint64))
+            seg_offs.append(o[1:] + total)
+            seg_rows.append(r)
+            total += int(o[-1])
+        offs = np.concatenate(seg_offs)
+        rows = np.concatenate(seg_rows)
+        per_dst = np.diff(offs)
+        # replies: per destination counts (segments as the requests), then the sources
+        got_per_dst, _ = ex.alltoallv(per_dst, asked_counts, recv_counts=counts)
+        reply_counts = offs[bounds[1:]] - offs[bounds[:-1]]
+        seg = np.concatenate([[0], np.cumsum(counts)])
+        grouped_off = np.concatenate([[0], np.cumsum(got_per_dst)])
+        got_counts = grouped_off[seg[1:]] - grouped_off[seg[:-1]]
+        got_rows, _ = ex.alltoallv(rows, reply_counts, recv_counts=got_counts)
+        dst_counts = np.empty(dst.shape[0], np.int64)
+        dst_counts[order] = got_per_dst
+        dst_off = np.concatenate([[0], np.cumsum(dst_counts)]).astype(np.int64)
+        out = np.empty(int(dst_off[-1]), np.int64)
+        K.scatter_segments(got_rows, grouped_off.astype(np.int64), order.astype(np.int64),
+                           dst_off, out)
+        return dst_off, out
+
+    def __repr__(self) -> str:
+        return (f"DistNeighborSampler(part={self.part.index}/{self.part.book.num_parts}, "
+                f"fanouts={self.fanouts}, replace={self.replace}, seed={self.seed})")
+
+
+@dataclass
+class CacheStats:
+    """Remote rows looked up in the cache (``lookups``) and found there (``hits``)."""
+
+    lookups: int = 0
+    hits: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / self.lookups if self.lookups else 0.0
+
+    def to_json(self) -> dict:
+        return dict(lookups=self.lookups, hits=self.hits, hit_rate=round(self.hit_rate, 4))
+
+
+class DistFeature(Feature):
+    """Feature ``name`` of a partitioned dataset, read by global id from any process.
+
+    ``read`` is collective (every rank reads once per step, in the same order): rows this part
+    owns are copied locally, the others requested from their owners with three
+    ``all_to_all_single`` calls (sizes, ids, rows back), except rows held by the cache
+    of hot remote rows (:meth:`build_cache`). Counting the remote ids it is asked for
+    (``count=True``, the default) is what :meth:`build_cache` ranks the rows by."""
+
+    kind = "partitioned"
+
+    def __init__(self, part: Part, name: str, exchange: Exchange, *, count: bool = True):
+        if name not in part.features:
+            raise GraphfeedError(f"{part.book.path}: no feature {name!r}; the partition holds "
+                                 f"{sorted(part.features)}")
+        self.part = part
+        self.name = name
+        self.exchange = exchange
+        self._per_part = ranks_per_part(part, exchange)
+        self._rows = part.features[name]
+        self._offsets = np.asarray(part.book.offsets, dtype=np.int64)
+        self._dtype = torch.from_numpy(np.empty(0, self._rows.dtype)).dtype
+        self._counts = np.zeros(part.book.num_nodes, np.int32) if count else None
+        self._cache_ids = np.empty(0, np.int64)
+        self._cache_rows = np.empty((0, *self._rows.shape[1:]), self._rows.dtype)
+        self.cache_stats = CacheStats()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.part.book.num_nodes, *self._rows.shape[1:])
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._dtype
+
+    @property
+    def cache_rows(self) -> int:
+        return int(self._cache_ids.shape[0])
+
+    def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor],
+              executor: Optional[Executor]) -> torch.Tensor:
+        ids_np = ids.numpy()
+        res = np.empty((ids_np.shape[0], *self._rows.shape[1:]), self._rows.dtype) \
+            if out is None else out.numpy()
+        lo, hi = self.part.lo, self.part.hi
+        mine = (ids_np >= lo) & (ids_np < hi)
+        res[mine] = self._rows[ids_np[mine] - lo]
+        remote = np.flatnonzero(~mine)
+        rids = ids_np[remote]
+        if self._counts is not None:
+            np.add.at(self._counts, rids, 1)
+        if self._cache_ids.shape[0] and rids.shape[0]:
+            pos = np.minimum(np.searchsorted(self._cache_ids, rids), self._cache_ids.shape[0] - 1)
+            hit = self._cache_ids[pos] == rids
+            res[remote[hit]] = self._cache_rows[pos[hit]]
+            self.cache_stats.hits += int(hit.sum())
+            remote, rids = remote[~hit], rids[~hit]
+        self.cache_stats.lookups += int(ids_np.shape[0] - mine.sum())
+        res[remote] = self._fetch(rids)
+        return torch.from_numpy(res) if out is None else out
+
+    def _fetch(self, rids: np.ndarray) -> np.ndarray:
+        """Rows of remote ids ``rids`` from their owners (collective)."""
+        ex = self.exchange
+        order, counts = _group_by_owner(self._offsets, rids, ex, self._per_part)
+        asked, asked_counts = ex.alltoallv(rids[order], counts)
+        rows, _ = ex.alltoallv(np.asarray(self._rows[asked - self.part.lo]), asked_counts,
+                               recv_counts=counts)
+        out = np.empty_like(rows)
+        out[order] = rows
+        return out
+
+    def build_cache(self, capacity_rows: int) -> int:
+        """Keep the ``capacity_rows`` remote rows read most often so far (ties: lower id) in a
+        local cache; fetch them now (collective) and reset the counts. Returns the rows cached.
+        ``0`` empties the cache."""
+        capacity_rows = check_int("capacity_rows", capacity_rows, 0)
+        if self._counts is None:
+            raise GraphfeedError("build_cache ranks rows by sampled frequency: make the "
+                                 "feature with count=True")
+        c = self._counts.copy()
+        c[self.part.lo:self.part.hi] = 0
+        k = min(capacity_rows, int(np.count_nonzero(c)))
+        top = np.argsort(-c.astype(np.int64), kind="stable")[:k] if k else np.empty(0, np.int64)
+        top = np.sort(top).astype(np.int64)
+        self._cache_ids = np.empty(0, np.int64)  # fetch everything, not from the old cache
+        self._cache_rows = self._fetch(top)
+        self._cache_ids = top
+        self._counts[:] = 0
+        self.cache_stats = CacheStats()
+        return k
+
+    def __repr__(self) -> str:
+        return (f"DistFeature({self.name!r}, part={self.part.index}/{self.part.book.num_parts}, "
+                f"shape={self.shape}, cache_rows={self.cache_rows})")

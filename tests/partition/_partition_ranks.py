@@ -1,0 +1,66 @@
+"""Functions run inside ranks started by graphfeed.distributed.launch (importable by name)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def sample_partitioned(path: str, fanouts, batch_size: int, steps: int, seed: int,
+                       cache_rows: int = 0, replace: bool = False):
+    """Sample ``steps`` batches of this rank's train ids on the partition at ``path`` and
+    return them in DATASET ids: per step ``(seeds, [(edge_index, src_nodes, num_dst)],
+    feat, label)``, plus exchange and cache stats. With ``cache_rows``, the cache is built
+    after the first half of the steps."""
+    from graphfeed.distributed import World, init, shutdown
+    from graphfeed.partition import load_part, read_book
+    from graphfeed.partition.dist import DistFeature, DistNeighborSampler, Exchange
+
+    w = init(World.from_env(), backend="gloo", timeout_s=60)
+    book = read_book(path)
+    g = w.world_size // book.num_parts  # ranks sharing a part (a machine's GPUs)
+    part = load_part(book, w.rank // g)
+    ex = Exchange()
+    sampler = DistNeighborSampler(part, fanouts, ex, replace=replace, seed=seed)
+    feat = DistFeature(part, "feat", ex)
+    label = DistFeature(part, "label", ex)
+    orig = np.asarray(book.orig_ids())
+    train = np.asarray(part.splits["train"])[w.rank % g::g]
+    out = []
+    for step in range(steps):
+        if cache_rows and step == steps // 2:
+            feat.build_cache(cache_rows)
+        seeds = train[step * batch_size:(step + 1) * batch_size]
+        bi = step * w.world_size + w.rank
+        mb = sampler.sample(seeds, epoch=1, batch_index=step)
+        x = feat.read(mb.input_nodes).numpy().copy()
+        y = label.read(mb.seeds).numpy().copy()
+        blocks = [(b.edge_index.numpy().copy(), orig[b.src_nodes.numpy()], b.num_dst)
+                  for b in mb.blocks]
+        out.append((bi, orig[mb.seeds.numpy()], blocks, x, y))
+    stats = {"exchange": ex.stats.to_json(), "cache": feat.cache_stats.to_json()}
+    shutdown()
+    return {"rank": w.rank, "batches": out, "stats": stats}
+
+
+def model_killed_on_rank_1(in_dim: int, num_classes: int):
+    """A GraphSAGE whose rank 1 is SIGKILLed at its third forward (mid-epoch)."""
+    import os
+    import signal
+
+    import torch
+
+    from graphfeed.models import build_model
+
+    class Killed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = build_model("sage", in_dim, 16, num_classes, 2)
+            self.calls = 0
+
+        def forward(self, x, blocks):
+            self.calls += 1
+            if self.calls == 3 and os.environ.get("RANK") == "1":
+                os.kill(os.getpid(), signal.SIGKILL)
+            return self.inner(x, blocks)
+
+    return Killed()
