@@ -277,14 +277,17 @@ class LinkSampler(Sampler):
     # ------------------------------------------------------------------ Sampler interface
     @property
     def num_nodes(self) -> int:
+        """The node sampler's graph's nodes (pairs, negatives and blocks are ids below it)."""
         return self.sampler.num_nodes
 
     @property
     def fanouts(self) -> tuple[int, ...]:
+        """The node sampler's fanouts (the blocks of every endpoint)."""
         return self.sampler.fanouts
 
     @property
     def device(self) -> torch.device:
+        """The node sampler's device: pairs, negatives and blocks are created there."""
         return self.sampler.device
 
     @property
