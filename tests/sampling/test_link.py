@@ -139,15 +139,16 @@ def test_negatives_are_uniform():
     pairs = np.stack([rng.integers(0, n, 4000), np.full(4000, 7)]).astype(np.int64)
     ls = LinkSampler(NeighborSampler(g, [1]), num_negatives=5, exclude="none",
                      exclude_positive=False)
-    neg = ls._negatives(torch.from_numpy(pairs), 0, 0).numpy()
+    neg = ls.draw_negatives(torch.from_numpy(pairs), epoch=0, batch_index=0).numpy()
     assert chisquare(np.bincount(neg.ravel(), minlength=n)).pvalue > P_MIN
     ls = LinkSampler(NeighborSampler(g, [1]), num_negatives=5, exclude="none")
-    neg = ls._negatives(torch.from_numpy(pairs), 0, 0).numpy().ravel()
+    neg = ls.draw_negatives(torch.from_numpy(pairs), epoch=0, batch_index=0).numpy().ravel()
     counts = np.bincount(neg, minlength=n)
     assert counts[7] == 0
     assert chisquare(np.delete(counts, 7)).pvalue > P_MIN
     # a biased variant fails the same test: r % n over 0..n+9 favours the first 10 nodes
-    biased = (ls._negatives(torch.from_numpy(pairs), 0, 1).numpy().ravel() * 7 + 3) % (n + 10)
+    drawn = ls.draw_negatives(torch.from_numpy(pairs), epoch=0, batch_index=1).numpy().ravel()
+    biased = (drawn * 7 + 3) % (n + 10)
     assert chisquare(np.bincount(biased % n, minlength=n)).pvalue < P_MIN
 
 
@@ -155,13 +156,13 @@ def test_per_source_negatives_are_shared_by_a_source_across_batches():
     g = undirected_graph()
     ls = LinkSampler(NeighborSampler(g, [2]), num_negatives=8, negatives="per_source",
                      exclude_positive=False)
-    a = ls._negatives(torch.tensor([[5, 9], [1, 2]]), 3, 0)
-    b = ls._negatives(torch.tensor([[9, 5, 5], [4, 4, 6]]), 3, 17)
+    a = ls.draw_negatives(torch.tensor([[5, 9], [1, 2]]), epoch=3, batch_index=0)
+    b = ls.draw_negatives(torch.tensor([[9, 5, 5], [4, 4, 6]]), epoch=3, batch_index=17)
     assert torch.equal(a[0], b[1]) and torch.equal(a[0], b[2]) and torch.equal(a[1], b[0])
-    assert not torch.equal(a, ls._negatives(torch.tensor([[5, 9], [1, 2]]), 4, 0))
+    assert not torch.equal(a, ls.draw_negatives(torch.tensor([[5, 9], [1, 2]]), epoch=4, batch_index=0))
     u = LinkSampler(NeighborSampler(g, [2]), num_negatives=8, exclude_positive=False)
-    assert not torch.equal(u._negatives(torch.tensor([[5], [1]]), 3, 0),
-                           u._negatives(torch.tensor([[5], [1]]), 3, 1))
+    assert not torch.equal(u.draw_negatives(torch.tensor([[5], [1]]), epoch=3, batch_index=0),
+                           u.draw_negatives(torch.tensor([[5], [1]]), epoch=3, batch_index=1))
 
 
 def test_identical_across_thread_counts_and_calls():

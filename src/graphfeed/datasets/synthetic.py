@@ -50,7 +50,7 @@ SPECS = {
     "small": SyntheticSpec("small", 60_000, 8.0, 64, 10, seed=12),
     "medium": SyntheticSpec("medium", 1_000_000, 13.0, 100, 16, seed=13),
     # edge fractions: 85/5/10 of the edges for train/valid/test pairs
-    "link": SyntheticSpec("link", 20_000, 8.0, 32, 40, homophily=0.9, signal=1.0,
+    "link": SyntheticSpec("link", 20_000, 8.0, 32, 100, homophily=0.95, signal=1.0,
                           train_fraction=0.85, valid_fraction=0.05, test_fraction=0.10,
                           seed=14, task="link"),
 }

@@ -342,7 +342,8 @@ class LinkSampler(Sampler):
                     raise GraphfeedError(f"pair_labels must hold one label per pair: shape "
                                          f"{tuple(labels.shape)} != ({pairs.shape[1]},)")
         k = self.num_negatives if fixed is None else int(fixed.shape[1])
-        neg_dst = fixed if fixed is not None else self._negatives(pairs, epoch, batch_index)
+        neg_dst = fixed if fixed is not None else self.draw_negatives(pairs, epoch=epoch,
+                                                                 batch_index=batch_index)
         nodes = torch.unique(torch.cat([pairs.reshape(-1), neg_dst.reshape(-1)]))
         mb = self.sampler.sample(nodes, epoch=epoch, batch_index=batch_index, executor=executor)
         blocks = self._exclude(mb.blocks, pairs)
@@ -354,9 +355,11 @@ class LinkSampler(Sampler):
                              batch_index=int(batch_index), pairs=pairs, pair_index=pair_index,
                              pair_labels=labels, neg_index=neg_index, num_negatives=k)
 
-    # ------------------------------------------------------------------ internals
-    def _negatives(self, pairs: torch.Tensor, epoch: int, batch_index: int) -> torch.Tensor:
-        """int64 ``(P, k)`` negative destinations (see the module docstring for the keys)."""
+    def draw_negatives(self, pairs: torch.Tensor, *, epoch: int = 0,
+                  batch_index: int = 0) -> torch.Tensor:
+        """int64 ``(P, k)`` negative destinations of int64 ``(2, P)`` ``pairs`` (on their
+        device), drawn as :meth:`sample` draws them (see the module docstring for the keys);
+        e.g. an evaluation's stable per-source candidates."""
         k, n = self.num_negatives, self.num_nodes
         n_pairs = int(pairs.shape[1])
         dev = pairs.device
@@ -373,6 +376,7 @@ class LinkSampler(Sampler):
         r = _draw(key, counter, n - 1)  # one of the n - 1 other nodes
         return r + (r >= pairs[1].unsqueeze(1)).to(torch.int64)
 
+    # ------------------------------------------------------------------ internals
     def _exclude(self, blocks: list[Block], pairs: torch.Tensor) -> list[Block]:
         """The blocks without the edges whose ``(src, dst)`` is a seed pair (or its reverse)."""
         if self.exclude == "none" or pairs.shape[1] == 0:
