@@ -265,3 +265,20 @@ def test_the_loader_reads_features_of_every_endpoint():
             assert torch.equal(mb.x[:, 0].long(), mb.input_nodes)
         got[threads] = [(mb.neg_index, mb.blocks[0].edge_index) for mb in batches]
     assert all(torch.equal(a, b) for p, q in zip(got[0], got[3]) for a, b in zip(p, q))
+
+
+def test_the_numba_and_torch_filters_agree():
+    from graphfeed.sampling.link import _without_keys
+
+    rng = np.random.default_rng(0)
+    ei = torch.from_numpy(rng.integers(0, 40, (2, 5000)))
+    keys = torch.unique(torch.from_numpy(rng.integers(0, 20 * 20, 60)))
+    a_ei, a_keep = _without_keys(ei, 20, keys, True)
+    b_ei, b_keep = _without_keys(ei, 20, keys, False)
+    assert torch.equal(a_ei, b_ei) and torch.equal(ei[:, a_keep], ei[:, b_keep])
+    gone = ei.shape[1] - a_ei.shape[1]
+    expect = sum(1 for u, v in ei.T.tolist() if u < 20 and v < 20 and u * 20 + v in
+                 set(keys.tolist()))
+    assert gone == expect > 0
+    assert _without_keys(ei, 20, torch.tensor([10_000]), True) is None
+    assert _without_keys(ei, 20, torch.tensor([10_000]), False) is None

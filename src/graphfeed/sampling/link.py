@@ -175,7 +175,8 @@ class LinkSampler(Sampler):
       per pair (a dataset's stored ones) used instead of drawing. See :meth:`with_pairs`.
 
     Cost per batch: O(P * k) for the negatives, the node sampler's cost on the endpoints, and
-    O(sampled edges + P) for the filter (a sorted membership test on pair keys).
+    O(sampled edges) for the filter (a comparison of local ids per edge, then a sorted
+    membership test of the few edges between two endpoints).
     """
 
     def __init__(self, sampler: Sampler, *, num_negatives: int = 1, negatives: str = "uniform",
@@ -346,9 +347,9 @@ class LinkSampler(Sampler):
                                                                  batch_index=batch_index)
         nodes = torch.unique(torch.cat([pairs.reshape(-1), neg_dst.reshape(-1)]))
         mb = self.sampler.sample(nodes, epoch=epoch, batch_index=batch_index, executor=executor)
-        blocks = self._exclude(mb.blocks, pairs)
         # the node sampler keeps its seeds' order: local id of a node = its rank in ``nodes``
         pair_index = torch.searchsorted(nodes, pairs.contiguous())
+        blocks = self._exclude(mb.blocks, pair_index, int(nodes.shape[0]))
         neg_src = pair_index[0].repeat_interleave(k)
         neg_index = torch.stack([neg_src, torch.searchsorted(nodes, neg_dst.reshape(-1))])
         return LinkMiniBatch(seeds=mb.seeds, blocks=blocks, epoch=int(epoch),
@@ -377,24 +378,56 @@ class LinkSampler(Sampler):
         return r + (r >= pairs[1].unsqueeze(1)).to(torch.int64)
 
     # ------------------------------------------------------------------ internals
-    def _exclude(self, blocks: list[Block], pairs: torch.Tensor) -> list[Block]:
-        """The blocks without the edges whose ``(src, dst)`` is a seed pair (or its reverse)."""
-        if self.exclude == "none" or pairs.shape[1] == 0:
+    def _exclude(self, blocks: list[Block], pair_index: torch.Tensor,
+                 num_seeds: int) -> list[Block]:
+        """The blocks without the edges whose ``(src, dst)`` is a seed pair (or its reverse).
+
+        Works in local ids: the node sampler's seeds (every endpoint) are local ids
+        ``0..num_seeds-1`` in every block (destinations first, all the way down), so only edges
+        between two of them can match; those few are tested against the sorted pair keys."""
+        if self.exclude == "none" or pair_index.shape[1] == 0:
             return blocks
-        n = self.num_nodes
-        keys = pairs[0] * n + pairs[1]
+        s = num_seeds
+        keys = pair_index[0] * s + pair_index[1]
         if self.exclude == "reverse":
-            keys = torch.cat([keys, pairs[1] * n + pairs[0]])
+            keys = torch.cat([keys, pair_index[1] * s + pair_index[0]])
         keys = torch.unique(keys)
         out = []
         for b in blocks:
-            src = b.src_nodes[b.edge_index[0]]
-            dst = b.src_nodes[b.edge_index[1]]
-            keep = ~torch.isin(src * n + dst, keys)
+            kept = _without_keys(b.edge_index, s, keys, b.edge_index.device.type == "cpu")
+            if kept is None:
+                out.append(b)
+                continue
+            kept_ei, keep = kept
             out.append(replace(
                 b,
-                edge_index=b.edge_index[:, keep],
+                edge_index=kept_ei,
                 edge_ids=None if b.edge_ids is None else b.edge_ids[keep],
                 edge_weight=None if b.edge_weight is None else b.edge_weight[keep],
             ))
         return out
+
+
+def _without_keys(ei: torch.Tensor, s: int, keys: torch.Tensor, numba: bool):
+    """``(kept edge_index, keep)`` (``keep`` indexes the kept edges' other arrays) without the
+    edges between local ids below ``s`` whose ``src * s + dst`` is in the sorted ``keys``, or
+    ``None`` when no edge is one. ``numba``: the CPU kernels (one counting pass, then a
+    compacting one only when needed); else vectorised torch ops on ``ei``'s device."""
+    if numba:
+        from ._link_kernels import count_seed_pairs, drop_seed_pairs
+
+        e_np, k_np = ei.numpy(), keys.numpy()
+        n_drop = count_seed_pairs(e_np, s, k_np)
+        if n_drop == 0:
+            return None
+        kept_ei, pos = drop_seed_pairs(e_np, s, k_np, n_drop)
+        return torch.from_numpy(kept_ei), torch.from_numpy(pos)
+    cand = torch.nonzero((ei[0] < s) & (ei[1] < s))[:, 0]
+    k = ei[0, cand] * s + ei[1, cand]
+    at = torch.searchsorted(keys, k).clamp_(max=keys.numel() - 1)
+    drop = cand[keys[at] == k]
+    if drop.numel() == 0:
+        return None
+    keep = torch.ones(ei.shape[1], dtype=torch.bool, device=ei.device)
+    keep[drop] = False
+    return ei[:, keep], keep
