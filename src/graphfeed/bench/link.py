@@ -54,8 +54,10 @@ def bench_link_sample(data: BenchData, *, fanouts: Sequence[int] = (15, 10, 5),
                       batch_size: int = 1024, num_negatives: int = 1, num_batches: int = 100,
                       warmup: int = 5, replace: bool = False, num_threads: int = 2,
                       prefetch: int = 2, seed: int = 0, mode: str = "cpu-cpu",
-                      device: str = "auto", rounds: int = 3) -> dict:
-    """Throughput of link sampling and of node sampling (same placement, same run); a dict."""
+                      device: str = "auto", rounds: int = 3, exclude: str = "auto") -> dict:
+    """Throughput of link sampling and of node sampling (same placement, same run); a dict.
+    ``exclude``: the ``LinkSampler``'s; ``auto``: ``reverse`` when the dataset says its graph
+    is undirected, else ``self``."""
     import torch
 
     from ..placement.plan import place
@@ -63,11 +65,13 @@ def bench_link_sample(data: BenchData, *, fanouts: Sequence[int] = (15, 10, 5),
 
     total = batch_size * (num_batches + warmup)
     pairs = _bench_pairs(data, total, seed)
-    undirected = data.dataset is not None and bool(data.dataset.metadata.graph.undirected)
+    if exclude == "auto":
+        undirected = data.dataset is not None and bool(data.dataset.metadata.graph.undirected)
+        exclude = "reverse" if undirected else "self"
     placed = place(data.graph, {}, list(fanouts), mode=mode, device=device, replace=replace,
                    seed=seed)
     link = LinkSampler(placed.sampler, num_negatives=num_negatives, seed=seed,
-                       exclude="reverse" if undirected else "self").with_pairs(pairs)
+                       exclude=exclude).with_pairs(pairs)
     positions = np.arange(total, dtype=np.int64)
     node_ids = _node_batches(data, batch_size, num_batches + warmup, seed)
     runs, nruns = [], []

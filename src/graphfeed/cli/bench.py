@@ -60,6 +60,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "sampling in the same run [node]")
     s.add_argument("--num-negatives", type=_args.positive_int, default=1,
                    help="--task link: uniform negatives per pair [1]")
+    s.add_argument("--exclude", default="auto", choices=["auto", "none", "self", "reverse"],
+                   help="--task link: sampled edges removed from the blocks: the seed pairs "
+                        "(self), also their reverses, or none; auto: reverse when the dataset "
+                        "is marked undirected, else self [auto]")
     s.set_defaults(_bench_run=run_sample)
 
     for name, modname in BENCHES.items():
@@ -84,7 +88,8 @@ def run_sample(args) -> int:
                               num_negatives=args.num_negatives, num_batches=args.batches,
                               warmup=max(args.warmup, 0), replace=args.replace,
                               num_threads=args.threads, prefetch=args.prefetch, seed=args.seed,
-                              mode=args.mode, device=args.device, rounds=args.rounds)
+                              mode=args.mode, device=args.device, rounds=args.rounds,
+                              exclude=args.exclude)
         print(json.dumps(r) if args.json else format_link_report(r))
         return 0
     r = bench_sample(
