@@ -189,8 +189,9 @@ def test_ogbl_layout(tmp_path):
         _gz(src / "split" / "time" / f"{k}.csv.gz", sp[k].T)
     neg = np.random.default_rng(0).integers(0, 60, (sp["test"].shape[1], 3))
     _gz(src / "split" / "time" / "test_neg.csv.gz", neg)
-    out = prepare_ogbl(src, tmp_path / "out", undirected=True)
-    ds = Dataset.open(out)
+    rep = prepare_ogbl(src, tmp_path / "out", undirected=True)
+    ds = Dataset.open(rep.path)
+    assert rep.split_sizes["test_neg"] == sp["test"].shape[1] and "prepared" in rep.summary()
     assert ds.name == "ogbl_toy" and ds.num_nodes == 60
     for k in ("train", "valid", "test"):
         assert np.array_equal(ds.link_split(k)[0], sp[k])
@@ -217,3 +218,28 @@ def test_cora_85_5_10_edge_split(tmp_path):
     sizes = [ds.link_split(k)[0].shape[1] for k in ("train", "valid", "test")]
     assert ds.num_nodes == 2708 and abs(sum(sizes) - 5278) < 60
     assert [round(s / sum(sizes), 2) for s in sizes] == [0.85, 0.05, 0.10]
+
+
+def test_prepare_cli_link_split_and_ogbl(tmp_path, capsys):
+    from graphfeed.cli.main import main
+
+    g = small_graph()
+    node = write_dataset(tmp_path / "node", graph=g,
+                         node_features={"feat": np.ones((60, 2), np.float32),
+                                        "label": np.zeros(60, np.int64)},
+                         splits={"train": np.arange(5)}, num_classes=2, undirected=True)
+    assert main(["prepare", "link-split", str(node), str(tmp_path / "ls"), "--split",
+                 "0.8,0.1,0.1", "--seed", "4"]) == 0
+    assert "prepared" in capsys.readouterr().out
+    ds = Dataset.open(tmp_path / "ls")
+    want = random_edge_split(g, (0.8, 0.1, 0.1), seed=4, undirected=True)
+    assert all(np.array_equal(ds.link_split(k)[0], want[k]) for k in want)
+    assert main(["prepare", "link-split", str(node), str(tmp_path / "ls2"), "--num-classes",
+                 "3"]) == 2
+    assert "--num-classes does not apply to a link-prediction dataset" in capsys.readouterr().err
+    src = tmp_path / "toy"
+    _gz(src / "raw" / "edge.csv.gz", want["train"].T)
+    for k in ("train", "valid", "test"):
+        _gz(src / "split" / "s" / f"{k}.csv.gz", want[k].T)
+    assert main(["prepare", "ogbl", str(src), str(tmp_path / "o"), "--undirected"]) == 0
+    assert np.array_equal(Dataset.open(tmp_path / "o").link_split("valid")[0], want["valid"])

@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -32,18 +33,56 @@ from .._readers import read_float_blocks, read_int_table
 from ..link import LINK_SPLITS, random_edge_split, write_link_dataset
 from .ogb import _find
 
-__all__ = ["prepare_ogbl", "split_dataset"]
+__all__ = ["prepare_ogbl", "prepare_link_split", "split_dataset"]
+
+#: ``graphfeed prepare`` options that shape node-classification data, refused here when set
+_NODE_ONLY = {"num_classes": None, "feature_dtype": None, "drop_self_loops": False}
+
+
+def _link_options(kind: str, common: dict) -> dict:
+    """The ``graphfeed prepare`` common options a link importer uses (``overwrite``, ``name``);
+    the node-classification ones are refused when set, the build's tuning ones ignored (link
+    datasets are built in memory)."""
+    for k, default in _NODE_ONLY.items():
+        if common.get(k, default) != default:
+            raise DatasetError(f"prepare {kind}: --{k.replace('_', '-')} does not apply to a "
+                               f"link-prediction dataset")
+    return {k: common[k] for k in ("overwrite", "name") if k in common}
+
+
+def _report(path: Path, t0: float):
+    """The ``PrepareReport`` of a written link dataset (what ``graphfeed prepare`` prints)."""
+    from ..._memory import peak_rss_bytes
+    from ..format import Dataset
+    from . import PrepareReport
+
+    ds = Dataset.open(path, validate="quick")
+    size = sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+    return PrepareReport(path=Path(path), num_nodes=ds.num_nodes, num_edges=ds.num_edges,
+                         input_edges=ds.num_edges, num_classes=0,
+                         split_sizes={k: v.size for k, v in ds.metadata.splits.items()},
+                         seconds=time.perf_counter() - t0, peak_rss_bytes=peak_rss_bytes(),
+                         dataset_bytes=size, notes=["link_prediction"])
 
 
 def prepare_ogbl(src, out, *, split_name: Optional[str] = None, undirected: bool = False,
-                 name: Optional[str] = None, overwrite: bool = False) -> Path:
-    """Prepare the OGB link-property folder ``src`` (layout above) into ``out``.
+                 name: Optional[str] = None, overwrite: bool = False, split=None,
+                 dedupe: bool = True, **common):
+    """Prepare the OGB link-property folder ``src`` (layout above) into ``out``; returns the
+    ``PrepareReport``.
 
     ``split_name``: the ``split/<name>/`` folder (default: the only or first one);
     ``undirected``: store every edge both ways (``ogbl-collab``, ``ppa``, ``ddi`` are
-    undirected). Returns ``out``. Errors name the file and the value."""
+    undirected). Repeated edges are always dropped (a pair in two splits would leak).
+    ``common``: ``graphfeed prepare``'s other options (see :func:`_link_options`). Errors
+    name the file and the value."""
     from ...graph.csc import CSCGraph
 
+    t0 = time.perf_counter()
+    _link_options("ogbl", common)
+    if split is not None:
+        raise DatasetError("prepare ogbl: the splits come from split/<name>/; --split does not "
+                           "apply")
     src = Path(src)
     raw = src / "raw"
     edge_file = _find(raw, "edge") if raw.is_dir() else None
@@ -92,9 +131,34 @@ def prepare_ogbl(src, out, *, split_name: Optional[str] = None, undirected: bool
             raise DatasetError(f"{feat_file}: {x.shape[0]} rows, expected one per node "
                                f"({num_nodes})")
         feats["feat"] = x
-    return write_link_dataset(out, graph=graph, node_features=feats, splits=splits,
-                              negatives=negatives, name=name or src.name, overwrite=overwrite,
-                              undirected=undirected)
+    write_link_dataset(out, graph=graph, node_features=feats, splits=splits,
+                       negatives=negatives, name=name or src.name, overwrite=overwrite,
+                       undirected=undirected)
+    return _report(Path(out), t0)
+
+
+def prepare_link_split(src, out, *, split=None, undirected: bool = False, dedupe: bool = False,
+                       **common):
+    """``graphfeed prepare link-split SRC OUT --split 0.85,0.05,0.1 --seed S``: the prepared
+    dataset folder ``src`` as a link dataset with a seeded random edge split
+    (:func:`split_dataset`; ``split``: a ``SplitRule`` of three fractions, default 85/5/10).
+    The graph is taken as stored (``undirected``/``dedupe`` do not apply). Returns the
+    ``PrepareReport``."""
+    from ..format import Dataset
+
+    t0 = time.perf_counter()
+    opts = _link_options("link-split", common)
+    if undirected or dedupe:
+        raise DatasetError("prepare link-split: the graph is taken as stored; --undirected and "
+                           "--dedupe do not apply (prepare SRC with them first)")
+    fractions, seed = (0.85, 0.05, 0.10), 0
+    if split is not None:
+        if split.kind != "random":
+            raise DatasetError(f"prepare link-split: --split takes edge fractions like "
+                               f"0.85,0.05,0.1, got a {split.kind} rule")
+        fractions, seed = split.sizes, split.seed
+    split_dataset(Dataset.open(src), out, fractions=fractions, seed=seed, **opts)
+    return _report(Path(out), t0)
 
 
 def split_dataset(dataset, out, *, fractions=(0.85, 0.05, 0.10), seed: int = 0,
