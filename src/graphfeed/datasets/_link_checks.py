@@ -1,6 +1,7 @@
 """The checks of link-prediction splits (see :mod:`graphfeed.datasets.link` for the layout):
 metadata (at parse time), array headers, and the O(P) contents. Imports nothing else of
-``graphfeed.datasets``, so the schema and the validator can call it."""
+``graphfeed.datasets`` (and numba only when the contents are checked), so the schema, the
+validator and the CLI parser can import it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from typing import Mapping
 
 import numpy as np
 
-from .._numba import kernel
 from ..errors import DatasetError
 
 NEG_SUFFIX = "_neg"
@@ -52,23 +52,6 @@ def check_split_array(arr: np.ndarray, kind: str, size: int, path: Path) -> None
                            f"{arr.shape}")
 
 
-@kernel
-def first_missing_pair(indptr, indices, src, dst):
-    """The first ``i`` whose ``src[i] -> dst[i]`` is not an edge of the CSC graph, else -1
-    (ids already checked in range). O(in-degree of ``dst[i]``) per pair."""
-    for i in range(src.shape[0]):
-        s = src[i]
-        d = dst[i]
-        found = False
-        for p in range(indptr[d], indptr[d + 1]):
-            if indices[p] == s:
-                found = True
-                break
-        if not found:
-            return i
-    return -1
-
-
 def _first_out_of_range(a: np.ndarray, n: int):
     bad = (a < 0) | (a >= n)
     if bad.any():
@@ -93,6 +76,8 @@ def check_link_contents(meta, indptr, indices, splits: Mapping, paths: Mapping) 
                                f"is out of range [0, {n})")
         if spec.kind != "node_pairs":
             continue
+        from ._link_kernels import first_missing_pair
+
         i = first_missing_pair(indptr, indices, np.ascontiguousarray(a[0]),
                                np.ascontiguousarray(a[1]))
         if i >= 0:
