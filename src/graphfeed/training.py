@@ -231,6 +231,13 @@ def _train_loop(cfg: TrainConfig, dataset, plan, model=None, on_batch=None,
 
         cuda_alloc.start_cuda()  # the allocator setting first, then CUDA
         torch.cuda.set_device(torch.device(device))
+    if cfg.task == "link":
+        from .trainer.link import train_link
+
+        if dataset is None:
+            dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=rank == 0)
+        return train_link(cfg, dataset, plan, rank=rank, world_size=world_size, say=say,
+                          model=model)
 
     pre = _preflight(cfg, dataset, device, verbose=rank == 0)
     dataset = pre.dataset
@@ -320,6 +327,13 @@ def check_run(cfg: TrainConfig, *, dataset=None) -> dict:
     (arguments, dataset, splits, output paths, model size), and the evaluation plan."""
     cfg.validate()
     device = resolve_device(cfg.device, cfg.mode)
+    if cfg.task == "link":
+        from .trainer.link import check_link_dataset
+
+        ds = open_dataset(cfg.dataset, cfg.data_root) if dataset is None else dataset
+        return {"dataset": ds.name, "task": "link", "device": device, "model": cfg.model,
+                "decoder": cfg.decoder, "in_dim": check_link_dataset(cfg, ds),
+                "fanouts": list(cfg.fanouts)}
     pre = _preflight(cfg, dataset, device, verbose=False)
     return {
         "dataset": pre.dataset.name, "device": device, "model": cfg.model,

@@ -55,6 +55,16 @@ def add_parser(sub) -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--data-root", default=None)
     s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.add_argument("--task", default="node", choices=["node", "link"],
+                   help="link: batches of --batch-size seed pairs (a link dataset's training "
+                        "pairs, else edges of the graph) with --num-negatives each, next to node "
+                        "sampling in the same run [node]")
+    s.add_argument("--num-negatives", type=_args.positive_int, default=1,
+                   help="--task link: uniform negatives per pair [1]")
+    s.add_argument("--exclude", default="auto", choices=["auto", "none", "self", "reverse"],
+                   help="--task link: sampled edges removed from the blocks: the seed pairs "
+                        "(self), also their reverses, or none; auto: reverse when the dataset "
+                        "is marked undirected, else self [auto]")
     s.set_defaults(_bench_run=run_sample)
 
     for name, modname in BENCHES.items():
@@ -72,6 +82,17 @@ def run_sample(args) -> int:
     from ..bench.sample import bench_sample, format_report, load_bench_data
 
     data = load_bench_data(args.dataset, args.graph, args.data_root)
+    if args.task == "link":
+        from ..bench.link import bench_link_sample, format_link_report
+
+        r = bench_link_sample(data, fanouts=args.fanouts, batch_size=args.batch_size,
+                              num_negatives=args.num_negatives, num_batches=args.batches,
+                              warmup=max(args.warmup, 0), replace=args.replace,
+                              num_threads=args.threads, prefetch=args.prefetch, seed=args.seed,
+                              mode=args.mode, device=args.device, rounds=args.rounds,
+                              exclude=args.exclude)
+        print(json.dumps(r) if args.json else format_link_report(r))
+        return 0
     r = bench_sample(
         data,
         fanouts=args.fanouts,

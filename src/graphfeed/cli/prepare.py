@@ -158,6 +158,22 @@ def _cora_kwargs(args) -> dict:
     return kw
 
 
+def _link_arguments(p: argparse.ArgumentParser, fmt: str) -> None:
+    what = ("OGB link-property folder (holding raw/ and split/)" if fmt == "ogbl"
+            else "a prepared dataset folder (its graph and node features are kept)")
+    p.add_argument("src", metavar="SRC", help=what)
+    p.add_argument("out", metavar="OUT", help="dataset folder to create")
+    if fmt == "ogbl":
+        p.add_argument("--split-name", help="which split/<name>/ to use (default: the first)")
+
+
+def _link_kwargs(args) -> dict:
+    kw = dict(src=args.src, out=args.out, split=_split(args.split, args.seed))
+    if getattr(args, "split_name", None):
+        kw["split_name"] = args.split_name
+    return kw
+
+
 #: importer name -> (add its arguments to a subparser, turn the parsed arguments into its keywords)
 FORMATS = {
     "generic": (_generic_arguments, _generic_kwargs),
@@ -165,6 +181,8 @@ FORMATS = {
     "cora-text": (lambda p: _file_arguments(p, "cora-text"), _cora_kwargs),
     "planetoid-npz": (lambda p: _file_arguments(p, "planetoid-npz"), _file_kwargs),
     "csr-npz": (lambda p: _file_arguments(p, "csr-npz"), _file_kwargs),
+    "ogbl": (lambda p: _link_arguments(p, "ogbl"), _link_kwargs),
+    "link-split": (lambda p: _link_arguments(p, "link-split"), _link_kwargs),
 }
 
 

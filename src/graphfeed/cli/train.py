@@ -82,6 +82,17 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="predict the test nodes (in split order) or all nodes (in id order) [test]")
     p.add_argument("--log", metavar="FILE", default=None,
                    help="append one JSON object per epoch to FILE (JSON lines)")
+    p.add_argument("--task", default="node", choices=list(C.TASKS),
+                   help="node classification, or link prediction on a link_prediction dataset "
+                        "(e.g. the built-in 'link') [node]")
+    p.add_argument("--decoder", default="dot", choices=list(C.DECODERS),
+                   help="--task link: score a pair by the dot product of its embeddings or an "
+                        "MLP on their product [dot]")
+    p.add_argument("--num-negatives", type=_args.int_range(1, C.MAX_NEGATIVES), default=1,
+                   help="--task link: uniform negatives per training pair [1]")
+    p.add_argument("--eval-negatives", type=_args.int_range(1, C.MAX_NEGATIVES), default=1000,
+                   help="--task link: negatives each valid/test pair is ranked against (the "
+                        "dataset's fixed ones when it has them) [1000]")
     p.add_argument("--no-mlp", action="store_true", help="skip the MLP baseline")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--data-root", default=None, help="cache folder for built-in datasets")
@@ -141,6 +152,10 @@ def config_from_args(args):
         human_output="stderr" if args.json else "stdout",
         partitions=args.partitions,
         remote_cache=args.remote_cache,
+        task=args.task,
+        decoder=args.decoder,
+        num_negatives=args.num_negatives,
+        eval_negatives=args.eval_negatives,
     )
 
 

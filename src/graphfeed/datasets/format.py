@@ -440,6 +440,20 @@ class Dataset:
     def test_ids(self) -> np.ndarray:
         return self._split_or_empty("test")
 
+    @property
+    def task_type(self) -> str:
+        """``node_classification``, or ``link_prediction`` (see :mod:`graphfeed.datasets.link`)."""
+        return self.metadata.task.type
+
+    def link_split(self, name: str):
+        """``(pairs, negatives)`` of link split ``name``: int64 ``(2, P)`` edges and the fixed
+        negative destinations int64 ``(P, k)``, or ``None`` when the dataset stores none."""
+        if self.task_type != "link_prediction":
+            raise GraphfeedError(f"dataset {self.name!r} is a {self.task_type} dataset; it has no "
+                                 f"link splits")
+        neg = name + "_neg"
+        return self.split(name), (self.split(neg) if neg in self._arrays.splits else None)
+
     # ------------------------------------------------------------------ features
     def feature_path(self, name: str) -> Path:
         role = feature_role(name)

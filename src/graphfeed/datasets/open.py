@@ -12,7 +12,8 @@ __all__ = ["open_dataset"]
 
 
 def open_dataset(spec: str, data_root: Optional[str] = None, *, verbose: bool = False):
-    """A built-in name (``tiny``, ``small``, ``medium``) or a prepared dataset folder, opened as a
+    """A built-in name (``tiny``, ``small``, ``medium``; ``link`` for link prediction) or a
+    prepared dataset folder, opened as a
     :class:`~graphfeed.datasets.format.Dataset`.
 
     A built-in dataset is generated on first use and cached under ``data_root`` (default

@@ -42,8 +42,11 @@ FORMAT_VERSION = 2
 #: the most classes a dataset may declare (a classifier's output layer is hidden x classes)
 MAX_NUM_CLASSES = 1_000_000
 METADATA_FILE = "graphfeed.json"
-TASK_TYPES = ("node_classification",)
-SPLIT_KINDS = ("node_ids",)
+TASK_TYPES = ("node_classification", "link_prediction")
+#: ``node_ids``: 1-D node ids (node classification); ``node_pairs``: int ``(2, P)`` edges of the
+#: graph (link prediction); ``negative_dst``: int ``(P, k)`` fixed negative destinations of the
+#: ``node_pairs`` split ``X`` it is named after (``X_neg``), see ``graphfeed.datasets.link``
+SPLIT_KINDS = ("node_ids", "node_pairs", "negative_dst")
 #: feature dtypes a dataset may hold (torch has an equivalent for each)
 FEATURE_DTYPES = (
     "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
@@ -170,6 +173,8 @@ class TaskSpec:
     class_names: Optional[tuple] = None
 
     def to_json(self) -> dict:
+        if self.type == "link_prediction":  # no target: the splits are the labelled edges
+            return {"type": self.type}
         d = {"type": self.type, "target": self.target, "num_classes": self.num_classes}
         if self.class_names is not None:
             d["class_names"] = list(self.class_names)
@@ -432,6 +437,14 @@ def parse_metadata(raw: Any, source: str = METADATA_FILE) -> Metadata:
     ttype = t["type"]
     if ttype not in TASK_TYPES:
         raise c.err("task.type", f"unsupported task type {_short(ttype)}; format_version 1 knows {list(TASK_TYPES)}")
+    if ttype == "link_prediction":
+        from ._link_checks import check_link_metadata
+
+        c.obj(t, "task", ("type",))
+        check_link_metadata(splits, c.err)
+        return Metadata(name=name, num_nodes=num_nodes, graph=graph, node_features=node_features,
+                        splits=splits, task=TaskSpec(ttype, "", 0), edge_features=edge_features,
+                        extra=_extra(d, c), format_version=ver)
     c.obj(t, "task", ("type", "target", "num_classes"), ("class_names",))
     num_classes = c.int_(t["num_classes"], "task.num_classes", lo=1)
     if num_classes > MAX_NUM_CLASSES or num_classes > max(1, num_nodes):
@@ -449,9 +462,11 @@ def parse_metadata(raw: Any, source: str = METADATA_FILE) -> Metadata:
     if task.target not in node_features:
         raise c.err("task.target", f"{task.target!r} is not one of node_features {sorted(node_features)}")
 
-    extra = d.get("extra", {})
-    if not isinstance(extra, dict):
-        raise c.err("extra", f"expected a JSON object, got {_short(extra)}")
+    extra = _extra(d, c)
+    if any(v.kind != "node_ids" for v in splits.values()):
+        bad = next(k for k, v in splits.items() if v.kind != "node_ids")
+        raise c.err(f"splits.{bad}.kind", f"{splits[bad].kind!r} splits belong to a "
+                                          f"link_prediction task, not {ttype}")
     return Metadata(
         name=name,
         num_nodes=num_nodes,
@@ -463,6 +478,13 @@ def parse_metadata(raw: Any, source: str = METADATA_FILE) -> Metadata:
         extra=extra,
         format_version=ver,
     )
+
+
+def _extra(d: dict, c: _Ctx) -> dict:
+    extra = d.get("extra", {})
+    if not isinstance(extra, dict):
+        raise c.err("extra", f"expected a JSON object, got {_short(extra)}")
+    return extra
 
 
 def _no_constants(token: str):

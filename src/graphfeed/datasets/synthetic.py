@@ -42,12 +42,17 @@ class SyntheticSpec:
     valid_fraction: float = 0.1
     test_fraction: float = 0.2
     seed: int = 0
+    task: str = "node"  # "link": a link-prediction dataset (graphfeed.datasets.link)
 
 
 SPECS = {
     "tiny": SyntheticSpec("tiny", 3_000, 6.0, 32, 5, seed=11),
     "small": SyntheticSpec("small", 60_000, 8.0, 64, 10, seed=12),
     "medium": SyntheticSpec("medium", 1_000_000, 13.0, 100, 16, seed=13),
+    # edge fractions: 85/5/10 of the edges for train/valid/test pairs
+    "link": SyntheticSpec("link", 20_000, 8.0, 32, 100, homophily=0.95, signal=1.0,
+                          train_fraction=0.85, valid_fraction=0.05, test_fraction=0.10,
+                          seed=14, task="link"),
 }
 
 
@@ -135,6 +140,12 @@ def build(name: str, root: Optional[Path] = None, *, overwrite: bool = False) ->
     spec = get_spec(name)
     path = builtin_path(name, root)
     a = generate_arrays(spec)
+    if spec.task == "link":
+        from .link import build_synthetic
+
+        return build_synthetic(spec, a, path, overwrite=overwrite, extra={
+            "generator": "graphfeed.datasets.link", "generator_version": GENERATOR_VERSION,
+            "spec": dict(spec.__dict__)})
     graph = CSCGraph.from_edges(
         a.src, a.dst, a.num_nodes, add_reverse=True, drop_self_loops=True, drop_duplicates=True
     )

@@ -118,9 +118,10 @@ def load_folder(folder, *, mmap: bool = True, full: bool = True) -> LoadedArrays
         _check_spec(arr, spec, paths[role], g.num_edges, "edge")
         edge_features[name] = arr
 
-    target = node_features[meta.task.target]
-    p_tgt = paths[feature_role(meta.task.target)]
-    if target.ndim != 1 or target.dtype.kind not in "iu":
+    link = meta.task.type == "link_prediction"
+    target = None if link else node_features[meta.task.target]
+    p_tgt = None if link else paths[feature_role(meta.task.target)]
+    if not link and (target.ndim != 1 or target.dtype.kind not in "iu"):
         raise DatasetError(
             f"{p_tgt}: the node classification target must be a 1-D integer array, "
             f"got {target.dtype} {target.shape}"
@@ -132,9 +133,13 @@ def load_folder(folder, *, mmap: bool = True, full: bool = True) -> LoadedArrays
         for i, (rel, size) in enumerate(zip(spec.paths, spec.sizes)):
             role = split_role(name, i, spec.num_sets)
             arr = _open(root, rel, role, mmap, paths)
-            if arr.ndim != 1 or arr.dtype.kind not in "iu":
+            if spec.kind != "node_ids":  # link prediction's pairs and negatives
+                from ._link_checks import check_split_array
+
+                check_split_array(arr, spec.kind, size, paths[role])
+            elif arr.ndim != 1 or arr.dtype.kind not in "iu":
                 raise DatasetError(f"{paths[role]}: split ids must be a 1-D integer array, got {arr.dtype} {arr.shape}")
-            if arr.shape[0] != size:
+            elif arr.shape[0] != size:
                 raise DatasetError(f"{paths[role]}: holds {arr.shape[0]} ids, metadata says size = {size}")
             sets.append(arr)
         splits[name] = sets
@@ -166,6 +171,11 @@ def _check_contents(meta, indptr, indices, target, splits, paths) -> None:
     if bad is not None:
         role, name, msg = bad
         raise DatasetError(f"{paths['graph.' + role]}: {name}{msg}")
+    if meta.task.type == "link_prediction":
+        from ._link_checks import check_link_contents
+
+        return check_link_contents(meta, indptr, indices, splits,
+                                   {k: paths[split_role(k, 0, 1)] for k in splits})
     if len(splits) > 250:
         raise DatasetError(f"{paths.get('graph.indptr')}: too many splits ({len(splits)})")
     tgt = np.asarray(target)

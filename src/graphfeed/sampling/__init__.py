@@ -44,6 +44,7 @@ def build_sampler(name: str, graph, fanouts: Sequence[int], **kwargs) -> "Sample
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     ".base": "Block MiniBatch Sampler",
+    ".link": "LinkMiniBatch LinkSampler",
     ".method": "SamplingMethod",
     ".neighbor": "NeighborSampler",
     ".torch_sampler": "TorchNeighborSampler",
@@ -52,6 +53,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
 
 if TYPE_CHECKING:  # pragma: no cover
     from .base import Block, MiniBatch, Sampler
+    from .link import LinkMiniBatch, LinkSampler
     from .method import SamplingMethod
     from .neighbor import NeighborSampler
     from .torch_sampler import TorchNeighborSampler

@@ -30,6 +30,11 @@ DIST_BACKENDS = ("auto", "gloo", "nccl")
 #: ``--runs`` derives run k's seed as ``seed + k``; keep it in range
 PREDICT_NODES = ("test", "all")
 HUMAN_OUTPUTS = ("stdout", "stderr")
+#: ``--task``: node classification, or link prediction (``graphfeed.trainer.link``)
+TASKS = ("node", "link")
+#: ``--decoder`` of link prediction
+DECODERS = ("dot", "mlp")
+MAX_NEGATIVES = 100_000
 
 
 def check_fanouts(name: str, fanouts) -> tuple[int, ...]:
@@ -91,6 +96,10 @@ class TrainConfig:
     human_output: str = "stdout"  # where the per-epoch lines go (stderr for --json)
     partitions: Optional[str] = None  # a `graphfeed partition` folder: train across its parts
     remote_cache: int = 0  # --partitions: remote feature rows cached per rank (after epoch 0)
+    task: str = "node"  # node or link (link prediction on a link_prediction dataset)
+    decoder: str = "dot"  # link: dot or mlp
+    num_negatives: int = 1  # link: uniform negatives per training pair
+    eval_negatives: int = 1000  # link: negatives per pair for MRR / Hits@K in evaluation
 
     def validate(self) -> "TrainConfig":
         if not isinstance(self.dataset, str) or not self.dataset:
@@ -150,6 +159,18 @@ class TrainConfig:
                 "save, resume and predict keep one run: use them with runs=1 (run the seeds one "
                 "at a time with --seed S)"
             )
+        if self.task not in TASKS:
+            raise GraphfeedError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        if self.decoder not in DECODERS:
+            raise GraphfeedError(f"decoder must be one of {', '.join(DECODERS)}, got {self.decoder!r}")
+        self.num_negatives = _int("num_negatives", self.num_negatives, 1, MAX_NEGATIVES)
+        self.eval_negatives = _int("eval_negatives", self.eval_negatives, 1, MAX_NEGATIVES)
+        if self.task == "link" and (self.save or self.resume or self.predict):
+            raise GraphfeedError("task link does not checkpoint or predict yet: drop save, resume "
+                                 "and predict")
+        if self.task == "link" and self.partitions:
+            raise GraphfeedError("task link does not train over partitions yet: drop partitions "
+                                 "(or train --task node)")
         from ..placement import validate_mode
 
         validate_mode(self.mode)

@@ -80,6 +80,8 @@ class TrainResult:
     eval_fanouts: list = field(default_factory=list)
     checkpoint: Optional[str] = None
     predictions: Optional[str] = None
+    #: link prediction: baseline name -> split -> metrics (e.g. the degree baseline)
+    baselines: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return json_safe(dataclasses.asdict(self))

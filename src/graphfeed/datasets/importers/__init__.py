@@ -42,6 +42,10 @@ for _name, _target, _help in (
     ("planetoid-npz", "shared:prepare_planetoid_npz",
      ".npz with x, y, edge_index, train_idx/val_idx/test_idx (Planetoid order)"),
     ("csr-npz", "shared:prepare_csr_npz", "gnn-benchmark .npz of CSR parts (adj_*, attr_*, labels)"),
+    ("ogbl", "link:prepare_ogbl", "OGB link-property raw layout (raw/edge.csv.gz, split/<name>/"
+                                  "{train,valid,test}.csv.gz pairs): a link-prediction dataset"),
+    ("link-split", "link:prepare_link_split",
+     "a prepared dataset folder -> a link-prediction dataset with a seeded random edge split"),
 ):
     IMPORTERS.add(_name, f".datasets.importers.{_target}", _help)
 del _name, _target, _help
