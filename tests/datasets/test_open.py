@@ -33,7 +33,7 @@ def test_builtin_name_generates_into_data_root(tmp_path):
 
 @pytest.mark.parametrize("spec", ["no-such-dataset", "huge"])
 def test_unknown_spec_names_builtins(spec, tmp_path):
-    with pytest.raises(GraphfeedError, match=r"neither a built-in dataset \(tiny, small, medium\) nor a folder"):
+    with pytest.raises(GraphfeedError, match=r"neither a built-in dataset \(tiny, small, medium, hetero\) nor a folder"):
         open_dataset(str(tmp_path / spec))
     with pytest.raises(GraphfeedError, match="prepare one with 'graphfeed prepare'"):
         open_dataset(spec)

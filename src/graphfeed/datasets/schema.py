@@ -187,6 +187,8 @@ class Metadata:
     edge_features: dict[str, ArraySpec] = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
+    #: node and edge types (``graphfeed.datasets.hetero.HeteroSpec``); None: one type
+    hetero: Optional[Any] = None
 
     @property
     def num_split_sets(self) -> int:
@@ -199,7 +201,7 @@ class Metadata:
         return 2 if self.task.class_names is not None or self.num_split_sets > 1 else 1
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "format_version": self.format_version,
             "name": self.name,
             "num_nodes": self.num_nodes,
@@ -210,6 +212,9 @@ class Metadata:
             "task": self.task.to_json(),
             "extra": self.extra,
         }
+        if self.hetero is not None:
+            out["hetero"] = self.hetero.to_json()
+        return out
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2, sort_keys=False) + "\n"
@@ -225,6 +230,8 @@ class Metadata:
         for k, v in self.splits.items():
             for i, p in enumerate(v.paths):
                 out[split_role(k, i, v.num_sets)] = p
+        if self.hetero is not None:
+            out.update(self.hetero.paths())
         return out
 
 
@@ -373,7 +380,7 @@ def parse_metadata(raw: Any, source: str = METADATA_FILE) -> Metadata:
         raw,
         "top level",
         ("format_version", "num_nodes", "graph", "node_features", "splits", "task"),
-        ("name", "edge_features", "extra"),
+        ("name", "edge_features", "extra", "hetero"),
     )
     num_nodes = c.int_(d["num_nodes"], "num_nodes")
     name = c.str_(d.get("name", "dataset"), "name")
@@ -452,6 +459,11 @@ def parse_metadata(raw: Any, source: str = METADATA_FILE) -> Metadata:
     extra = d.get("extra", {})
     if not isinstance(extra, dict):
         raise c.err("extra", f"expected a JSON object, got {_short(extra)}")
+    hetero = None
+    if "hetero" in d:
+        from .hetero import parse_hetero
+
+        hetero = parse_hetero(d["hetero"], c, num_nodes, graph.num_edges)
     return Metadata(
         name=name,
         num_nodes=num_nodes,
@@ -462,6 +474,7 @@ def parse_metadata(raw: Any, source: str = METADATA_FILE) -> Metadata:
         edge_features=edge_features,
         extra=extra,
         format_version=ver,
+        hetero=hetero,
     )
 
 

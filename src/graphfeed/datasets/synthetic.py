@@ -1,4 +1,5 @@
-"""The built-in synthetic node-classification datasets: ``tiny``, ``small``, ``medium``.
+"""The built-in synthetic node-classification datasets: ``tiny``, ``small``, ``medium`` (and
+``hetero``, heterogeneous: ``synthetic_hetero``).
 
 A degree-corrected stochastic block model: every node has a class (its community) and a
 power-law "popularity" weight; edge endpoints are drawn in proportion to popularity, and with
@@ -23,6 +24,7 @@ from typing import Optional
 import numpy as np
 
 from ..errors import GraphfeedError
+from . import synthetic_hetero as _hetero
 
 #: bump when the generator changes, so stale caches are not reused
 GENERATOR_VERSION = 2
@@ -49,6 +51,8 @@ SPECS = {
     "small": SyntheticSpec("small", 60_000, 8.0, 64, 10, seed=12),
     "medium": SyntheticSpec("medium", 1_000_000, 13.0, 100, 16, seed=13),
 }
+# the heterogeneous one (three node types, four relations): graphfeed.datasets.synthetic_hetero
+SPECS["hetero"] = _hetero.SPEC
 
 
 @dataclass
@@ -134,6 +138,8 @@ def build(name: str, root: Optional[Path] = None, *, overwrite: bool = False) ->
 
     spec = get_spec(name)
     path = builtin_path(name, root)
+    if isinstance(spec, _hetero.HeteroSyntheticSpec):
+        return _hetero.build(path, spec, overwrite=overwrite)
     a = generate_arrays(spec)
     graph = CSCGraph.from_edges(
         a.src, a.dst, a.num_nodes, add_reverse=True, drop_self_loops=True, drop_duplicates=True
