@@ -461,7 +461,7 @@ def parse_metadata(raw: Any, source: str = METADATA_FILE) -> Metadata:
         raise c.err("extra", f"expected a JSON object, got {_short(extra)}")
     hetero = None
     if "hetero" in d:
-        from .hetero import parse_hetero
+        from .hetero_schema import parse_hetero
 
         hetero = parse_hetero(d["hetero"], c, num_nodes, graph.num_edges)
     return Metadata(

@@ -43,24 +43,37 @@ class HeteroRGCN(nn.Module):
 
     ``in_dims``: node type -> input feature size (types left out get a learned input
     vector); outputs the logits of the ``target`` type's seeds. Every parameter takes part
-    in every step (empty relations add zeros), as DDP requires."""
+    in every step: only the types and relations on a path of ``num_layers`` relations to the
+    target get parameters (empty relations add zeros), and the last layer computes only the
+    target type."""
 
     def __init__(self, node_types, edge_types, in_dims: dict, hidden: int, out_dim: int,
                  num_layers: int, target: str, dropout: float = 0.5):
         super().__init__()
         self.node_types, self.edge_types = tuple(node_types), tuple(edge_types)
         self.target, self.dropout, self.hidden = target, dropout, hidden
+        # the types whose layer-i outputs lead to the target (the last layer computes only the
+        # target's): a parameter off every path would get no gradient, which DDP refuses
+        needed = [set() for _ in range(num_layers + 1)]
+        needed[num_layers] = {target}
+        for i in range(num_layers, 0, -1):
+            needed[i - 1] = needed[i] | {s for s, _, d in edge_types if d in needed[i]}
+        inputs = needed[0]
         self.proj = nn.ModuleDict({t: nn.Linear(in_dims[t], hidden) for t in node_types
-                                   if t in in_dims})
+                                   if t in in_dims and t in inputs})
         self.free = nn.ParameterDict({t: nn.Parameter(torch.zeros(hidden)) for t in node_types
-                                      if t not in in_dims})
+                                      if t not in in_dims and t in inputs})
         dims = [hidden] * num_layers + [out_dim]
+
+        def types(i):
+            return [t for t in node_types if t in needed[i + 1]]
+
         self.root = nn.ModuleList(
-            nn.ModuleDict({t: nn.Linear(dims[i], dims[i + 1]) for t in node_types})
+            nn.ModuleDict({t: nn.Linear(dims[i], dims[i + 1]) for t in types(i)})
             for i in range(num_layers))
         self.rel = nn.ModuleList(
             nn.ModuleDict({self._key(et): nn.Linear(dims[i], dims[i + 1], bias=False)
-                           for et in edge_types})
+                           for et in edge_types if et[2] in types(i)})
             for i in range(num_layers))
 
     @staticmethod
@@ -72,14 +85,18 @@ class HeteroRGCN(nn.Module):
         h = {}
         for t in self.node_types:
             n = first.num_src[t]
+            if t not in self.proj and t not in self.free:
+                continue
             if t in self.proj:
                 h[t] = F.relu(self.proj[t](x_dict[t].float().reshape(n, -1)))
             else:
                 h[t] = self.free[t].expand(n, -1)
         for i, b in enumerate(blocks):
-            out = {t: self.root[i][t](h[t][: b.num_dst[t]]) for t in self.node_types}
+            out = {t: lin(h[t][: b.num_dst[t]]) for t, lin in self.root[i].items()}
             for et, ei in b.edge_index_dict.items():
                 s, _, d = et
+                if self._key(et) not in self.rel[i]:
+                    continue
                 n_dst = b.num_dst[d]
                 src = h[s]
                 agg = src.new_zeros((n_dst, src.shape[1]))
