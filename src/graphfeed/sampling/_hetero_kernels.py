@@ -49,21 +49,26 @@ def count_hetero(indptr, etype, dst, dst_ptr, rel_dst, fanouts, replace, item_pt
                  starts, degs):
     """Per work item (relation ``r``, destination of type ``rel_dst[r]``; items of ``r`` are
     ``item_ptr[r]:item_ptr[r + 1]``): the run of in-edges of relation ``r`` into ``starts``,
-    ``degs`` and the sampled count into ``offsets[item + 1]``."""
-    for r in range(rel_dst.shape[0]):
-        k = item_ptr[r]
-        if item_ptr[r + 1] == k:
-            continue
-        t = rel_dst[r]
-        f = fanouts[r]
+    ``degs`` and the sampled count into ``offsets[item + 1]``. Destination-major: each
+    destination's ``indptr`` entries and relation ids are read once for all its relations (the
+    runs follow each other in relation order)."""
+    num_rel = rel_dst.shape[0]
+    for t in range(dst_ptr.shape[0] - 1):
         for i in range(dst_ptr[t], dst_ptr[t + 1]):
             v = dst[i]
-            lo = _lower_bound(etype, indptr[v], indptr[v + 1], r)
-            hi = _lower_bound(etype, lo, indptr[v + 1], r + 1)
-            starts[k] = lo
-            degs[k] = hi - lo
-            offsets[k + 1] = count_for(hi - lo, f, replace)
-            k += 1
+            lo = indptr[v]
+            end = indptr[v + 1]
+            j = i - dst_ptr[t]
+            for r in range(num_rel):
+                if rel_dst[r] != t or item_ptr[r + 1] == item_ptr[r]:
+                    continue
+                lo = _lower_bound(etype, lo, end, r)
+                hi = _lower_bound(etype, lo, end, r + 1)
+                k = item_ptr[r] + j
+                starts[k] = lo
+                degs[k] = hi - lo
+                offsets[k + 1] = count_for(hi - lo, fanouts[r], replace)
+                lo = hi
 
 
 @kernel
@@ -114,9 +119,9 @@ def sample_hetero_layer(indptr, indices, etype, dst, dst_ptr, rel_src, rel_dst, 
     in ``node_map`` as its type-local id. ``fanouts[r]``: relation ``r``'s fanout (``0``: not
     sampled, ``-1``: every in-edge).
 
-    Returns ``(rows, cols, eids, edge_ptr, src, src_ptr)``: relation ``r``'s edges are
-    ``[edge_ptr[r], edge_ptr[r + 1])`` with ``rows`` the type-local source and ``cols`` the
-    type-local destination ids; ``src[src_ptr[t]:src_ptr[t + 1]]`` the global ids of type
+    Returns ``(edge_index, eids, edge_ptr, src, src_ptr)``: relation ``r``'s edges are columns
+    ``[edge_ptr[r], edge_ptr[r + 1])`` of ``edge_index`` (2, E), row 0 the type-local source
+    and row 1 the type-local destination ids; ``src[src_ptr[t]:src_ptr[t + 1]]`` the global ids of type
     ``t``'s sources, its destinations first.
     """
     num_rel = rel_src.shape[0]
@@ -140,8 +145,9 @@ def sample_hetero_layer(indptr, indices, etype, dst, dst_ptr, rel_src, rel_dst, 
     edge_ptr = np.empty(num_rel + 1, np.int64)
     for r in range(num_rel + 1):
         edge_ptr[r] = offsets[item_ptr[r]]
-    rows = np.empty(num_edges, np.int64)
-    cols = np.empty(num_edges, np.int64)
+    edge_index = np.empty((2, num_edges), np.int64)
+    rows = edge_index[0]
+    cols = edge_index[1]
     eids = np.empty(num_edges if want_eids else 0, np.int64)
     fill_hetero(indices, dst_ptr, rel_dst, fanouts, replace, layer_key, item_ptr, offsets, starts,
                 degs, rows, cols, eids, want_eids)
@@ -166,7 +172,7 @@ def sample_hetero_layer(indptr, indices, etype, dst, dst_ptr, rel_src, rel_dst, 
     src = np.empty(src_ptr[num_types], np.int64)
     for t in range(num_types):
         src[src_ptr[t]:src_ptr[t + 1]] = buf[cap_ptr[t]:cap_ptr[t] + n_src[t]]
-    return rows, cols, eids, edge_ptr, src, src_ptr
+    return edge_index, eids, edge_ptr, src, src_ptr
 
 
 @kernel

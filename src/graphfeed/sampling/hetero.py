@@ -195,11 +195,11 @@ class HeteroNeighborSampler(Sampler):
             blocks = []
             for layer in range(self._fanout_table.shape[0] - 1, -1, -1):
                 key = np.uint64(batch_key(self.seed, epoch, batch_index, layer))
-                rows, cols, eids, eptr, src, src_ptr = HK.sample_hetero_layer(
+                ei, eids, eptr, src, src_ptr = HK.sample_hetero_layer(
                     self._indptr, self._indices, self._etype, dst, dst_ptr, self._rel_src,
                     self._rel_dst, self._fanout_table[layer], self.replace, key, node_map,
                     self.return_edge_ids)
-                blocks.append(self._block(rows, cols, eids, eptr, src, src_ptr, dst_ptr))
+                blocks.append(self._block(ei, eids, eptr, src, src_ptr, dst_ptr))
                 dst, dst_ptr = src, src_ptr
             K.reset_map(node_map, dst)  # the last layer's sources hold every touched node
             clean = True
@@ -212,7 +212,7 @@ class HeteroNeighborSampler(Sampler):
             batch_index=int(batch_index), node_types=g.node_types,
             node_offsets=self._offsets_t)
 
-    def _block(self, rows, cols, eids, eptr, src, src_ptr, dst_ptr) -> HeteroBlock:
+    def _block(self, ei, eids, eptr, src, src_ptr, dst_ptr) -> HeteroBlock:
         g = self.graph
         src_t = torch.from_numpy(src)
         src_nodes, num_dst = {}, {}
@@ -220,12 +220,12 @@ class HeteroNeighborSampler(Sampler):
             a, b = int(src_ptr[t]), int(src_ptr[t + 1])
             src_nodes[name] = src_t[a:b] - int(self._offsets[t])
             num_dst[name] = int(dst_ptr[t + 1] - dst_ptr[t])
-        rows_t, cols_t = torch.from_numpy(rows), torch.from_numpy(cols)
+        ei_t = torch.from_numpy(ei)  # each relation's edge_index is a view of its columns
         eids_t = torch.from_numpy(eids) if self.return_edge_ids else None
         eidx, edge_ids = {}, ({} if self.return_edge_ids else None)
         for r, et in enumerate(g.edge_types):
             a, b = int(eptr[r]), int(eptr[r + 1])
-            eidx[et] = torch.stack((rows_t[a:b], cols_t[a:b]))
+            eidx[et] = ei_t[:, a:b]
             if edge_ids is not None:
                 edge_ids[et] = eids_t[a:b]
         return HeteroBlock(eidx, src_nodes, num_dst, edge_ids)
