@@ -9,13 +9,12 @@ the ``HeteroNeighborSampler`` through the loader and the homogeneous ``NeighborS
 fused CSC (same seeds, same fanouts), alternating ``--rounds`` times, and prints the per-edge
 cost ratio (target <= 1.5x).
 
-    python benchmarks/hetero_sample.py --out /tmp/hetero-1m [--batches 50] [--json]
+    python benchmarks/hetero_sample.py --out /tmp/hetero-1m [--batches 30 --rounds 5 --json]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -58,27 +57,16 @@ def generate(out: Path, seed: int = 0) -> None:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                epilog="other arguments go to 'graphfeed bench sample'")
     p.add_argument("--out", default="/tmp/graphfeed-hetero-1m")
-    p.add_argument("--fanouts", default="15,10,5")
-    p.add_argument("--batch-size", type=int, default=1024)
-    p.add_argument("--batches", type=int, default=50)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--json", action="store_true")
-    args = p.parse_args()
+    args, rest = p.parse_known_args()
     out = Path(args.out)
     if not (out / "graphfeed.json").exists():
         generate(out)
-    from graphfeed.bench.hetero_sample import bench_hetero_sample, format_hetero_report
-    from graphfeed.datasets.format import Dataset
+    from graphfeed.cli.main import main as cli
 
-    ds = Dataset.open(out)
-    r = bench_hetero_sample(ds, fanouts=[int(x) for x in args.fanouts.split(",")],
-                            batch_size=args.batch_size, num_batches=args.batches,
-                            num_threads=args.threads, rounds=args.rounds)
-    print(json.dumps(r) if args.json else format_hetero_report(r))
-    return 0
+    return cli(["bench", "sample", "--graph", str(out), *rest])
 
 
 if __name__ == "__main__":

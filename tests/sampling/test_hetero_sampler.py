@@ -98,15 +98,10 @@ def check_batch(g, mb, fanouts_dict, replace, sets=None):
             f = fanouts_dict[et][layer]
             deg = rel_degrees(g, et)[b.dst_nodes[dt].numpy()]
             counts = np.bincount(e[1], minlength=n_dst)
-            if f == 0:
-                expected = np.zeros_like(deg)
-            elif f == -1:
-                expected = deg
-            elif replace:
-                expected = np.where(deg > 0, f, 0)
-            else:
-                expected = np.minimum(deg, f)
-            assert np.array_equal(counts, expected), et
+            want = {0: 0 * deg, -1: deg}.get(f)  # not sampled / every in-edge
+            if want is None:
+                want = np.where(deg > 0, f, 0) if replace else np.minimum(deg, f)
+            assert np.array_equal(counts, want), et
             if not replace or f == -1:
                 pairs = gs * (g.num_nodes + 1) + gd
                 assert len(np.unique(pairs)) == len(pairs), "an edge repeats"

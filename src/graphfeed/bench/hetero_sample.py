@@ -23,22 +23,19 @@ def _run(loader_cls, items_ids, batch_size, warmup, sampler, **kw) -> dict:
     from ..loader import ItemSampler
 
     items = ItemSampler(items_ids, batch_size, shuffle=False, drop_last=True, seed=0)
-    loader = loader_cls(items, sampler, **kw)
-    seeds = edges = batches = 0
-    nbytes = 0
-    t0 = None
-    for i, mb in enumerate(loader):
-        if i == warmup:
-            t0 = time.perf_counter()
-        if i >= warmup:
-            seeds += int(mb.seeds.shape[0])
-            edges += mb.num_sampled_edges
-            batches += 1
-            for feats in getattr(mb, "type_features", {}).values():
-                nbytes += sum(v.numel() * v.element_size() for v in feats.values())
-    dt = time.perf_counter() - t0
-    loader.close()
-    return _figures(seeds, edges, batches, dt, nbytes)
+    with loader_cls(items, sampler, **kw) as loader:
+        it = iter(loader)
+        for _ in range(warmup):  # compiles the kernels, fills the pools
+            next(it)
+        t0 = time.perf_counter()
+        per_batch = [(int(mb.seeds.shape[0]), mb.num_sampled_edges,
+                      sum(v.numel() * v.element_size()
+                          for feats in getattr(mb, "type_features", {}).values()
+                          for v in feats.values()))
+                     for mb in it]
+        dt = time.perf_counter() - t0
+    seeds, edges, nbytes = (sum(col) for col in zip(*per_batch))
+    return _figures(seeds, edges, len(per_batch), dt, nbytes)
 
 
 def bench_hetero_sample(dataset, *, fanouts: Sequence[int] = (15, 10, 5), batch_size: int = 1024,

@@ -315,41 +315,18 @@ def _gather(logits, y, num_classes):
 
 
 def mlp_baseline(cfg, task, feat, labels_np, offset: int, splits, num_classes: int) -> dict:
-    """An MLP of the same width and depth on the target type's own features (type-local rows
-    ``global - offset``), best epoch on validation; what the typed neighbourhoods add."""
-    from ..models import MLP
-    from .evaluate import features_as_float
-    from .metrics import compute_metrics, is_better
+    """The homogeneous run's MLP baseline (``loop.train_mlp_baseline``) on the target type's
+    own features: ids and labels in type-local ids (``global - offset``)."""
+    from types import SimpleNamespace
 
-    def rows(ids):
-        x = features_as_float(feat.read(torch.as_tensor(np.asarray(ids) - offset)))
-        return x, torch.as_tensor(labels_np[np.asarray(ids)], dtype=torch.long)
+    from ..features.memory import InMemoryFeature
+    from .loop import train_mlp_baseline
 
-    (x_tr, y_tr), (x_va, y_va), (x_te, y_te) = (rows(s) for s in splits)
-    torch.manual_seed(cfg.seed)
-    mlp = MLP(x_tr.shape[1], cfg.hidden, num_classes, num_layers=len(cfg.fanouts),
-              dropout=cfg.dropout)
-    opt = torch.optim.Adam(mlp.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    g = torch.Generator().manual_seed(cfg.seed)
-    best_va, best_te = float("nan"), {m: float("nan") for m in task.metrics}
-
-    def score(x, y):
-        if not len(y):
-            return {m: float("nan") for m in task.metrics}
-        mlp.eval()
-        with torch.no_grad():
-            return compute_metrics(task, y.numpy(), mlp(x).numpy())
-
-    for _ in range(max(cfg.epochs, 20)):
-        mlp.train()
-        perm = torch.randperm(x_tr.shape[0], generator=g)
-        for i in range(0, len(perm), cfg.batch_size):
-            idx = perm[i: i + cfg.batch_size]
-            loss = F.cross_entropy(mlp(x_tr[idx]), y_tr[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-        va = score(x_va, y_va)[task.main]
-        if is_better(va, best_va):
-            best_va, best_te = va, score(x_te, y_te)
-    return best_te
+    n = feat.num_rows
+    local = [np.asarray(s, dtype=np.int64) - offset for s in splits]
+    labels = InMemoryFeature(np.ascontiguousarray(labels_np[offset:offset + n]))
+    setup = SimpleNamespace(cfg=cfg, placed=SimpleNamespace(features={"feat": feat,
+                                                                       "label": labels}),
+                            train_ids=local[0], valid_ids=local[1], test_ids=local[2],
+                            num_classes=num_classes)
+    return train_mlp_baseline(setup, task)

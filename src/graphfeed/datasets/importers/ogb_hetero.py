@@ -25,9 +25,8 @@ import numpy as np
 from ..._memory import peak_rss_bytes
 from ...errors import DatasetError
 from .._readers import read_float_blocks, read_int_table
-from ..schema import SPLIT_NAMES
 from . import PrepareReport, load_ids, read_labels
-from .ogb import _find
+from .ogb import _find, split_files
 
 
 def _names_and_counts(raw: Path):
@@ -129,18 +128,8 @@ def prepare_ogb_hetero(src, out, *, split_name: Optional[str] = None, split=None
     if split is not None:
         local = split.apply(y, num_classes)
     else:
-        sroot = src / "split"
-        names = sorted(p.name for p in sroot.iterdir() if p.is_dir()) if sroot.is_dir() else []
-        if not names:
-            raise DatasetError(f"{src}: no split/<name>/ folder; pass --split 0.8,0.1,0.1")
-        chosen = split_name or names[0]
-        if chosen not in names:
-            raise DatasetError(f"{sroot}: no split named {chosen!r}; found {names}")
         local = {}
-        for k in SPLIT_NAMES:
-            f = _find(sroot / chosen / target, k)
-            if f is None:
-                raise DatasetError(f"{sroot / chosen / target}: missing {k}.csv.gz")
+        for k, f in split_files(src, split_name, target).items():
             ids = load_ids(f, f"split {k}")
             if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= counts[target]):
                 raise DatasetError(f"{f}: ids must be in [0, {counts[target]}) of node type "
