@@ -45,25 +45,54 @@ def _lower_bound(etype, lo, hi, r):
 
 
 @kernel
+def _run_end(etype, lo, end, r):
+    """First position in ``[lo, end)`` whose relation id is ``> r`` (``etype`` sorted there):
+    a short linear scan (most runs are short; no mispredicted halvings), then binary search."""
+    stop = min(end, lo + 8)
+    while lo < stop:
+        if etype[lo] > r:
+            return lo
+        lo += 1
+    return _lower_bound(etype, lo, end, r + 1)
+
+
+# the count pass prefetches a destination's indptr entries COUNT_AHEAD destinations ahead and,
+# once those have arrived, its relation ids half as far ahead: two dependent cache misses per
+# destination would otherwise be paid one after the other (measured 6x slower than the
+# homogeneous count pass without it on a 1M-node graph)
+COUNT_AHEAD = 16
+
+
+@kernel
 def count_hetero(indptr, etype, dst, dst_ptr, rel_dst, fanouts, replace, item_ptr, offsets,
                  starts, degs):
     """Per work item (relation ``r``, destination of type ``rel_dst[r]``; items of ``r`` are
     ``item_ptr[r]:item_ptr[r + 1]``): the run of in-edges of relation ``r`` into ``starts``,
     ``degs`` and the sampled count into ``offsets[item + 1]``. Destination-major: each
     destination's ``indptr`` entries and relation ids are read once for all its relations (the
-    runs follow each other in relation order)."""
+    runs follow each other in relation order, so each run starts where the previous ended)."""
     num_rel = rel_dst.shape[0]
+    n = dst.shape[0]
+    half = COUNT_AHEAD // 2
     for t in range(dst_ptr.shape[0] - 1):
         for i in range(dst_ptr[t], dst_ptr[t + 1]):
+            if i + COUNT_AHEAD < n:
+                prefetch(indptr, dst[i + COUNT_AHEAD])
+            if i + half < n:
+                prefetch(etype, indptr[dst[i + half]])
             v = dst[i]
             lo = indptr[v]
             end = indptr[v + 1]
             j = i - dst_ptr[t]
             for r in range(num_rel):
-                if rel_dst[r] != t or item_ptr[r + 1] == item_ptr[r]:
+                if rel_dst[r] != t:
                     continue
-                lo = _lower_bound(etype, lo, end, r)
-                hi = _lower_bound(etype, lo, end, r + 1)
+                # relations between the previous one into t and r have no in-edges here (they
+                # end at other types): lo is already the start of r's run
+                hi = _run_end(etype, lo, end, r)
+                if item_ptr[r + 1] == item_ptr[r]:  # not sampled in this layer (fanout 0)
+                    lo = hi
+                    continue
                 k = item_ptr[r] + j
                 starts[k] = lo
                 degs[k] = hi - lo
