@@ -30,8 +30,11 @@ def prefetch(typingctx, arr, idx):
         ary = context.make_array(aryty)(context, builder, args[0])
         ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
         i32 = ir.IntType(32)
+        opaque = getattr(ptr.type, "is_opaque", True)
+        if not opaque:  # typed pointers: the intrinsic takes an i8* (one declaration for all dtypes)
+            ptr = builder.bitcast(ptr, ir.IntType(8).as_pointer())
         fnty = ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32])
-        name = "llvm.prefetch.p0" if getattr(ptr.type, "is_opaque", True) else "llvm.prefetch.p0i8"
+        name = "llvm.prefetch.p0" if opaque else "llvm.prefetch.p0i8"
         fn = cgutils.get_or_insert_function(builder.module, fnty, name)
         builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
         return context.get_dummy_value()

@@ -241,6 +241,10 @@ def _train_loop(cfg: TrainConfig, dataset, plan, model=None, on_batch=None,
 
     pre = _preflight(cfg, dataset, device, verbose=rank == 0)
     dataset = pre.dataset
+    if getattr(dataset, "hetero", None) is not None:  # node and edge types: trainer/hetero.py
+        from .trainer.hetero import run_hetero
+
+        return run_hetero(cfg, dataset, pre.splits, device, rank, world_size, say, on_epoch)
     placed = plan.prepare(dataset, list(cfg.fanouts), replace=cfg.replace, seed=cfg.seed,
                           method=cfg.sampling_method())
     device = str(placed.device)
@@ -312,6 +316,10 @@ def _preflight(cfg: TrainConfig, dataset, device: str, *, verbose: bool) -> _Pre
             f"dataset {cfg.dataset!r} has {num_classes} class(es); classification needs 2 or more"
         )
     row_shape = dataset.features["feat"].row_shape if "feat" in dataset.features else None
+    if row_shape is None and getattr(dataset, "hetero", None) is not None:
+        from .trainer.hetero import hetero_in_dim  # per-type features
+
+        row_shape = (hetero_in_dim(dataset),)
     if row_shape is None:
         raise GraphfeedError(f"dataset {cfg.dataset!r} has no node feature 'feat'")
     in_dim = int(np.prod(row_shape)) if row_shape else 1

@@ -40,8 +40,8 @@ def _ogb(tmp):
 
 
 def test_every_importer_has_a_subcommand(capsys):
-    assert set(IMPORTERS.names()) == {"generic", "ogb", "cora-text", "planetoid-npz", "csr-npz",
-                                    "ogbl", "link-split"}
+    assert set(IMPORTERS.names()) == {"generic", "ogb", "ogb-hetero", "cora-text", "planetoid-npz",
+                                      "csr-npz", "ogbl", "link-split"}
     rc, out, _ = run_cli(["prepare", "--help"], capsys)
     assert rc == 0
     for fmt in IMPORTERS.names():

@@ -140,3 +140,15 @@ def test_cli(tiny_dataset, tmp_path, capsys):
     assert out["num_parts"] == 2 and out["method"] == "random" and out["edge_cut"] > 0
     assert main(["partition", str(tiny_dataset.path), str(tmp_path / "p"), "--parts", "2"]) == 2
     assert "already exists" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["hetero", "link"])
+def test_refuses_what_it_cannot_split(name, tmp_path):
+    """A heterogeneous or a link-prediction dataset is refused before anything is written (their
+    types and pair splits have no place in a part yet)."""
+    from graphfeed.datasets.synthetic import load_builtin
+
+    ds = load_builtin(name, tmp_path / "data")
+    with pytest.raises(GraphfeedError, match="partitioning supports"):
+        partition_dataset(ds, tmp_path / "out", 2, method="random")
+    assert not (tmp_path / "out").exists()

@@ -25,7 +25,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         description="Seeds/s, sampled edges/s, batches/s and peak RSS of the loader's "
                         "sampling stage, alone and with feature fetch.")
     src = s.add_mutually_exclusive_group()
-    src.add_argument("--dataset", default=None, help="built-in dataset (tiny, small, medium) [medium]")
+    src.add_argument("--dataset", default=None, help="built-in dataset (tiny, small, medium, hetero) [medium]")
     src.add_argument("--graph", default=None, metavar="DIR",
                      help="prepared dataset folder, or a folder with indptr.npy and indices.npy "
                      "(optional features.npy, train_ids.npy)")
@@ -92,6 +92,16 @@ def run_sample(args) -> int:
                               mode=args.mode, device=args.device, rounds=args.rounds,
                               exclude=args.exclude)
         print(json.dumps(r) if args.json else format_link_report(r))
+        return 0
+    if getattr(data.dataset, "hetero", None) is not None:  # node and edge types
+        from ..bench.hetero_sample import bench_hetero_sample, format_hetero_report
+
+        r = bench_hetero_sample(data.dataset, fanouts=args.fanouts, batch_size=args.batch_size,
+                                num_batches=args.batches, warmup=max(args.warmup, 1),
+                                replace=args.replace, num_threads=args.threads,
+                                prefetch=args.prefetch, features=args.features != "none",
+                                seed=args.seed, rounds=args.rounds)
+        print(json.dumps(r) if args.json else format_hetero_report(r))
         return 0
     r = bench_sample(
         data,

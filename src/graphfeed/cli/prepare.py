@@ -178,6 +178,7 @@ def _link_kwargs(args) -> dict:
 FORMATS = {
     "generic": (_generic_arguments, _generic_kwargs),
     "ogb": (_ogb_arguments, _ogb_kwargs),
+    "ogb-hetero": (_ogb_arguments, _ogb_kwargs),
     "cora-text": (lambda p: _file_arguments(p, "cora-text"), _cora_kwargs),
     "planetoid-npz": (lambda p: _file_arguments(p, "planetoid-npz"), _file_kwargs),
     "csr-npz": (lambda p: _file_arguments(p, "csr-npz"), _file_kwargs),

@@ -202,6 +202,7 @@ def write_dataset(
     edge_features: Optional[Mapping[str, np.ndarray]] = None,
     undirected: bool = False,
     class_names=None,
+    hetero=None,
 ) -> Path:
     """Write an in-memory dataset to folder ``path`` atomically and return ``path``.
 
@@ -210,7 +211,9 @@ def write_dataset(
     ``splits``: name -> node ids (``"train"``, ``"valid"``, ``"test"``), or a list of id arrays
     for several split sets (split indices ``0..k-1``; every split holds k sets or one shared
     set); ``edge_features``: name -> array with one row per stored edge, in ``graph.indices``
-    order; ``class_names``: optional text of each class. The folder is validated before it is
+    order; ``class_names``: optional text of each class; ``hetero``: a
+    :class:`~graphfeed.datasets.hetero.HeteroParts` (node/edge types, per-type features) when
+    ``graph`` is its graph's fused CSC. The folder is validated before it is
     published; an invalid input raises ``DatasetError`` and leaves nothing at ``path``.
     """
     from ..graph.csc import CSCGraph
@@ -253,6 +256,7 @@ def write_dataset(
             if not sets:
                 raise DatasetError(f"split {sname!r} holds no set of ids")
             split_specs[sname] = w.save_split(sname, sets)
+        hetero_spec = None if hetero is None else hetero.write(w, _to_numpy, _feature_spec)
         meta = _metadata(
             name or path.name,
             num_nodes,
@@ -262,6 +266,7 @@ def write_dataset(
             TaskSpec("node_classification", target, int(num_classes), class_names),
             efeats,
             dict(extra or {}),
+            hetero_spec,
         )
         w.finish(meta)
     return path
@@ -274,8 +279,9 @@ def _split_ids(ids, sname: str) -> np.ndarray:
     return ids
 
 
-def _metadata(name, num_nodes, graph, feats, splits, task, efeats, extra) -> Metadata:
-    meta = Metadata(str(name), int(num_nodes), graph, feats, splits, task, efeats, extra)
+def _metadata(name, num_nodes, graph, feats, splits, task, efeats, extra, hetero=None) -> Metadata:
+    meta = Metadata(str(name), int(num_nodes), graph, feats, splits, task, efeats, extra,
+                    hetero=hetero)
     # the oldest version that holds it, so older readers keep reading plain datasets
     meta = dataclasses.replace(meta, format_version=meta.required_version())
     # round-trip through the parser so a writer can never produce a file the reader rejects
@@ -332,6 +338,12 @@ class Dataset:
         self.features = FeatureStore(feats)
         self.edge_features = dict(arrays.edge_features)
         self.split_index = self._check_index(split)
+        #: ``HeteroGraph`` and node type -> name -> ``Feature`` of a heterogeneous dataset
+        self.hetero, self.type_features = None, {}
+        if arrays.hetero is not None:
+            from .hetero import open_hetero
+
+            self.hetero, self.type_features = open_hetero(self, graph_checked)
 
     def _check_index(self, index) -> int:
         k = self.num_split_sets

@@ -192,6 +192,8 @@ class Metadata:
     edge_features: dict[str, ArraySpec] = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
+    #: node and edge types (``graphfeed.datasets.hetero.HeteroSpec``); None: one type
+    hetero: Optional[Any] = None
 
     @property
     def num_split_sets(self) -> int:
@@ -204,7 +206,7 @@ class Metadata:
         return 2 if self.task.class_names is not None or self.num_split_sets > 1 else 1
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "format_version": self.format_version,
             "name": self.name,
             "num_nodes": self.num_nodes,
@@ -215,6 +217,9 @@ class Metadata:
             "task": self.task.to_json(),
             "extra": self.extra,
         }
+        if self.hetero is not None:
+            out["hetero"] = self.hetero.to_json()
+        return out
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2, sort_keys=False) + "\n"
@@ -230,6 +235,8 @@ class Metadata:
         for k, v in self.splits.items():
             for i, p in enumerate(v.paths):
                 out[split_role(k, i, v.num_sets)] = p
+        if self.hetero is not None:
+            out.update(self.hetero.paths())
         return out
 
 
@@ -378,7 +385,7 @@ def parse_metadata(raw: Any, source: str = METADATA_FILE) -> Metadata:
         raw,
         "top level",
         ("format_version", "num_nodes", "graph", "node_features", "splits", "task"),
-        ("name", "edge_features", "extra"),
+        ("name", "edge_features", "extra", "hetero"),
     )
     num_nodes = c.int_(d["num_nodes"], "num_nodes")
     name = c.str_(d.get("name", "dataset"), "name")
@@ -441,6 +448,9 @@ def parse_metadata(raw: Any, source: str = METADATA_FILE) -> Metadata:
         from ._link_checks import check_link_metadata
 
         c.obj(t, "task", ("type",))
+        if "hetero" in d:
+            raise c.err("hetero", "link prediction on heterogeneous graphs is not supported yet "
+                                  "(a link_prediction dataset has one node type)")
         check_link_metadata(splits, c.err)
         return Metadata(name=name, num_nodes=num_nodes, graph=graph, node_features=node_features,
                         splits=splits, task=TaskSpec(ttype, "", 0), edge_features=edge_features,
@@ -467,6 +477,11 @@ def parse_metadata(raw: Any, source: str = METADATA_FILE) -> Metadata:
         bad = next(k for k, v in splits.items() if v.kind != "node_ids")
         raise c.err(f"splits.{bad}.kind", f"{splits[bad].kind!r} splits belong to a "
                                           f"link_prediction task, not {ttype}")
+    hetero = None
+    if "hetero" in d:
+        from .hetero_schema import parse_hetero
+
+        hetero = parse_hetero(d["hetero"], c, num_nodes, graph.num_edges)
     return Metadata(
         name=name,
         num_nodes=num_nodes,
@@ -477,6 +492,7 @@ def parse_metadata(raw: Any, source: str = METADATA_FILE) -> Metadata:
         edge_features=edge_features,
         extra=extra,
         format_version=ver,
+        hetero=hetero,
     )
 
 

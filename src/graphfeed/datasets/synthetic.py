@@ -1,4 +1,5 @@
-"""The built-in synthetic node-classification datasets: ``tiny``, ``small``, ``medium``.
+"""The built-in synthetic node-classification datasets: ``tiny``, ``small``, ``medium`` (and
+``hetero``, heterogeneous: ``synthetic_hetero``).
 
 A degree-corrected stochastic block model: every node has a class (its community) and a
 power-law "popularity" weight; edge endpoints are drawn in proportion to popularity, and with
@@ -23,6 +24,7 @@ from typing import Optional
 import numpy as np
 
 from ..errors import GraphfeedError
+from . import synthetic_hetero as _hetero
 
 #: bump when the generator changes, so stale caches are not reused
 GENERATOR_VERSION = 2
@@ -54,6 +56,8 @@ SPECS = {
                           train_fraction=0.85, valid_fraction=0.05, test_fraction=0.10,
                           seed=14, task="link"),
 }
+# the heterogeneous one (three node types, four relations): graphfeed.datasets.synthetic_hetero
+SPECS["hetero"] = _hetero.SPEC
 
 
 @dataclass
@@ -139,6 +143,8 @@ def build(name: str, root: Optional[Path] = None, *, overwrite: bool = False) ->
 
     spec = get_spec(name)
     path = builtin_path(name, root)
+    if isinstance(spec, _hetero.HeteroSyntheticSpec):
+        return _hetero.build(path, spec, overwrite=overwrite)
     a = generate_arrays(spec)
     if spec.task == "link":
         from .link import build_synthetic

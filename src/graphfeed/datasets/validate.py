@@ -34,6 +34,7 @@ class LoadedArrays:
     edge_features: dict
     splits: dict  # name -> list of id arrays, one per split set (a single one is shared)
     paths: dict  # role -> absolute Path
+    hetero: Optional[dict] = None  # graphfeed.datasets.hetero.load_hetero's arrays
 
 
 def _open(root: Path, rel: str, role: str, mmap: bool, paths: dict) -> np.ndarray:
@@ -159,7 +160,15 @@ def load_folder(folder, *, mmap: bool = True, full: bool = True) -> LoadedArrays
         _check_contents(meta, indptr, indices, target, splits, paths)
         for arr, p, what, nonneg in values:
             _check_values(arr, p, what, nonneg)
-    return LoadedArrays(meta, indptr, indices, weights, node_features, edge_features, splits, paths)
+    hetero = None
+    if meta.hetero is not None:
+        from .hetero import load_hetero
+
+        hetero = load_hetero(root, meta, lambda rel, role: _open(root, rel, role, mmap, paths),
+                             _check_spec, full, {"paths": paths, "indptr": indptr,
+                                                 "indices": indices, "splits": splits})
+    return LoadedArrays(meta, indptr, indices, weights, node_features, edge_features, splits, paths,
+                        hetero)
 
 
 def _check_contents(meta, indptr, indices, target, splits, paths) -> None:

@@ -1,5 +1,6 @@
-"""Graph structures. ``CSCGraph`` is the one sampling graph today."""
+"""Graph structures. ``CSCGraph``, and ``HeteroGraph`` (a fused CSC with node and edge types)."""
 
 from .csc import CSCGraph
+from .hetero import HeteroGraph
 
-__all__ = ["CSCGraph"]
+__all__ = ["CSCGraph", "HeteroGraph"]

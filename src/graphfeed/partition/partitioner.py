@@ -173,6 +173,12 @@ def partition_dataset(dataset, out, parts: int, *, method: str = "metis", seed: 
     """Partition ``dataset`` (a ``Dataset``) into ``parts`` and write it to ``out``; the book's
     ``stats`` hold the balance and the times. ``log(msg)``: progress lines (optional)."""
     out = Path(out)
+    if getattr(dataset, "hetero", None) is not None:
+        raise GraphfeedError(f"dataset {dataset.name!r} is heterogeneous (node and edge types); "
+                             f"partitioning supports one node type for now")
+    if getattr(dataset, "task_type", "node_classification") != "node_classification":
+        raise GraphfeedError(f"dataset {dataset.name!r} is for {dataset.task_type}; partitioning "
+                             f"supports node classification for now")
     if out.exists() and not overwrite:
         raise FileExistsError(f"{out} already exists (pass --overwrite to replace it)")
     t0 = time.perf_counter()

@@ -10,7 +10,9 @@ Samplers are registered by name in :data:`SAMPLERS` and built alike with
   device the graph tensors live (CUDA, or CUDA views of pinned host memory with ``uva=True``),
 - ``"triton"`` (``TritonNeighborSampler``): uniform sampling in fused Triton kernels on a CUDA
   device (triton loads when it is built),
-- ``"gpu"``: the Triton sampler where it can run, else the torch sampler (the CUDA modes' entry).
+- ``"gpu"``: the Triton sampler where it can run, else the torch sampler (the CUDA modes' entry),
+- ``"hetero"`` (``HeteroNeighborSampler``): numba kernels on CPU over a ``HeteroGraph``, per edge
+  type, returning ``HeteroMiniBatch`` (PyG ``edge_index_dict`` per layer).
 
 A new sampler is one module with a ``Sampler`` subclass that has ``from_graph`` and one
 ``SAMPLERS.add`` line here. Importing this package loads neither torch nor numba; the names
@@ -33,6 +35,8 @@ SAMPLERS.add("triton", ".sampling.triton_sampler:TritonNeighborSampler",
              "fused Triton kernels on a CUDA device (uniform only)")
 SAMPLERS.add("gpu", ".sampling.triton_sampler:GPUSampler",
              "the Triton sampler where triton and CUDA are there, else the torch sampler")
+SAMPLERS.add("hetero", ".sampling.hetero:HeteroNeighborSampler",
+             "numba kernels, CPU, per edge type of a HeteroGraph")
 
 
 def build_sampler(name: str, graph, fanouts: Sequence[int], **kwargs) -> "Sampler":
@@ -45,6 +49,8 @@ def build_sampler(name: str, graph, fanouts: Sequence[int], **kwargs) -> "Sample
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     ".base": "Block MiniBatch Sampler",
     ".link": "LinkMiniBatch LinkSampler",
+    ".hetero": "HeteroNeighborSampler",
+    ".hetero_batch": "HeteroBlock HeteroMiniBatch",
     ".method": "SamplingMethod",
     ".neighbor": "NeighborSampler",
     ".torch_sampler": "TorchNeighborSampler",
@@ -54,6 +60,8 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
 if TYPE_CHECKING:  # pragma: no cover
     from .base import Block, MiniBatch, Sampler
     from .link import LinkMiniBatch, LinkSampler
+    from .hetero import HeteroNeighborSampler
+    from .hetero_batch import HeteroBlock, HeteroMiniBatch
     from .method import SamplingMethod
     from .neighbor import NeighborSampler
     from .torch_sampler import TorchNeighborSampler

@@ -7,6 +7,7 @@ their inputs:
 
 - ``generic``: :func:`graphfeed.datasets.importers.generic.prepare_generic`
 - ``ogb``: the OGB node-property raw layout (:mod:`.ogb`)
+- ``ogb-hetero``: its heterogeneous variant, ogbn-mag (:mod:`.ogb_hetero`; in memory)
 - ``cora-text``, ``planetoid-npz``, ``csr-npz``: the files in ``shared/datasets`` (:mod:`.shared`)
 """
 
@@ -38,6 +39,8 @@ IMPORTERS = Registry("importer")
 for _name, _target, _help in (
     ("generic", "generic:prepare_generic", "edge list + feature/label/split files (CSV, TSV, .gz, .npy, .npz)"),
     ("ogb", "ogb:prepare_ogb", "OGB node-property raw layout (raw/*.csv.gz, split/<name>/*.csv.gz)"),
+    ("ogb-hetero", "ogb_hetero:prepare_ogb_hetero",
+     "OGB heterogeneous node-property raw layout (ogbn-mag: raw/relations/*/edge.csv.gz, ...)"),
     ("cora-text", "shared:prepare_cora_text", "Cora text layout: *_edges.csv, *_features.json, *_target.csv"),
     ("planetoid-npz", "shared:prepare_planetoid_npz",
      ".npz with x, y, edge_index, train_idx/val_idx/test_idx (Planetoid order)"),

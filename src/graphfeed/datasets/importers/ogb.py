@@ -29,6 +29,26 @@ def _find(folder: Path, stem: str) -> Optional[Path]:
     return None
 
 
+def split_files(src: Path, split_name: Optional[str], sub: str = "") -> dict:
+    """``{train, valid, test: file}`` of ``src/split/<split_name>/<sub>`` (default: the first
+    split folder); ``sub`` is the node type folder of the heterogeneous layout."""
+    split_root = src / "split"
+    names = sorted(p.name for p in split_root.iterdir() if p.is_dir()) if split_root.is_dir() else []
+    if not names:
+        raise DatasetError(f"{src}: no split/<name>/ folder; pass --split 0.8,0.1,0.1 for a random split")
+    chosen = split_name or names[0]
+    if chosen not in names:
+        raise DatasetError(f"{split_root}: no split named {chosen!r}; found {names}")
+    folder = split_root / chosen / sub if sub else split_root / chosen
+    splits = {}
+    for k in SPLIT_NAMES:
+        f = _find(folder, k)
+        if f is None:
+            raise DatasetError(f"{folder}: missing {k}.csv.gz")
+        splits[k] = f
+    return splits
+
+
 def prepare_ogb(src, out, *, split_name: Optional[str] = None, split=None,
                 block_bytes: int = 8 * 1024 * 1024, **kw) -> PrepareReport:
     """Prepare the OGB node-property folder ``src`` (layout above) into dataset folder ``out``.
@@ -58,19 +78,7 @@ def prepare_ogb(src, out, *, split_name: Optional[str] = None, split=None,
     if split is not None:
         splits = split
     else:
-        split_root = src / "split"
-        names = sorted(p.name for p in split_root.iterdir() if p.is_dir()) if split_root.is_dir() else []
-        if not names:
-            raise DatasetError(f"{src}: no split/<name>/ folder; pass --split 0.8,0.1,0.1 for a random split")
-        chosen = split_name or names[0]
-        if chosen not in names:
-            raise DatasetError(f"{split_root}: no split named {chosen!r}; found {names}")
-        splits = {}
-        for k in SPLIT_NAMES:
-            f = _find(split_root / chosen, k)
-            if f is None:
-                raise DatasetError(f"{split_root / chosen}: missing {k}.csv.gz")
-            splits[k] = f
+        splits = split_files(src, split_name)
     edges = EdgeSource(edge_file, block_bytes=block_bytes)
     kw.setdefault("name", src.name)
     return prepare(out, edges=edges, features={"feat": feat_file} if feat_file else {}, labels=label_file,
