@@ -51,6 +51,24 @@ def tiny_dataset(_graphfeed_home):
     return load_builtin("tiny")
 
 
+@pytest.fixture(scope="session")
+def builtin_root(tmp_path_factory):
+    """``builtin_root(name)``: a data root holding built-in dataset ``name``, generated once per
+    session (pass it as ``data_root``)."""
+    from graphfeed.datasets.synthetic import load_builtin
+
+    roots: dict = {}
+
+    def get(name: str) -> str:
+        if name not in roots:
+            root = tmp_path_factory.mktemp(f"builtin-{name}")
+            load_builtin(name, root)
+            roots[name] = str(root)
+        return roots[name]
+
+    return get
+
+
 @pytest.fixture
 def no_gpu(monkeypatch):
     """Simulate a machine without a GPU, also on one that has one: every graphfeed question

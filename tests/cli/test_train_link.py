@@ -5,8 +5,6 @@ Cora with an 85/5/10 edge split reaches the published GAE ROC-AUC band."""
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
@@ -14,18 +12,9 @@ from graphfeed.cli.main import main
 from graphfeed.errors import GraphfeedError
 from graphfeed.training import TrainConfig, train
 
-SHARED = os.environ.get("GRAPHFEED_SHARED_DATASETS")
-CORA_TEXT = (Path(SHARED) if SHARED else Path(__file__).resolve().parents[2] / ".." / "shared"
-             / "datasets") / "cora" / "text"
-
-
 @pytest.fixture(scope="module")
-def link_root(tmp_path_factory):
-    from graphfeed.datasets.synthetic import load_builtin
-
-    root = tmp_path_factory.mktemp("linkroot")
-    load_builtin("link", root)
-    return str(root)
+def link_root(builtin_root):
+    return builtin_root("link")
 
 
 def _cfg(root, **kw):
@@ -109,13 +98,15 @@ def test_two_gloo_ranks(link_root):
     assert two.test["mrr"] > two.baselines["degree"]["test"]["mrr"] + 0.1
 
 
-@pytest.mark.skipif(not CORA_TEXT.is_dir(), reason="shared Cora dataset not present")
-def test_cora_85_5_10_roc_auc(tmp_path):
+def test_cora_85_5_10_roc_auc(shared_datasets, tmp_path):
     from graphfeed.datasets.format import Dataset
     from graphfeed.datasets.importers.link import split_dataset
     from graphfeed.datasets.importers.shared import prepare_cora_text
 
-    prepare_cora_text(CORA_TEXT, tmp_path / "cora", undirected=True)
+    cora_text = shared_datasets / "cora" / "text"
+    if not cora_text.is_dir():
+        pytest.skip(f"{cora_text} is absent")
+    prepare_cora_text(cora_text, tmp_path / "cora", undirected=True)
     out = split_dataset(Dataset.open(tmp_path / "cora"), tmp_path / "cora-link", seed=0)
     r = train(TrainConfig(dataset=str(out), task="link", epochs=20, hidden=128, lr=0.005,
                           fanouts=(10, 10), batch_size=256, eval_negatives=100, progress=False,

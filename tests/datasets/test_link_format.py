@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +16,6 @@ from graphfeed.datasets.link import (graph_pairs, random_edge_split, without_pai
 from graphfeed.errors import DatasetError, GraphfeedError
 from graphfeed.graph.csc import CSCGraph
 
-SHARED = os.environ.get("GRAPHFEED_SHARED_DATASETS")
-CORA_TEXT = (Path(SHARED) if SHARED else Path(__file__).resolve().parents[2] / ".." / "shared"
-             / "datasets") / "cora" / "text"
 
 
 def small_graph(n=60, seed=0) -> CSCGraph:
@@ -207,12 +203,14 @@ def test_ogbl_layout(tmp_path):
         prepare_ogbl(src, tmp_path / "out3")
 
 
-@pytest.mark.skipif(not CORA_TEXT.is_dir(), reason="shared Cora dataset not present")
-def test_cora_85_5_10_edge_split(tmp_path):
+def test_cora_85_5_10_edge_split(shared_datasets, tmp_path):
     from graphfeed.datasets.importers.link import split_dataset
     from graphfeed.datasets.importers.shared import prepare_cora_text
 
-    prepare_cora_text(CORA_TEXT, tmp_path / "cora", undirected=True)
+    cora_text = shared_datasets / "cora" / "text"
+    if not cora_text.is_dir():
+        pytest.skip(f"{cora_text} is absent")
+    prepare_cora_text(cora_text, tmp_path / "cora", undirected=True)
     out = split_dataset(Dataset.open(tmp_path / "cora"), tmp_path / "cora-link", seed=0)
     ds = Dataset.open(out)
     sizes = [ds.link_split(k)[0].shape[1] for k in ("train", "valid", "test")]

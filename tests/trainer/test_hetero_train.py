@@ -9,12 +9,8 @@ pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
-def data_root(tmp_path_factory):
-    from graphfeed.datasets.synthetic import load_builtin
-
-    root = tmp_path_factory.mktemp("gfhetero")
-    load_builtin("hetero", root)
-    return str(root)
+def data_root(builtin_root):
+    return builtin_root("hetero")
 
 
 def _cfg(data_root, **kw):
