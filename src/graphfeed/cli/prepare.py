@@ -106,6 +106,19 @@ def _generic_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--node-times", metavar="PATH",
                    help="node timestamps, one per node (.npy or one per line), stored as the node "
                         "feature 'timestamp' (temporal sampling)")
+    p.add_argument("--node-types", metavar="PATH",
+                   help="node type of every node, a name or an id (.npy or one per line): writes a "
+                        "heterogeneous dataset (ids relabelled by type; node feature orig_id keeps "
+                        "the input id)")
+    p.add_argument("--edge-type-col", type=int,
+                   help="column of the edge type (a name or an id) in a text edge list")
+    p.add_argument("--edge-type-key", help="edge types in an .npz (1-D names or ids, one per edge)")
+    p.add_argument("--node-type-names", metavar="A,B,...",
+                   help="the node types in order (ids index them; other names are refused)")
+    p.add_argument("--edge-type-names", metavar="R,S,...",
+                   help="the edge types in order (ids index them; each needs edges)")
+    p.add_argument("--target-type", metavar="NAME",
+                   help="the labelled node type (default: the type of the labelled nodes)")
 
 
 def _generic_kwargs(args) -> dict:
@@ -121,6 +134,9 @@ def _generic_kwargs(args) -> dict:
         src_col=args.src_col, dst_col=args.dst_col, weight_col=args.weight_col, time_col=args.time_col,
         edge_key=args.edge_key, weight_key=args.weight_key, time_key=args.time_key,
         node_times=args.node_times,
+        **{k: getattr(args, k) for k in ("node_types", "edge_type_col", "edge_type_key",
+                                         "node_type_names", "edge_type_names", "target_type")
+           if getattr(args, k) is not None},
         num_nodes=args.num_nodes, label_col=args.label_col, id_col=args.id_col,
     )
 

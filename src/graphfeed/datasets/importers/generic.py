@@ -36,6 +36,9 @@ def prepare_generic(
     time_key: Optional[str] = None,
     node_times=None,
     block_bytes: int = 8 * 1024 * 1024,
+    node_types=None,
+    edge_type_col: Optional[int] = None,
+    edge_type_key: Optional[str] = None,
     **kw,
 ) -> PrepareReport:
     """Library form of ``graphfeed prepare generic``; ``**kw`` go to :func:`prepare`.
@@ -45,7 +48,26 @@ def prepare_generic(
     when every value is whole, else float64), both in ``indices`` order. ``node_times``: an
     array or a file (``.npy``, or text with one number per line) of one time per node, stored
     as the node feature ``timestamp`` (int64 when every value is whole, else float64; finite).
+    ``node_types`` / ``edge_type_col`` / ``edge_type_key`` (and ``node_type_names``,
+    ``edge_type_names``, ``target_type`` in ``**kw``) make a heterogeneous dataset instead:
+    see :mod:`.generic_hetero`.
     """
+    typed = ("node_type_names", "edge_type_names", "target_type")
+    if node_types is not None or edge_type_col is not None or edge_type_key or \
+            any(kw.get(k) is not None for k in typed):
+        from .generic_hetero import prepare_generic_hetero
+
+        if node_times is not None or weight_col is not None or time_col is not None \
+                or weight_key or time_key:
+            raise DatasetError("edge weights and node/edge times are not supported with node or "
+                               "edge type columns yet")
+        return prepare_generic_hetero(out, edges=edges, labels=labels, features=features,
+                                      splits=splits, node_types=node_types,
+                                      edge_type_col=edge_type_col, edge_type_key=edge_type_key,
+                                      src_col=src_col, dst_col=dst_col, edge_key=edge_key,
+                                      block_bytes=block_bytes, **kw)
+    for k in typed:
+        kw.pop(k, None)
     if node_times is not None:
         from ..schema import TIME_FEATURE
 
