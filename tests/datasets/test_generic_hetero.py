@@ -106,6 +106,16 @@ def test_ids_npz_and_names(tmp_path):
     assert ds.hetero.num_edges == 2 * len(rows)
     orig = np.asarray(ds.features["orig_id"].read(np.arange(len(ntype))))
     np.testing.assert_array_equal(orig[ds.train_ids], np.flatnonzero(ntype == 0)[:5])
+    # an "id,type" table in any row order gives the same dataset
+    tf = tmp_path / "types.csv"
+    order = np.random.default_rng(0).permutation(len(ntype))
+    tf.write_text("id,type\n" + "".join(f"{i},{TYPES[ntype[i]]}\n" for i in order))
+    r3 = prepare_generic(tmp_path / "out3", edges=str(ef), labels=y, features={"feat": x},
+                         node_types=str(tf), edge_type_key="et",
+                         node_type_names="paper,author,venue", edge_type_names=rel,
+                         splits={"train": np.flatnonzero(ntype == 0)[:5]}, undirected=True)
+    np.testing.assert_array_equal(
+        np.asarray(Dataset.open(r3.path).features["orig_id"].read(np.arange(len(ntype)))), orig)
     # without declared names, ids are named type<k> / rel<k>
     r2 = prepare_generic(tmp_path / "out2", edges=str(ef), labels=y, features={"feat": x},
                          node_types=ntype, edge_type_key="et", target_type="type0")
@@ -131,6 +141,10 @@ def test_errors(tmp_path):
         prepare_generic(out, node_types=str(nf), edge_type_names="writes,cites,in,owns", **kw)
     with pytest.raises(DatasetError, match=r"edges.csv.*unknown type name 'in'"):
         prepare_generic(out, node_types=str(nf), edge_type_names="writes,cites", **kw)
+    dup = tmp_path / "dup.csv"
+    dup.write_text("".join(f"{min(i, 5)},paper\n" for i in range(len(ntype))))
+    with pytest.raises(DatasetError, match=r"dup.csv: a node-type table must list every node"):
+        prepare_generic(out, node_types=str(dup), **kw)
     author = int(np.flatnonzero(ntype == 1)[0])
     sf = tmp_path / "train.txt"
     sf.write_text(f"{int(np.flatnonzero(ntype == 0)[0])}\n{author}\n")
@@ -145,10 +159,24 @@ def test_errors(tmp_path):
     assert not out.exists()
 
 
-def test_train_on_imported(tmp_path):
+def test_train_on_imported(tmp_path, capsys):
     ntype, rows, x, y = _graph(3, n=300, e=3000)
     ef, nf = _write(tmp_path, ntype, rows, x, y, header=False, names=False)
     assert _cli(tmp_path, ef, nf, "--node-type-names", "paper,author,venue",
                 "--undirected") == 0
     assert main(["train", "--dataset", str(tmp_path / "out"), "--epochs", "1", "--fanouts", "5,5",
                  "--batch-size", "32", "--hidden", "8", "--device", "cpu", "--threads", "1"]) == 0
+    out = capsys.readouterr()
+    assert "heterogeneous dataset out (300 nodes of 3 types" in out.out + out.err
+    assert "target 'paper'" in out.out + out.err
+
+
+def test_string_labels_keep_class_names(tmp_path):
+    ntype, rows, x, y = _graph(4)
+    ef, nf = _write(tmp_path, ntype, rows, x, y)
+    lf = tmp_path / "labels.txt"
+    lf.write_text("".join(f"{'abc'[v] if v >= 0 else 'nan'}\n" for v in y))
+    r = prepare_generic(tmp_path / "o", edges=str(ef), labels=str(lf), features={"feat": x},
+                        node_types=str(nf), edge_type_col=2)
+    ds = Dataset.open(r.path)
+    assert ds.metadata.task.class_names == ("a", "b", "c") and ds.num_classes == 3

@@ -91,9 +91,9 @@ def _type_ids(values: np.ndarray, names: Optional[list], prefix: str, where: str
 
 
 def _read_column_file(source) -> tuple:
-    """``(values, line numbers or None)`` of a one-per-node file: an array, ``.npy``/``.npz``, or
-    text with one value per line (a header line of one non-number word is skipped only when it
-    is ``type``/``node_type``)."""
+    """``(values, line numbers or None)`` of a one-per-node file: an array, ``.npy``/``.npz``,
+    text with one value per line (a header ``type``/``node_type``/``ntype`` is skipped), or a
+    delimited ``id,type`` table listing every node once."""
     if hasattr(source, "shape") or isinstance(source, (list, tuple)):
         return np.asarray(source), None
     a = load_array_file(source, what="node types")
@@ -103,14 +103,43 @@ def _read_column_file(source) -> tuple:
         if a.ndim != 1:
             raise DatasetError(f"{source}: node types must be 1-D (one per node), got {a.shape}")
         return a, None
-    vals, nos = [], []
-    for lines, _ in data_lines(TextBlocks(source, skip_header=False)):
+    vals, nos, delim = [], [], None
+    for lines, delim in data_lines(TextBlocks(source, skip_header=False)):
         for no, t in lines:
             vals.append(t.strip())
             nos.append(no)
-    if vals and vals[0].lower() in ("type", "node_type", "ntype"):
+    if vals and delim is not None:  # an "id,type" table
+        return _scatter_types(source, vals, nos, delim)
+    if vals and vals[0].lower() in TYPE_HEADERS:
         vals, nos = vals[1:], nos[1:]
     return np.array(vals, dtype=str), np.array(nos, dtype=np.int64)
+
+
+TYPE_HEADERS = ("type", "node_type", "ntype")
+
+
+def _scatter_types(source, vals: list, nos: list, delim: str) -> tuple:
+    """``(type per node, line of each)`` from the rows ``id<delim>type`` of a node-type table
+    (an ``id,type`` header line skipped); every node listed once."""
+    rows = list(csv.reader(vals, delimiter=delim))
+    if rows and len(rows[0]) == 2 and rows[0][1].strip().lower() in TYPE_HEADERS:
+        rows, nos = rows[1:], nos[1:]
+    ids = np.empty(len(rows), dtype=np.int64)
+    for i, (r, no) in enumerate(zip(rows, nos)):
+        if len(r) != 2 or not r[0].strip().isdigit():
+            raise DatasetError(f"{source}: line {no}: expected 'node id{delim}type', got "
+                               f"{delim.join(r)[:80]!r}")
+        ids[i] = int(r[0])
+    n = len(rows)
+    if n and (int(ids.max()) >= n or np.unique(ids).size != n):
+        raise DatasetError(f"{source}: a node-type table must list every node 0..{n - 1} once "
+                           f"({n} rows, ids {int(ids.min())}..{int(ids.max())}, "
+                           f"{np.unique(ids).size} distinct)")
+    out = np.empty(n, dtype=object)
+    lines = np.empty(n, dtype=np.int64)
+    out[ids] = [r[1].strip() for r in rows]
+    lines[ids] = nos
+    return out.astype(str), lines
 
 
 def _read_text_edges(path, src_col: int, dst_col: int, type_col: int, block_bytes: int):
@@ -345,11 +374,10 @@ def prepare_generic_hetero(
         if b > a:
             type_feats[tname] = {fname: np.ascontiguousarray(x[orig[a:b]])
                                  for fname, x in feats.items()}
-    extra_info = ({"class_names": list(lab.class_names)} if lab.class_names else None)
     path = write_dataset(out, graph=g.csc, node_features={"label": labels_new, ORIG_ID: orig},
                          splits={k: v[0] for k, v in split_sets.items()},
                          num_classes=int(num_classes), name=name or out.name, overwrite=overwrite,
-                         extra=extra_info, hetero=HeteroParts(g, type_feats,
+                         class_names=lab.class_names, hetero=HeteroParts(g, type_feats,
                                                               target_type=ntypes[tt]))
     size = sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
     return PrepareReport(Path(path), g.num_nodes, g.num_edges, input_edges, int(num_classes),
