@@ -141,6 +141,12 @@ def test_errors(tmp_path):
         prepare_generic(out, node_types=str(nf), edge_type_names="writes,cites,in,owns", **kw)
     with pytest.raises(DatasetError, match=r"edges.csv.*unknown type name 'in'"):
         prepare_generic(out, node_types=str(nf), edge_type_names="writes,cites", **kw)
+    ids_f = tmp_path / "ids.csv"  # numeric edge types in a text list: the compiled parser
+    ids_f.write_text("".join(f"{a},{b},{['writes', 'cites', 'in'].index(r)}\n" for a, b, r in rows)
+                     + "0,1,7\n")
+    with pytest.raises(DatasetError, match=r"ids.csv: edge 400: type id 7 is out of range \[0, 3\)"):
+        prepare_generic(out, node_types=str(nf), edge_type_names="writes,cites,in",
+                        **{**kw, "edges": str(ids_f)})
     dup = tmp_path / "dup.csv"
     dup.write_text("".join(f"{min(i, 5)},paper\n" for i in range(len(ntype))))
     with pytest.raises(DatasetError, match=r"dup.csv: a node-type table must list every node"):

@@ -54,10 +54,10 @@ def _is_int_text(a: np.ndarray) -> bool:
 
 
 def _type_ids(values: np.ndarray, names: Optional[list], prefix: str, where: str,
-              lines: Optional[np.ndarray] = None):
+              lines: Optional[np.ndarray] = None, unit: str = "entry"):
     """``(type id per entry int64, type names)``: ``values`` are names (strings) or ids."""
     def at(i: int) -> str:
-        return f"line {int(lines[i])}" if lines is not None else f"entry {i}"
+        return f"line {int(lines[i])}" if lines is not None else f"{unit} {i}"
 
     if values.dtype.kind in "US" and _is_int_text(values.astype(str)):
         values = values.astype(str).astype(np.int64)
@@ -180,6 +180,23 @@ def _read_text_edges(path, src_col: int, dst_col: int, type_col: int, block_byte
     return cat(s_parts, np.int64), cat(d_parts, np.int64), cat(t_parts, str), cat(n_parts, np.int64)
 
 
+def _numeric_type_column(path, src_col: int, dst_col: int, col: int, block_bytes: int):
+    """``(src, dst, type ids int64)`` when the type column of a text edge list holds whole
+    numbers (the compiled parser, fast), else ``None`` (names: parsed as text)."""
+    try:
+        source = EdgeSource(path, block_bytes=block_bytes, src_col=src_col, dst_col=dst_col,
+                            value_cols={"edge_type": col})
+        parts = [(a.copy(), b.copy(), v[0].copy()) for a, b, v in source]
+    except DatasetError:
+        return None
+    cat = lambda i, dt: (np.concatenate([p[i] for p in parts]) if parts  # noqa: E731
+                         else np.zeros(0, dt))
+    t = cat(2, np.float64)
+    if t.size and not np.all(t == np.floor(t)):
+        return None
+    return cat(0, np.int64), cat(1, np.int64), t.astype(np.int64)
+
+
 def _read_edges(edges, *, src_col, dst_col, edge_type_col, edge_key, edge_type_key, block_bytes):
     """``(src, dst, edge type values or None, line numbers or None, where)``."""
     where = str(edges) if not isinstance(edges, tuple) else "edges"
@@ -196,6 +213,9 @@ def _read_edges(edges, *, src_col, dst_col, edge_type_col, edge_key, edge_type_k
         from ..._checks import check_int
 
         col = check_int("the edge type column (a column index)", edge_type_col, 0, 1023)
+        ids = _numeric_type_column(edges, int(src_col), int(dst_col), col, block_bytes)
+        if ids is not None:
+            return (*ids, None, where)
         s, d, t, nos = _read_text_edges(edges, int(src_col), int(dst_col), col, block_bytes)
         return s, d, t, nos, where
     source = EdgeSource(edges, block_bytes=block_bytes, src_col=src_col, dst_col=dst_col,
@@ -281,7 +301,7 @@ def prepare_generic_hetero(
         if nvals.shape[0] != n:
             raise DatasetError(f"{nwhere}: {nvals.shape[0]} node types for {n} nodes "
                                f"({count_from or lname}); give one type per node")
-        ntype, ntypes = _type_ids(nvals, nt_names, "type", nwhere, nlines)
+        ntype, ntypes = _type_ids(nvals, nt_names, "type", nwhere, nlines, "node")
     else:
         ntypes = nt_names[:1] if nt_names else ["node"]
         ntype = np.zeros(n, dtype=np.int64)
@@ -293,7 +313,7 @@ def prepare_generic_hetero(
             raise DatasetError(f"{ewhere}: {at}{side} id {int(ids[i])} is out of range [0, {n}) "
                                f"({count_from or lname})")
     if et_vals is not None:
-        etype, etypes = _type_ids(et_vals, et_names, "rel", ewhere, et_lines)
+        etype, etypes = _type_ids(et_vals, et_names, "rel", ewhere, et_lines, "edge")
     else:
         etypes = et_names[:1] if et_names else ["edge"]
         etype = np.zeros(s.shape[0], dtype=np.int64)
