@@ -21,7 +21,7 @@ from .base import Sampler
 from .hetero_batch import HeteroBlock, HeteroMiniBatch
 from .neighbor import _MapPool, _readonly_view, seeds_to_numpy
 
-__all__ = ["HeteroNeighborSampler", "resolve_hetero_fanouts"]
+__all__ = ["HeteroNeighborSampler", "group_seeds", "resolve_hetero_fanouts"]
 
 
 def resolve_hetero_fanouts(graph: HeteroGraph, fanouts) -> np.ndarray:
@@ -58,6 +58,37 @@ def resolve_hetero_fanouts(graph: HeteroGraph, fanouts) -> np.ndarray:
         return out
     flat = check_fanouts(fanouts)
     return np.repeat(np.asarray(flat, dtype=np.int64)[:, None], num_rel, axis=1)
+
+
+def group_seeds(g: HeteroGraph, seeds) -> tuple[np.ndarray, np.ndarray]:
+    """``(global ids grouped by type, per-type pointers (T + 1,))`` of ``seeds`` (global ids
+    or a dict node type -> type-local ids of ``g``), checked to be in range (not for repeats)."""
+    offsets = g.node_offsets
+    T = g.num_node_types
+    if isinstance(seeds, Mapping):
+        parts = [np.zeros(0, np.int64)] * T
+        for t, ids in seeds.items():
+            ti = g.type_id(t)
+            n_t = g.num_nodes_of(t)
+            a = seeds_to_numpy(ids, n_t)
+            if a.size and (int(a.min()) < 0 or int(a.max()) >= n_t):
+                bad = int(a.min()) if int(a.min()) < 0 else int(a.max())
+                raise GraphfeedError(f"seed id {bad} of node type {t!r} is out of range "
+                                     f"[0, {n_t})")
+            parts[ti] = a + offsets[ti]
+        ptr = np.zeros(T + 1, np.int64)
+        np.cumsum([p.shape[0] for p in parts], out=ptr[1:])
+        return np.ascontiguousarray(np.concatenate(parts)), ptr
+    a = seeds_to_numpy(seeds, g.num_nodes)
+    if a.size and (int(a.min()) < 0 or int(a.max()) >= g.num_nodes):
+        bad = int(a.min()) if int(a.min()) < 0 else int(a.max())
+        raise GraphfeedError(f"seed id {bad} is out of range [0, {g.num_nodes})")
+    types = np.searchsorted(offsets, a, side="right") - 1
+    ptr = np.zeros(T + 1, np.int64)
+    np.cumsum(np.bincount(types, minlength=T), out=ptr[1:])
+    if a.size > 1 and (np.diff(types) < 0).any():
+        a = a[np.argsort(types, kind="stable")]
+    return np.ascontiguousarray(a), ptr
 
 
 class HeteroNeighborSampler(Sampler):
@@ -104,14 +135,21 @@ class HeteroNeighborSampler(Sampler):
     @classmethod
     def from_graph(cls, graph, fanouts, *, device="cpu", replace: bool = False, seed: int = 0,
                    uva: bool = False, method=None, **options) -> "HeteroNeighborSampler":
-        """As :meth:`Sampler.from_graph`, for a ``HeteroGraph`` (CPU only, uniform only)."""
+        """As :meth:`Sampler.from_graph`, for a ``HeteroGraph`` (uniform only). ``device="cuda"``
+        or ``uva=True`` returns a :class:`~graphfeed.sampling.torch_hetero.TorchHeteroSampler`
+        (the vectorised torch sampler) instead."""
         if not isinstance(graph, HeteroGraph):
             raise GraphfeedError(f"the 'hetero' sampler needs a HeteroGraph, got "
                                  f"{type(graph).__name__}")
         device = torch.device(device)
-        if device.type != "cpu" or uva:
-            raise GraphfeedError(f"HeteroNeighborSampler samples on the CPU (numba kernels); got "
-                                 f"device={device}, uva={uva}: no GPU heterogeneous sampler yet")
+        if device.type == "cuda" or uva:  # the GPU path: vectorised torch (sampling/torch_hetero)
+            from .torch_hetero import TorchHeteroSampler
+
+            return TorchHeteroSampler.from_graph(graph, fanouts, device=device, replace=replace,
+                                                 seed=seed, uva=uva, method=method, **options)
+        if device.type != "cpu":
+            raise GraphfeedError(f"HeteroNeighborSampler samples on the CPU (numba kernels) or, "
+                                 f"with device='cuda', through 'torch-hetero'; got device={device}")
         if method is not None and getattr(method, "kind", "uniform") != "uniform":
             raise GraphfeedError(f"HeteroNeighborSampler samples uniformly; got method "
                                  f"{method.describe()}")
@@ -146,32 +184,7 @@ class HeteroNeighborSampler(Sampler):
     def group_seeds(self, seeds) -> tuple[np.ndarray, np.ndarray]:
         """``(global ids grouped by type, per-type pointers (T + 1,))`` of ``seeds`` (global ids
         or a dict node type -> type-local ids), checked to be in range."""
-        g = self.graph
-        T = g.num_node_types
-        if isinstance(seeds, Mapping):
-            parts = [np.zeros(0, np.int64)] * T
-            for t, ids in seeds.items():
-                ti = g.type_id(t)
-                n_t = g.num_nodes_of(t)
-                a = seeds_to_numpy(ids, n_t)
-                if a.size and (int(a.min()) < 0 or int(a.max()) >= n_t):
-                    bad = int(a.min()) if int(a.min()) < 0 else int(a.max())
-                    raise GraphfeedError(f"seed id {bad} of node type {t!r} is out of range "
-                                         f"[0, {n_t})")
-                parts[ti] = a + self._offsets[ti]
-            ptr = np.zeros(T + 1, np.int64)
-            np.cumsum([p.shape[0] for p in parts], out=ptr[1:])
-            return np.ascontiguousarray(np.concatenate(parts)), ptr
-        a = seeds_to_numpy(seeds, g.num_nodes)
-        if a.size and (int(a.min()) < 0 or int(a.max()) >= g.num_nodes):
-            bad = int(a.min()) if int(a.min()) < 0 else int(a.max())
-            raise GraphfeedError(f"seed id {bad} is out of range [0, {g.num_nodes})")
-        types = np.searchsorted(self._offsets, a, side="right") - 1
-        ptr = np.zeros(T + 1, np.int64)
-        np.cumsum(np.bincount(types, minlength=T), out=ptr[1:])
-        if a.size > 1 and (np.diff(types) < 0).any():
-            a = a[np.argsort(types, kind="stable")]
-        return np.ascontiguousarray(a), ptr
+        return group_seeds(self.graph, seeds)
 
     def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0,
                executor: Optional[Executor] = None) -> HeteroMiniBatch:

@@ -1,0 +1,254 @@
+"""TorchHeteroSampler (the vectorised torch heterogeneous sampler, the GPU path) on CPU tensors:
+the invariants of the numba ``HeteroNeighborSampler`` (every sampled edge exists in its edge
+type, endpoint types match, destinations-first per type, per-relation fanouts), uniform over
+k-subsets (chi-square), reproducible from (seed, epoch, batch_index) across threads and torch
+thread counts. It draws other neighbours than the numba kernels (its own RNG stream)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import chisquare
+from test_hetero_sampler import (
+    CITES, NUM, WRITES, _differ, _same, _x_dict, check_batch, edge_sets,
+    make_edges,
+)
+
+from graphfeed._cuda import cuda_available
+from graphfeed.errors import GraphfeedError
+from graphfeed.graph.hetero import HeteroGraph
+from graphfeed.sampling import SAMPLERS, build_sampler
+from graphfeed.sampling.torch_hetero import TorchHeteroSampler
+
+P_MIN = 1e-4
+
+
+@pytest.fixture(scope="module")
+def hg():
+    return HeteroGraph.from_edges(NUM, make_edges(), drop_duplicates=True)
+
+
+SEED_SETS = [{"paper": np.arange(0, 40)}, {"author": [5, 1, 9], "venue": [0]},
+             np.array([455, 3, 301, 0, 460]), torch.tensor([0, 1, 2, 300, 450])]
+
+
+@pytest.mark.parametrize("replace", [False, True])
+@pytest.mark.parametrize("fanouts", [[4, 3], [-1, 2], [3, 70, 2], [1]])
+def test_batches_hold_every_invariant(hg, replace, fanouts):
+    s = build_sampler("torch-hetero", hg, fanouts, replace=replace, seed=3)
+    assert isinstance(s, TorchHeteroSampler) and s.device == torch.device("cpu")
+    sets = edge_sets(hg)
+    fd = {et: list(fanouts) for et in hg.edge_types}
+    for b, seeds in enumerate(SEED_SETS):
+        check_batch(hg, s.sample(seeds, epoch=1, batch_index=b), fd, replace, sets)
+
+
+def test_seeds_grouped_by_type_like_the_numba_sampler(hg):
+    t = build_sampler("torch-hetero", hg, [2]).sample(np.array([455, 3, 301, 0, 460]))
+    n = build_sampler("hetero", hg, [2]).sample(np.array([455, 3, 301, 0, 460]))
+    assert t.seeds.tolist() == n.seeds.tolist() == [3, 0, 301, 455, 460]
+    for k in n.seed_dict:
+        assert torch.equal(t.seed_dict[k], n.seed_dict[k])
+    # fanout -1 takes every in-edge: both samplers give the same edge sets per relation
+    t = build_sampler("torch-hetero", hg, [-1]).sample({"paper": np.arange(30)})
+    n = build_sampler("hetero", hg, [-1]).sample({"paper": np.arange(30)})
+    for et in hg.edge_types:
+        bt, bn = t.blocks[0], n.blocks[0]
+
+        def pairs(b):
+            ei = b.edge_index_dict[et]
+            return sorted(zip(b.src_nodes[et[0]][ei[0]].tolist(), b.src_nodes[et[2]][ei[1]].tolist()))
+        assert pairs(bt) == pairs(bn)
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_dict_fanouts_per_relation(hg, replace):
+    # several distinct fanout values in one layer (one subset draw per value), 0 and -1
+    fan = {"writes": [3, 40], CITES: [0, 5], "hosts": [1, 1], "rev_writes": [2, 0],
+           "rev_hosts": [-1, 0]}
+    s = build_sampler("torch-hetero", hg, fan, seed=1, replace=replace)
+    fd = {hg.edge_types[hg.edge_type_id(k)]: v for k, v in fan.items()}
+    assert s.fanouts_dict == fd and s.fanouts == (-1, 40)
+    for b, seeds in enumerate(SEED_SETS):
+        mb = s.sample(seeds, batch_index=b)
+        check_batch(hg, mb, fd, replace)
+        assert mb.blocks[0].edge_index_dict[CITES].shape[1] == 0
+    mb = build_sampler("torch-hetero", hg, {"writes": [4]}).sample({"paper": np.arange(50)})
+    assert mb.blocks[0].edge_index_dict[CITES].shape[1] == 0
+    assert mb.blocks[0].edge_index_dict[WRITES].shape[1] > 0
+
+
+def test_with_fanouts_keeps_the_placed_tensors(hg):
+    s = build_sampler("torch-hetero", hg, [3, 3], seed=4)
+    e = s.with_fanouts([5])
+    assert e.fanouts == (5,) and s.fanouts == (3, 3)
+    assert e._base is s._base and e._etype is s._etype
+    check_batch(hg, e.sample({"paper": np.arange(20)}), {et: [5] for et in hg.edge_types}, False)
+
+
+def test_bad_input(hg):
+    s = build_sampler("torch-hetero", hg, [2])
+    with pytest.raises(GraphfeedError, match="appears twice"):
+        s.sample([3, 4, 3])
+    with pytest.raises(GraphfeedError, match="out of range"):
+        s.sample([3, 462])
+    with pytest.raises(GraphfeedError, match="out of range"):
+        s.sample({"venue": [12]})
+    with pytest.raises(GraphfeedError, match="unknown node type"):
+        s.sample({"user": [1]})
+    with pytest.raises(GraphfeedError, match="HeteroGraph"):
+        build_sampler("torch-hetero", hg.csc, [2])
+    with pytest.raises(GraphfeedError, match="fanouts"):
+        build_sampler("torch-hetero", hg, {"writes": [2], "cites": [1, 1]})
+    from graphfeed.sampling import SamplingMethod
+
+    with pytest.raises(GraphfeedError, match="uniformly"):
+        build_sampler("torch-hetero", hg, [2], method=SamplingMethod(kind="labor"))
+    # the numba sampler still refuses devices it cannot use; "torch-hetero" is registered
+    with pytest.raises(GraphfeedError, match="CPU"):
+        build_sampler("hetero", hg, [2], device="meta")
+    assert "torch-hetero" in SAMPLERS
+
+
+def test_empty_seeds_and_edgeless_relations():
+    g = HeteroGraph.from_edges({"a": 3, "b": 2}, {("a", "r", "b"): ([0, 1], [0, 0]),
+                                                 ("b", "s", "a"): ([], [])})
+    s = build_sampler("torch-hetero", g, [2, 2])
+    mb = s.sample({"b": [0, 1]})
+    check_batch(g, mb, {et: [2, 2] for et in g.edge_types}, False)
+    mb = s.sample(np.zeros(0, np.int64))
+    assert mb.num_sampled_edges == 0 and all(v.numel() == 0 for v in mb.blocks[0].src_nodes.values())
+
+
+def test_return_edge_ids(hg):
+    s = build_sampler("torch-hetero", hg, [3, 70], return_edge_ids=True)
+    mb = s.sample({"paper": np.arange(30)})
+    ind = np.asarray(hg.csc.indices)
+    for b in mb.blocks:
+        for et, ei in b.edge_index_dict.items():
+            eids = b.edge_ids[et].numpy()
+            assert (hg.edge_type[eids] == hg.edge_type_id(et)).all()
+            st = hg.type_id(et[0])
+            gsrc = b.src_nodes[et[0]].numpy()[ei[0].numpy()] + hg.node_offsets[st]
+            assert np.array_equal(ind[eids], gsrc)
+
+
+def test_reproducible_across_threads_and_thread_counts(hg):
+    s = build_sampler("torch-hetero", hg, [5, 40], seed=7)
+    seeds = {"paper": np.arange(100), "author": np.arange(20)}
+    ref = {(e, b): s.sample(seeds, epoch=e, batch_index=b) for e in range(2) for b in range(3)}
+    s2 = build_sampler("torch-hetero", hg, [5, 40], seed=7)
+    out = {}
+
+    def work(keys):
+        for k in keys:
+            out[k] = s2.sample(seeds, epoch=k[0], batch_index=k[1])
+
+    keys = list(reversed(list(ref)))
+    threads = [threading.Thread(target=work, args=(keys[i::3],)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in ref:
+        _same(ref[k], out[k])
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        _same(ref[(1, 2)], s2.sample(seeds, epoch=1, batch_index=2))
+    finally:
+        torch.set_num_threads(before)
+    assert _differ(ref[(0, 0)], ref[(0, 1)]) and _differ(ref[(0, 0)], ref[(1, 0)])
+    assert _differ(ref[(0, 0)],
+                   build_sampler("torch-hetero", hg, [5, 40], seed=8).sample(seeds))
+
+
+# ---------------------------------------------------------------------------- uniformity
+def _copies(deg, n):
+    """``n`` destinations of type "b", each with ``deg`` in-edges of relation "x" from its own
+    "a" nodes (``i * deg + p``) and 3 of relation "y" from its own "c" nodes: one batch of
+    every destination is ``n`` independent draws (a Python loop of tiny batches is slow in
+    torch)."""
+    i = np.repeat(np.arange(n), deg)
+    j = np.repeat(np.arange(n), 3)
+    edges = {("a", "x", "b"): (np.arange(n * deg), i), ("c", "y", "b"): (np.arange(3 * n), j),
+             ("b", "z", "a"): (np.zeros(2, np.int64), np.arange(2))}
+    return HeteroGraph.from_edges({"a": n * deg, "b": n, "c": 3 * n}, edges)
+
+
+def _draws(g, s, rel, per, n, batches):
+    """Per draw of destination ``i``: the positions ``src - i * per`` its ``rel`` edges chose,
+    one row per destination and batch."""
+    rows = []
+    for b in range(batches):
+        blk = s.sample({"b": np.arange(n)}, batch_index=b).blocks[0]
+        ei = blk.edge_index_dict[rel].numpy()
+        src = blk.src_nodes[rel[0]].numpy()[ei[0]]
+        dst = blk.src_nodes["b"].numpy()[ei[1]]
+        order = np.lexsort((src, dst))
+        rows.append((src - dst * per)[order].reshape(n, -1))
+    return np.concatenate(rows)
+
+
+@pytest.mark.parametrize("replace", [False, True])
+@pytest.mark.parametrize("deg, k, n", [(6, 2, 3000), (7, 3, 7000), (70, 2, 2000), (70, 40, 200)])
+def test_uniform(deg, k, n, replace):
+    """Without replacement every k-subset is equally likely (small degrees: the subsets
+    themselves; degree 70: each neighbour's marginal, Floyd's path for k=2, the sort path for
+    k=40); with replacement each draw is uniform over the in-edges."""
+    g = _copies(deg, n)
+    s = build_sampler("torch-hetero", g, {"x": [k], "y": [1]}, seed=5, replace=replace)
+    x = ("a", "x", "b")
+    chosen = _draws(g, s, x, deg, n, 2)
+    if deg > 10 or replace:
+        assert chisquare(np.bincount(chosen.ravel(), minlength=deg)).pvalue > P_MIN
+        return
+    subsets = {c: i for i, c in enumerate(itertools.combinations(range(deg), k))}
+    counts = np.zeros(len(subsets), np.int64)
+    for row in chosen:
+        counts[subsets[tuple(row.tolist())]] += 1
+    assert chisquare(counts).pvalue > P_MIN
+
+
+def test_relations_draw_independently():
+    g = _copies(4, 3000)
+    s = build_sampler("torch-hetero", g, {"x": [1], "y": [1]}, seed=2)
+    x = _draws(g, s, ("a", "x", "b"), 4, 3000, 2)[:, 0]
+    y = _draws(g, s, ("c", "y", "b"), 3, 3000, 2)[:, 0]
+    assert chisquare(np.bincount(x * 3 + y, minlength=12)).pvalue > P_MIN
+
+
+def test_to_hetero_model_runs_on_batches(hg):
+    pyg_nn = pytest.importorskip("torch_geometric.nn")
+
+    class SAGE(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = pyg_nn.SAGEConv((-1, -1), 16)
+            self.conv2 = pyg_nn.SAGEConv((-1, -1), 4)
+
+        def forward(self, x, edge_index0, edge_index1):
+            return self.conv2(self.conv1(x, edge_index0).relu(), edge_index1)
+
+    model = pyg_nn.to_hetero(SAGE(), (list(hg.node_types), list(hg.edge_types)), aggr="sum")
+    mb = build_sampler("torch-hetero", hg, [4, 3]).sample({"paper": np.arange(20)})
+    out = model(_x_dict(mb), mb.edge_index_dict(0), mb.edge_index_dict(1))
+    assert out["paper"].shape == (len(mb.input_nodes_dict["paper"]), 4)
+    assert torch.isfinite(out["paper"][:20]).all()
+
+
+# ---------------------------------------------------------------------------- CUDA
+@pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("uva", [False, True])
+def test_cuda_through_the_hetero_entry(hg, uva):
+    s = build_sampler("hetero", hg, [4, 70], seed=3, device="cuda", uva=uva)
+    assert isinstance(s, TorchHeteroSampler) and s.device.type == "cuda"
+    mb = s.sample({"paper": np.arange(40), "author": [3, 4]})
+    assert mb.seeds.device.type == "cuda"
+    cpu = mb.to("cpu")
+    check_batch(hg, cpu, {et: [4, 70] for et in hg.edge_types}, False)
+    _same(cpu, s.sample({"paper": np.arange(40), "author": [3, 4]}).to("cpu"))
