@@ -32,7 +32,8 @@ def _same(a, b):
 
 
 def test_registry_names_and_classes():
-    assert SAMPLERS.names() == ("neighbor", "torch", "triton", "gpu", "hetero")
+    assert SAMPLERS.names() == ("neighbor", "torch", "triton", "gpu", "hetero",
+                              "torch-hetero")
     assert SAMPLERS.get("neighbor") is NeighborSampler
     assert SAMPLERS.get("torch") is TorchNeighborSampler
     with pytest.raises(GraphfeedError, match="unknown sampler 'labor'; valid: neighbor, torch"):

@@ -7,15 +7,14 @@ thread counts. It draws other neighbours than the numba kernels (its own RNG str
 from __future__ import annotations
 
 import itertools
-import threading
 
 import numpy as np
 import pytest
 import torch
 from scipy.stats import chisquare
+import test_hetero_sampler as numba_tests
 from test_hetero_sampler import (
-    CITES, NUM, WRITES, _differ, _same, _x_dict, check_batch, edge_sets,
-    make_edges,
+    CITES, NUM, WRITES, _differ, _same, check_batch, edge_sets, make_edges,
 )
 
 from graphfeed._cuda import cuda_available
@@ -61,7 +60,8 @@ def test_seeds_grouped_by_type_like_the_numba_sampler(hg):
 
         def pairs(b):
             ei = b.edge_index_dict[et]
-            return sorted(zip(b.src_nodes[et[0]][ei[0]].tolist(), b.src_nodes[et[2]][ei[1]].tolist()))
+            return sorted(zip(b.src_nodes[et[0]][ei[0]].tolist(),
+                              b.src_nodes[et[2]][ei[1]].tolist()))
         assert pairs(bt) == pairs(bn)
 
 
@@ -91,15 +91,8 @@ def test_with_fanouts_keeps_the_placed_tensors(hg):
 
 
 def test_bad_input(hg):
-    s = build_sampler("torch-hetero", hg, [2])
-    with pytest.raises(GraphfeedError, match="appears twice"):
-        s.sample([3, 4, 3])
-    with pytest.raises(GraphfeedError, match="out of range"):
-        s.sample([3, 462])
-    with pytest.raises(GraphfeedError, match="out of range"):
-        s.sample({"venue": [12]})
-    with pytest.raises(GraphfeedError, match="unknown node type"):
-        s.sample({"user": [1]})
+    with pytest.raises(GraphfeedError, match="appears twice"):  # more in test_bad_seeds
+        build_sampler("torch-hetero", hg, [2]).sample(torch.tensor([3, 300, 3]))
     with pytest.raises(GraphfeedError, match="HeteroGraph"):
         build_sampler("torch-hetero", hg.csc, [2])
     with pytest.raises(GraphfeedError, match="fanouts"):
@@ -121,50 +114,38 @@ def test_empty_seeds_and_edgeless_relations():
     mb = s.sample({"b": [0, 1]})
     check_batch(g, mb, {et: [2, 2] for et in g.edge_types}, False)
     mb = s.sample(np.zeros(0, np.int64))
-    assert mb.num_sampled_edges == 0 and all(v.numel() == 0 for v in mb.blocks[0].src_nodes.values())
+    assert mb.num_sampled_edges == 0
+    assert all(v.numel() == 0 for v in mb.blocks[0].src_nodes.values())
 
 
-def test_return_edge_ids(hg):
-    s = build_sampler("torch-hetero", hg, [3, 70], return_edge_ids=True)
-    mb = s.sample({"paper": np.arange(30)})
-    ind = np.asarray(hg.csc.indices)
-    for b in mb.blocks:
-        for et, ei in b.edge_index_dict.items():
-            eids = b.edge_ids[et].numpy()
-            assert (hg.edge_type[eids] == hg.edge_type_id(et)).all()
-            st = hg.type_id(et[0])
-            gsrc = b.src_nodes[et[0]].numpy()[ei[0].numpy()] + hg.node_offsets[st]
-            assert np.array_equal(ind[eids], gsrc)
+# the numba sampler's tests, run unchanged on the torch sampler: their build_sampler("hetero",
+# ...) builds "torch-hetero" here (edge ids, reproducibility from threads, PyG models, bad seeds)
+SHARED = ["test_return_edge_ids", "test_reproducible_and_thread_independent",
+          "test_global_seeds_grouped_by_type", "test_bad_seeds",
+          "test_to_hetero_model_runs_on_batches", "test_hetero_conv_model_runs_on_batches"]
 
 
-def test_reproducible_across_threads_and_thread_counts(hg):
+@pytest.mark.parametrize("name", SHARED)
+def test_numba_sampler_tests_pass_on_torch(hg, name, monkeypatch):
+    def torch_build(sampler, *args, **kw):
+        assert sampler == "hetero"
+        return build_sampler("torch-hetero", *args, **kw)
+
+    monkeypatch.setattr(numba_tests, "build_sampler", torch_build)
+    getattr(numba_tests, name)(hg)
+
+
+def test_same_batch_whatever_the_torch_thread_count(hg):
     s = build_sampler("torch-hetero", hg, [5, 40], seed=7)
     seeds = {"paper": np.arange(100), "author": np.arange(20)}
-    ref = {(e, b): s.sample(seeds, epoch=e, batch_index=b) for e in range(2) for b in range(3)}
-    s2 = build_sampler("torch-hetero", hg, [5, 40], seed=7)
-    out = {}
-
-    def work(keys):
-        for k in keys:
-            out[k] = s2.sample(seeds, epoch=k[0], batch_index=k[1])
-
-    keys = list(reversed(list(ref)))
-    threads = [threading.Thread(target=work, args=(keys[i::3],)) for i in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for k in ref:
-        _same(ref[k], out[k])
     before = torch.get_num_threads()
     try:
+        ref = s.sample(seeds, epoch=1, batch_index=2)
         torch.set_num_threads(1)
-        _same(ref[(1, 2)], s2.sample(seeds, epoch=1, batch_index=2))
+        _same(ref, s.sample(seeds, epoch=1, batch_index=2))
     finally:
         torch.set_num_threads(before)
-    assert _differ(ref[(0, 0)], ref[(0, 1)]) and _differ(ref[(0, 0)], ref[(1, 0)])
-    assert _differ(ref[(0, 0)],
-                   build_sampler("torch-hetero", hg, [5, 40], seed=8).sample(seeds))
+    assert _differ(ref, s.sample(seeds, epoch=1, batch_index=3))
 
 
 # ---------------------------------------------------------------------------- uniformity
@@ -222,25 +203,6 @@ def test_relations_draw_independently():
     assert chisquare(np.bincount(x * 3 + y, minlength=12)).pvalue > P_MIN
 
 
-def test_to_hetero_model_runs_on_batches(hg):
-    pyg_nn = pytest.importorskip("torch_geometric.nn")
-
-    class SAGE(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1 = pyg_nn.SAGEConv((-1, -1), 16)
-            self.conv2 = pyg_nn.SAGEConv((-1, -1), 4)
-
-        def forward(self, x, edge_index0, edge_index1):
-            return self.conv2(self.conv1(x, edge_index0).relu(), edge_index1)
-
-    model = pyg_nn.to_hetero(SAGE(), (list(hg.node_types), list(hg.edge_types)), aggr="sum")
-    mb = build_sampler("torch-hetero", hg, [4, 3]).sample({"paper": np.arange(20)})
-    out = model(_x_dict(mb), mb.edge_index_dict(0), mb.edge_index_dict(1))
-    assert out["paper"].shape == (len(mb.input_nodes_dict["paper"]), 4)
-    assert torch.isfinite(out["paper"][:20]).all()
-
-
 # ---------------------------------------------------------------------------- CUDA
 @pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("uva", [False, True])
@@ -252,3 +214,25 @@ def test_cuda_through_the_hetero_entry(hg, uva):
     cpu = mb.to("cpu")
     check_batch(hg, cpu, {et: [4, 70] for et in hg.edge_types}, False)
     _same(cpu, s.sample({"paper": np.arange(40), "author": [3, 4]}).to("cpu"))
+
+
+@pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")
+def test_cuda_host_syncs_do_not_grow_with_the_batch(hg):
+    """The synchronising calls of a batch (counted by torch's sync debug mode) are the same for
+    10 and 200 seeds: a fixed number per layer, not per node."""
+    import warnings
+
+    s = build_sampler("torch-hetero", hg, [4, 3], device="cuda")
+    s.sample({"paper": np.arange(10)})  # warm up
+
+    def syncs(n):
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                s.sample({"paper": np.arange(n)})
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        return len(w)
+
+    assert syncs(10) == syncs(200) <= 2 * 8

@@ -5,22 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from test_hetero_train import _cfg, data_root  # noqa: F401 (the module's fixture)
+
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(scope="module")
-def data_root(builtin_root):
-    return builtin_root("hetero")
-
-
-def _cfg(data_root, **kw):
-    from graphfeed.training import TrainConfig
-
-    base = dict(dataset="hetero", epochs=3, batch_size=512, hidden=64, fanouts=(10, 5),
-                device="cpu", seed=0, num_threads=1, progress=False, data_root=data_root,
-                mlp_baseline=False)
-    base.update(kw)
-    return TrainConfig(**base)
 
 
 def test_modes_pick_the_sampler(data_root):
@@ -31,11 +18,11 @@ def test_modes_pick_the_sampler(data_root):
 
     h = open_dataset("hetero", data_root, verbose=False).hetero
     for mode in ("cuda-cuda", "pinned-cuda"):
-        s = hetero_sampler(_cfg(data_root, mode=mode), h, "cpu")
+        s = hetero_sampler(_cfg(data_root, mode=mode, mlp_baseline=False), h, "cpu")
         assert isinstance(s, TorchHeteroSampler) and s.device.type == "cpu" and not s.uva
         assert s.fanouts == (10, 5)
     for mode in ("auto", "cpu-cpu", "cpu-cuda"):
-        assert isinstance(hetero_sampler(_cfg(data_root, mode=mode), h, "cpu"),
+        assert isinstance(hetero_sampler(_cfg(data_root, mode=mode, mlp_baseline=False), h, "cpu"),
                           HeteroNeighborSampler)
 
 
@@ -45,7 +32,7 @@ def test_cuda_cuda_trains_with_the_torch_sampler(data_root):
     from graphfeed.trainer.hetero import run_hetero
     from graphfeed.training import _split_ids, open_dataset
 
-    cfg = _cfg(data_root, mode="cuda-cuda")
+    cfg = _cfg(data_root, mode="cuda-cuda", epochs=3, mlp_baseline=False)
     ds = open_dataset("hetero", data_root, verbose=False)
     lines = []
     r = run_hetero(cfg, ds, _split_ids(ds, cfg.split), "cpu", 0, 1, lines.append)

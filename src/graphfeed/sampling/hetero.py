@@ -21,7 +21,7 @@ from .base import Sampler
 from .hetero_batch import HeteroBlock, HeteroMiniBatch
 from .neighbor import _MapPool, _readonly_view, seeds_to_numpy
 
-__all__ = ["HeteroNeighborSampler", "group_seeds", "resolve_hetero_fanouts"]
+__all__ = ["HeteroNeighborSampler", "group_seeds", "make_block", "resolve_hetero_fanouts"]
 
 
 def resolve_hetero_fanouts(graph: HeteroGraph, fanouts) -> np.ndarray:
@@ -226,19 +226,27 @@ class HeteroNeighborSampler(Sampler):
             node_offsets=self._offsets_t)
 
     def _block(self, ei, eids, eptr, src, src_ptr, dst_ptr) -> HeteroBlock:
-        g = self.graph
-        src_t = torch.from_numpy(src)
-        src_nodes, num_dst = {}, {}
-        for t, name in enumerate(g.node_types):
-            a, b = int(src_ptr[t]), int(src_ptr[t + 1])
-            src_nodes[name] = src_t[a:b] - int(self._offsets[t])
-            num_dst[name] = int(dst_ptr[t + 1] - dst_ptr[t])
-        ei_t = torch.from_numpy(ei)  # each relation's edge_index is a view of its columns
-        eids_t = torch.from_numpy(eids) if self.return_edge_ids else None
-        eidx, edge_ids = {}, ({} if self.return_edge_ids else None)
-        for r, et in enumerate(g.edge_types):
-            a, b = int(eptr[r]), int(eptr[r + 1])
-            eidx[et] = ei_t[:, a:b]
-            if edge_ids is not None:
-                edge_ids[et] = eids_t[a:b]
-        return HeteroBlock(eidx, src_nodes, num_dst, edge_ids)
+        # each relation's edge_index is a view of its columns
+        return make_block(self.graph, torch.from_numpy(src), src_ptr, np.diff(dst_ptr),
+                          torch.from_numpy(ei),
+                          torch.from_numpy(eids) if self.return_edge_ids else None, eptr)
+
+
+def make_block(g: HeteroGraph, src, src_ptr, dst_counts, edge_index, eids,
+               edge_ptr) -> HeteroBlock:
+    """A layer's ``HeteroBlock`` from its flat outputs (tensors on any device): ``src`` the global
+    ids of the sources grouped by type (``src_ptr``, type ``t``'s destinations first,
+    ``dst_counts[t]`` of them), ``edge_index`` (2, E) type-local ids with relation ``r``'s
+    columns at ``[edge_ptr[r], edge_ptr[r + 1])``, ``eids`` their positions (or ``None``)."""
+    src_nodes, num_dst = {}, {}
+    for t, name in enumerate(g.node_types):
+        a, b = int(src_ptr[t]), int(src_ptr[t + 1])
+        src_nodes[name] = src[a:b] - int(g.node_offsets[t])
+        num_dst[name] = int(dst_counts[t])
+    eidx, edge_ids = {}, ({} if eids is not None else None)
+    for r, et in enumerate(g.edge_types):
+        a, b = int(edge_ptr[r]), int(edge_ptr[r + 1])
+        eidx[et] = edge_index[:, a:b]
+        if edge_ids is not None:
+            edge_ids[et] = eids[a:b]
+    return HeteroBlock(eidx, src_nodes, num_dst, edge_ids)

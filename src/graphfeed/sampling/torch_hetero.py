@@ -23,8 +23,8 @@ from ..errors import GraphfeedError
 from ..graph.hetero import HeteroGraph
 from .base import Sampler
 from ._common import batch_key
-from .hetero import group_seeds, resolve_hetero_fanouts
-from .hetero_batch import HeteroBlock, HeteroMiniBatch
+from .hetero import HeteroNeighborSampler, group_seeds, make_block, resolve_hetero_fanouts
+from .hetero_batch import HeteroMiniBatch
 from .torch_sampler import TorchNeighborSampler, _relabel
 
 __all__ = ["TorchHeteroSampler"]
@@ -113,22 +113,10 @@ class TorchHeteroSampler(Sampler):
         """Where sampling runs and the batches are created (the graph tensors' device)."""
         return self._base.device
 
-    @property
-    def num_nodes(self) -> int:
-        return self.graph.num_nodes
-
-    @property
-    def fanouts(self) -> tuple[int, ...]:
-        """Per layer, the largest fanout over the edge types (``-1`` if one takes every
-        neighbour); :attr:`fanouts_dict` has them all."""
-        t = self._fanout_table
-        return tuple(-1 if (row < 0).any() else int(row.max()) for row in t)
-
-    @property
-    def fanouts_dict(self) -> dict:
-        """Edge type -> list of per-layer fanouts (0: not sampled)."""
-        return {et: [int(x) for x in self._fanout_table[:, r]]
-                for r, et in enumerate(self.graph.edge_types)}
+    # the numba sampler's views of the graph and the fanout table
+    num_nodes = HeteroNeighborSampler.num_nodes
+    fanouts = HeteroNeighborSampler.fanouts
+    fanouts_dict = HeteroNeighborSampler.fanouts_dict
 
     def with_fanouts(self, fanouts) -> "TorchHeteroSampler":
         """The same placed tensors (no second copy or pinning) with other fanouts."""
@@ -197,8 +185,10 @@ class TorchHeteroSampler(Sampler):
         dst_ptr = np.zeros(T + 1, np.int64)
         np.cumsum(counts, out=dst_ptr[1:])
         # work items, relation-major: relation r's items are the destinations of its type
+        # (built from slices and fills on the device: no host-to-device copies, which would
+        # synchronise like a read-back)
         item_ptr = np.zeros(R + 1, np.int64)
-        vs, js = [], []
+        vs, js, rs, fs = [], [], [], []
         for r in range(R):
             t = int(self._rel_dst[r])
             n = int(counts[t]) if fanouts[r] != 0 else 0
@@ -206,16 +196,12 @@ class TorchHeteroSampler(Sampler):
             if n:
                 vs.append(dst[dst_ptr[t]:dst_ptr[t + 1]])
                 js.append(torch.arange(n, device=dev))
+                rs.append(torch.full((n,), r, dtype=torch.int64, device=dev))
+                fs.append(torch.full((n,), int(fanouts[r]), dtype=torch.int64, device=dev))
         n_items = int(item_ptr[-1])
-        per_rel = torch.from_numpy(np.diff(item_ptr)).to(dev)
         if n_items:
-            v = torch.cat(vs)
-            item_j = torch.cat(js)
-            item_r = torch.repeat_interleave(torch.arange(R, device=dev), per_rel,
-                                             output_size=n_items)
-            item_f = torch.repeat_interleave(torch.from_numpy(fanouts).to(dev), per_rel,
-                                             output_size=n_items)
-            start, end = self._runs(v, item_r)
+            item_j, item_f = torch.cat(js), torch.cat(fs)
+            start, end = self._runs(torch.cat(vs), torch.cat(rs))
         else:
             start = end = item_j = item_f = torch.zeros(0, dtype=torch.int64, device=dev)
         deg = end - start
@@ -226,7 +212,7 @@ class TorchHeteroSampler(Sampler):
         csum = torch.cumsum(cnt, 0)
         # sync: each relation's edge count (the running count at each relation's first item)
         csum0 = torch.cat([torch.zeros(1, dtype=csum.dtype, device=dev), csum])
-        edge_ptr = csum0[torch.from_numpy(item_ptr).to(dev)].cpu().numpy()
+        edge_ptr = torch.cat([csum0[int(p):int(p) + 1] for p in item_ptr]).cpu().numpy()
         num_edges = int(edge_ptr[-1])
         offsets = csum - cnt
         item = torch.repeat_interleave(torch.arange(n_items, device=dev), cnt,
@@ -262,18 +248,8 @@ class TorchHeteroSampler(Sampler):
         rank[perm] = torch.arange(perm.numel(), device=dev) - type_start[ty[perm]]
         rows = rank[local]
         nxt = src_all[perm]
-        ei = torch.stack([rows, cols])
-        src_nodes, num_dst = {}, {}
-        a = 0
-        for t, name in enumerate(g.node_types):
-            b = a + int(new_counts[t])
-            src_nodes[name] = nxt[a:b] - self._offsets[t]
-            num_dst[name] = int(counts[t])
-            a = b
-        eidx, edge_ids = {}, ({} if self.return_edge_ids else None)
-        for r, et in enumerate(g.edge_types):
-            lo, hi = int(edge_ptr[r]), int(edge_ptr[r + 1])
-            eidx[et] = ei[:, lo:hi]
-            if edge_ids is not None:
-                edge_ids[et] = eids[lo:hi]
-        return HeteroBlock(eidx, src_nodes, num_dst, edge_ids), nxt, new_counts
+        src_ptr = np.zeros(T + 1, np.int64)
+        np.cumsum(new_counts, out=src_ptr[1:])
+        block = make_block(g, nxt, src_ptr, counts, torch.stack([rows, cols]),
+                           eids if self.return_edge_ids else None, edge_ptr)
+        return block, nxt, new_counts
