@@ -14,7 +14,7 @@ Samplers are registered by name in :data:`SAMPLERS` and built alike with
 - ``"hetero"`` (``HeteroNeighborSampler``): numba kernels on CPU over a ``HeteroGraph``, per edge
   type, returning ``HeteroMiniBatch`` (PyG ``edge_index_dict`` per layer),
 - ``"torch-hetero"`` (``TorchHeteroSampler``): the same batches in vectorised torch on the graph
-  tensors' device (``"hetero"`` with ``device="cuda"`` or ``uva=True`` builds it).
+  tensors' device (CUDA, or UVA views of the pinned graph): the GPU path of ``"hetero"``.
 
 A new sampler is one module with a ``Sampler`` subclass that has ``from_graph`` and one
 ``SAMPLERS.add`` line here. Importing this package loads neither torch nor numba; the names

@@ -135,21 +135,17 @@ class HeteroNeighborSampler(Sampler):
     @classmethod
     def from_graph(cls, graph, fanouts, *, device="cpu", replace: bool = False, seed: int = 0,
                    uva: bool = False, method=None, **options) -> "HeteroNeighborSampler":
-        """As :meth:`Sampler.from_graph`, for a ``HeteroGraph`` (uniform only). ``device="cuda"``
-        or ``uva=True`` returns a :class:`~graphfeed.sampling.torch_hetero.TorchHeteroSampler`
-        (the vectorised torch sampler) instead."""
+        """As :meth:`Sampler.from_graph`, for a ``HeteroGraph`` (CPU only, uniform only; the GPU
+        path is ``"torch-hetero"``, :class:`~graphfeed.sampling.torch_hetero.TorchHeteroSampler`,
+        which imports this module, so this one does not dispatch to it)."""
         if not isinstance(graph, HeteroGraph):
             raise GraphfeedError(f"the 'hetero' sampler needs a HeteroGraph, got "
                                  f"{type(graph).__name__}")
         device = torch.device(device)
-        if device.type == "cuda" or uva:  # the GPU path: vectorised torch (sampling/torch_hetero)
-            from .torch_hetero import TorchHeteroSampler
-
-            return TorchHeteroSampler.from_graph(graph, fanouts, device=device, replace=replace,
-                                                 seed=seed, uva=uva, method=method, **options)
-        if device.type != "cpu":
-            raise GraphfeedError(f"HeteroNeighborSampler samples on the CPU (numba kernels) or, "
-                                 f"with device='cuda', through 'torch-hetero'; got device={device}")
+        if device.type != "cpu" or uva:
+            raise GraphfeedError(f"HeteroNeighborSampler samples on the CPU (numba kernels); got "
+                                 f"device={device}, uva={uva}: use the 'torch-hetero' sampler "
+                                 f"(TorchHeteroSampler) on a GPU")
         if method is not None and getattr(method, "kind", "uniform") != "uniform":
             raise GraphfeedError(f"HeteroNeighborSampler samples uniformly; got method "
                                  f"{method.describe()}")

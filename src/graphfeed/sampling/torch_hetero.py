@@ -1,7 +1,6 @@
 """Uniform neighbour sampling of a heterogeneous graph with vectorised torch ops
 (``TorchHeteroSampler``), on whatever device the fused CSC lives on: the GPU path of
-heterogeneous sampling (``HeteroNeighborSampler.from_graph(..., device="cuda")`` dispatches
-here). Registered as ``"torch-hetero"`` in ``graphfeed.sampling.SAMPLERS``.
+heterogeneous sampling. Registered as ``"torch-hetero"`` in ``graphfeed.sampling.SAMPLERS``.
 
 One layer is a handful of whole-layer tensor ops: a work item per (relation, destination of its
 destination type), each item's run of in-edges of its relation found by a vectorised binary
