@@ -32,7 +32,8 @@ def _same(a, b):
 
 
 def test_registry_names_and_classes():
-    assert SAMPLERS.names() == ("neighbor", "torch", "triton", "gpu", "hetero")
+    assert SAMPLERS.names() == ("neighbor", "torch", "triton", "gpu", "hetero",
+                              "torch-hetero")
     assert SAMPLERS.get("neighbor") is NeighborSampler
     assert SAMPLERS.get("torch") is TorchNeighborSampler
     with pytest.raises(GraphfeedError, match="unknown sampler 'labor'; valid: neighbor, torch"):
@@ -93,7 +94,8 @@ def test_import_loads_neither_numba_nor_torch():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     names, heavy = json.loads(proc.stdout)
-    assert names == ["neighbor", "torch", "triton", "gpu", "hetero"] and heavy == []
+    assert names == ["neighbor", "torch", "triton", "gpu", "hetero",
+                     "torch-hetero"] and heavy == []
 
 
 # ---------------------------------------------------------------- who runs the chunks

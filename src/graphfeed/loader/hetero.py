@@ -87,8 +87,11 @@ class HeteroDataLoader(DataLoader):
     def __init__(self, item_sampler, sampler, *, type_features=None, node_features=None,
                  labels: Optional[Feature] = None, device="cpu", num_threads: int = 2,
                  prefetch: int = 2, reuse_buffers: bool = True, num_workers=None):
-        if not isinstance(sampler, HeteroNeighborSampler):
-            raise GraphfeedError(f"HeteroDataLoader needs a HeteroNeighborSampler, got "
+        from ..sampling.torch_hetero import TorchHeteroSampler
+
+        if not isinstance(sampler, (HeteroNeighborSampler, TorchHeteroSampler)):
+            raise GraphfeedError(f"HeteroDataLoader needs a HeteroNeighborSampler or a "
+                                 f"TorchHeteroSampler, got "
                                  f"{type(sampler).__name__}")
         super().__init__(item_sampler, sampler, node_features=node_features, labels=labels,
                          device=device, num_threads=num_threads, prefetch=prefetch,

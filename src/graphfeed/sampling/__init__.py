@@ -12,7 +12,9 @@ Samplers are registered by name in :data:`SAMPLERS` and built alike with
   device (triton loads when it is built),
 - ``"gpu"``: the Triton sampler where it can run, else the torch sampler (the CUDA modes' entry),
 - ``"hetero"`` (``HeteroNeighborSampler``): numba kernels on CPU over a ``HeteroGraph``, per edge
-  type, returning ``HeteroMiniBatch`` (PyG ``edge_index_dict`` per layer).
+  type, returning ``HeteroMiniBatch`` (PyG ``edge_index_dict`` per layer),
+- ``"torch-hetero"`` (``TorchHeteroSampler``): the same batches in vectorised torch on the graph
+  tensors' device (CUDA, or UVA views of the pinned graph): the GPU path of ``"hetero"``.
 
 A new sampler is one module with a ``Sampler`` subclass that has ``from_graph`` and one
 ``SAMPLERS.add`` line here. Importing this package loads neither torch nor numba; the names
@@ -37,6 +39,8 @@ SAMPLERS.add("gpu", ".sampling.triton_sampler:GPUSampler",
              "the Triton sampler where triton and CUDA are there, else the torch sampler")
 SAMPLERS.add("hetero", ".sampling.hetero:HeteroNeighborSampler",
              "numba kernels, CPU, per edge type of a HeteroGraph")
+SAMPLERS.add("torch-hetero", ".sampling.torch_hetero:TorchHeteroSampler",
+             "vectorised torch per edge type of a HeteroGraph, any device (the GPU path)")
 
 
 def build_sampler(name: str, graph, fanouts: Sequence[int], **kwargs) -> "Sampler":
@@ -65,4 +69,5 @@ if TYPE_CHECKING:  # pragma: no cover
     from .method import SamplingMethod
     from .neighbor import NeighborSampler
     from .torch_sampler import TorchNeighborSampler
+    from .torch_hetero import TorchHeteroSampler
     from .triton_sampler import TritonNeighborSampler

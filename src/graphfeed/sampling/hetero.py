@@ -21,7 +21,7 @@ from .base import Sampler
 from .hetero_batch import HeteroBlock, HeteroMiniBatch
 from .neighbor import _MapPool, _readonly_view, seeds_to_numpy
 
-__all__ = ["HeteroNeighborSampler", "resolve_hetero_fanouts"]
+__all__ = ["HeteroNeighborSampler", "group_seeds", "make_block", "resolve_hetero_fanouts"]
 
 
 def resolve_hetero_fanouts(graph: HeteroGraph, fanouts) -> np.ndarray:
@@ -58,6 +58,37 @@ def resolve_hetero_fanouts(graph: HeteroGraph, fanouts) -> np.ndarray:
         return out
     flat = check_fanouts(fanouts)
     return np.repeat(np.asarray(flat, dtype=np.int64)[:, None], num_rel, axis=1)
+
+
+def group_seeds(g: HeteroGraph, seeds) -> tuple[np.ndarray, np.ndarray]:
+    """``(global ids grouped by type, per-type pointers (T + 1,))`` of ``seeds`` (global ids
+    or a dict node type -> type-local ids of ``g``), checked to be in range (not for repeats)."""
+    offsets = g.node_offsets
+    T = g.num_node_types
+    if isinstance(seeds, Mapping):
+        parts = [np.zeros(0, np.int64)] * T
+        for t, ids in seeds.items():
+            ti = g.type_id(t)
+            n_t = g.num_nodes_of(t)
+            a = seeds_to_numpy(ids, n_t)
+            if a.size and (int(a.min()) < 0 or int(a.max()) >= n_t):
+                bad = int(a.min()) if int(a.min()) < 0 else int(a.max())
+                raise GraphfeedError(f"seed id {bad} of node type {t!r} is out of range "
+                                     f"[0, {n_t})")
+            parts[ti] = a + offsets[ti]
+        ptr = np.zeros(T + 1, np.int64)
+        np.cumsum([p.shape[0] for p in parts], out=ptr[1:])
+        return np.ascontiguousarray(np.concatenate(parts)), ptr
+    a = seeds_to_numpy(seeds, g.num_nodes)
+    if a.size and (int(a.min()) < 0 or int(a.max()) >= g.num_nodes):
+        bad = int(a.min()) if int(a.min()) < 0 else int(a.max())
+        raise GraphfeedError(f"seed id {bad} is out of range [0, {g.num_nodes})")
+    types = np.searchsorted(offsets, a, side="right") - 1
+    ptr = np.zeros(T + 1, np.int64)
+    np.cumsum(np.bincount(types, minlength=T), out=ptr[1:])
+    if a.size > 1 and (np.diff(types) < 0).any():
+        a = a[np.argsort(types, kind="stable")]
+    return np.ascontiguousarray(a), ptr
 
 
 class HeteroNeighborSampler(Sampler):
@@ -104,14 +135,17 @@ class HeteroNeighborSampler(Sampler):
     @classmethod
     def from_graph(cls, graph, fanouts, *, device="cpu", replace: bool = False, seed: int = 0,
                    uva: bool = False, method=None, **options) -> "HeteroNeighborSampler":
-        """As :meth:`Sampler.from_graph`, for a ``HeteroGraph`` (CPU only, uniform only)."""
+        """As :meth:`Sampler.from_graph`, for a ``HeteroGraph`` (CPU only, uniform only; the GPU
+        path is ``"torch-hetero"``, :class:`~graphfeed.sampling.torch_hetero.TorchHeteroSampler`,
+        which imports this module, so this one does not dispatch to it)."""
         if not isinstance(graph, HeteroGraph):
             raise GraphfeedError(f"the 'hetero' sampler needs a HeteroGraph, got "
                                  f"{type(graph).__name__}")
         device = torch.device(device)
         if device.type != "cpu" or uva:
             raise GraphfeedError(f"HeteroNeighborSampler samples on the CPU (numba kernels); got "
-                                 f"device={device}, uva={uva}: no GPU heterogeneous sampler yet")
+                                 f"device={device}, uva={uva}: use the 'torch-hetero' sampler "
+                                 f"(TorchHeteroSampler) on a GPU")
         if method is not None and getattr(method, "kind", "uniform") != "uniform":
             raise GraphfeedError(f"HeteroNeighborSampler samples uniformly; got method "
                                  f"{method.describe()}")
@@ -146,32 +180,7 @@ class HeteroNeighborSampler(Sampler):
     def group_seeds(self, seeds) -> tuple[np.ndarray, np.ndarray]:
         """``(global ids grouped by type, per-type pointers (T + 1,))`` of ``seeds`` (global ids
         or a dict node type -> type-local ids), checked to be in range."""
-        g = self.graph
-        T = g.num_node_types
-        if isinstance(seeds, Mapping):
-            parts = [np.zeros(0, np.int64)] * T
-            for t, ids in seeds.items():
-                ti = g.type_id(t)
-                n_t = g.num_nodes_of(t)
-                a = seeds_to_numpy(ids, n_t)
-                if a.size and (int(a.min()) < 0 or int(a.max()) >= n_t):
-                    bad = int(a.min()) if int(a.min()) < 0 else int(a.max())
-                    raise GraphfeedError(f"seed id {bad} of node type {t!r} is out of range "
-                                         f"[0, {n_t})")
-                parts[ti] = a + self._offsets[ti]
-            ptr = np.zeros(T + 1, np.int64)
-            np.cumsum([p.shape[0] for p in parts], out=ptr[1:])
-            return np.ascontiguousarray(np.concatenate(parts)), ptr
-        a = seeds_to_numpy(seeds, g.num_nodes)
-        if a.size and (int(a.min()) < 0 or int(a.max()) >= g.num_nodes):
-            bad = int(a.min()) if int(a.min()) < 0 else int(a.max())
-            raise GraphfeedError(f"seed id {bad} is out of range [0, {g.num_nodes})")
-        types = np.searchsorted(self._offsets, a, side="right") - 1
-        ptr = np.zeros(T + 1, np.int64)
-        np.cumsum(np.bincount(types, minlength=T), out=ptr[1:])
-        if a.size > 1 and (np.diff(types) < 0).any():
-            a = a[np.argsort(types, kind="stable")]
-        return np.ascontiguousarray(a), ptr
+        return group_seeds(self.graph, seeds)
 
     def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0,
                executor: Optional[Executor] = None) -> HeteroMiniBatch:
@@ -213,19 +222,27 @@ class HeteroNeighborSampler(Sampler):
             node_offsets=self._offsets_t)
 
     def _block(self, ei, eids, eptr, src, src_ptr, dst_ptr) -> HeteroBlock:
-        g = self.graph
-        src_t = torch.from_numpy(src)
-        src_nodes, num_dst = {}, {}
-        for t, name in enumerate(g.node_types):
-            a, b = int(src_ptr[t]), int(src_ptr[t + 1])
-            src_nodes[name] = src_t[a:b] - int(self._offsets[t])
-            num_dst[name] = int(dst_ptr[t + 1] - dst_ptr[t])
-        ei_t = torch.from_numpy(ei)  # each relation's edge_index is a view of its columns
-        eids_t = torch.from_numpy(eids) if self.return_edge_ids else None
-        eidx, edge_ids = {}, ({} if self.return_edge_ids else None)
-        for r, et in enumerate(g.edge_types):
-            a, b = int(eptr[r]), int(eptr[r + 1])
-            eidx[et] = ei_t[:, a:b]
-            if edge_ids is not None:
-                edge_ids[et] = eids_t[a:b]
-        return HeteroBlock(eidx, src_nodes, num_dst, edge_ids)
+        # each relation's edge_index is a view of its columns
+        return make_block(self.graph, torch.from_numpy(src), src_ptr, np.diff(dst_ptr),
+                          torch.from_numpy(ei),
+                          torch.from_numpy(eids) if self.return_edge_ids else None, eptr)
+
+
+def make_block(g: HeteroGraph, src, src_ptr, dst_counts, edge_index, eids,
+               edge_ptr) -> HeteroBlock:
+    """A layer's ``HeteroBlock`` from its flat outputs (tensors on any device): ``src`` the global
+    ids of the sources grouped by type (``src_ptr``, type ``t``'s destinations first,
+    ``dst_counts[t]`` of them), ``edge_index`` (2, E) type-local ids with relation ``r``'s
+    columns at ``[edge_ptr[r], edge_ptr[r + 1])``, ``eids`` their positions (or ``None``)."""
+    src_nodes, num_dst = {}, {}
+    for t, name in enumerate(g.node_types):
+        a, b = int(src_ptr[t]), int(src_ptr[t + 1])
+        src_nodes[name] = src[a:b] - int(g.node_offsets[t])
+        num_dst[name] = int(dst_counts[t])
+    eidx, edge_ids = {}, ({} if eids is not None else None)
+    for r, et in enumerate(g.edge_types):
+        a, b = int(edge_ptr[r]), int(edge_ptr[r + 1])
+        eidx[et] = edge_index[:, a:b]
+        if edge_ids is not None:
+            edge_ids[et] = eids[a:b]
+    return HeteroBlock(eidx, src_nodes, num_dst, edge_ids)

@@ -2,15 +2,18 @@
 of the dataset's target node type with an R-GCN-style model over ``HeteroMiniBatch`` layers.
 
 ``graphfeed.training`` hands a run here once its preflight checks passed. Sampling is the CPU
-``HeteroNeighborSampler`` (fanouts for every edge type), features are the dataset's per-type
-features (``--features ram``, or a ``disk``/``lmdb`` store per type array), batches are moved to
-the training device by the loop. Under DDP (gloo or NCCL) every rank trains on its share of the
-training ids and evaluates its share of each evaluation set; the scores are gathered. The MLP
-baseline sees only the target type's own features.
+``HeteroNeighborSampler`` by default (fanouts for every edge type), features are the dataset's
+per-type features (``--features ram``, or a ``disk``/``lmdb`` store per type array), batches are
+moved to the training device by the loop. Under DDP (gloo or NCCL) every rank trains on its share
+of the training ids and evaluates its share of each evaluation set; the scores are gathered. The
+MLP baseline sees only the target type's own features.
 
-Not covered on heterogeneous datasets (refused or ignored with a message): placement modes
-that sample on the GPU, checkpoints (``--save``/``--resume``), ``--predict``, sampling
-methods other than uniform.
+``--mode cuda-cuda``/``pinned-cuda`` sample with the vectorised ``TorchHeteroSampler`` on the
+training device (graph copied there, or UVA views of pinned memory); the per-type features
+are still read by the CPU (:func:`hetero_sampler`).
+
+Not covered on heterogeneous datasets (refused or ignored with a message): checkpoints
+(``--save``/``--resume``), ``--predict``, sampling methods other than uniform.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import torch.nn.functional as F
 
 from ..errors import GraphfeedError
 
-__all__ = ["HeteroRGCN", "hetero_in_dim", "run_hetero"]
+__all__ = ["HeteroRGCN", "hetero_in_dim", "hetero_sampler", "run_hetero"]
 
 
 def hetero_in_dim(dataset) -> int:
@@ -122,6 +125,10 @@ def _open_type_features(dataset, backend: str, cache_size, cache_policy) -> dict
             for t, fs in dataset.type_features.items()}
 
 
+#: modes whose graph the GPU samples: the vectorised torch sampler (``"torch-hetero"``)
+GPU_SAMPLING_MODES = ("cuda-cuda", "pinned-cuda")
+
+
 def _check_cfg(cfg) -> None:
     if cfg.save or cfg.resume or cfg.predict:
         raise GraphfeedError("--save, --resume and --predict are not supported on heterogeneous "
@@ -129,9 +136,25 @@ def _check_cfg(cfg) -> None:
     if cfg.sampling_method().kind != "uniform":
         raise GraphfeedError(f"heterogeneous datasets are sampled uniformly; got "
                              f"{cfg.sampling_method().describe()}")
-    if cfg.mode not in ("auto", "cpu-cpu", "cpu-cuda"):
-        raise GraphfeedError(f"--mode {cfg.mode}: heterogeneous datasets are sampled on the CPU "
-                             f"(modes auto, cpu-cpu, cpu-cuda)")
+    if cfg.mode not in ("auto", "cpu-cpu", "cpu-cuda") + GPU_SAMPLING_MODES:
+        raise GraphfeedError(f"--mode {cfg.mode}: heterogeneous datasets support the modes auto, "
+                             f"cpu-cpu, cpu-cuda, {', '.join(GPU_SAMPLING_MODES)}")
+
+
+def hetero_sampler(cfg, graph, device: str):
+    """The training sampler of ``cfg.mode``: the numba ``HeteroNeighborSampler`` on the CPU, or
+    for ``cuda-cuda``/``pinned-cuda`` the ``TorchHeteroSampler`` on ``device`` (the graph copied
+    there, or for ``pinned-cuda`` on a CUDA device read through UVA views of pinned memory).
+    The per-type features stay where they are (read by the CPU at the sampled ids)."""
+    if cfg.mode in GPU_SAMPLING_MODES:
+        from ..sampling.torch_hetero import TorchHeteroSampler
+
+        uva = cfg.mode == "pinned-cuda" and str(device).startswith("cuda")
+        return TorchHeteroSampler(graph, list(cfg.fanouts), device=device, replace=cfg.replace,
+                                  seed=cfg.seed, uva=uva)
+    from ..sampling.hetero import HeteroNeighborSampler
+
+    return HeteroNeighborSampler(graph, list(cfg.fanouts), replace=cfg.replace, seed=cfg.seed)
 
 
 def run_hetero(cfg, dataset, splits, device: str, rank: int, world_size: int,
@@ -140,7 +163,6 @@ def run_hetero(cfg, dataset, splits, device: str, rank: int, world_size: int,
     the target type) and return a ``TrainResult``."""
     from ..loader.hetero import HeteroDataLoader
     from ..loader.item_sampler import ItemSampler
-    from ..sampling.hetero import HeteroNeighborSampler
     from .metrics import compute_metrics, is_better, majority_class, task_for
     from .result import EpochStats, TrainResult
     from .loop import _all_reduce, _epoch_line, _final_line, _majority, _warnings
@@ -161,7 +183,8 @@ def run_hetero(cfg, dataset, splits, device: str, rank: int, world_size: int,
     from ..features.memory import InMemoryFeature
 
     labels = InMemoryFeature(dataset.labels)
-    sampler = HeteroNeighborSampler(h, list(cfg.fanouts), replace=cfg.replace, seed=cfg.seed)
+    sampler = hetero_sampler(cfg, h, device)
+    gpu_sampling = cfg.mode in GPU_SAMPLING_MODES
     eval_sampler = sampler.with_fanouts(list(cfg.eval_fanouts or cfg.fanouts))
     say(f"graphfeed train: heterogeneous dataset {dataset.name} ({h.num_nodes:,} nodes of "
         f"{h.num_node_types} types, {h.num_edges:,} edges of {h.num_edge_types} types; target "
@@ -189,8 +212,11 @@ def run_hetero(cfg, dataset, splits, device: str, rank: int, world_size: int,
         model = DDP(model, device_ids=[torch.device(device).index]
                     if device.startswith("cuda") else None)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    result = TrainResult(mode="cpu-cpu" if device == "cpu" else "cpu-cuda",
-                         placement_reason="heterogeneous datasets sample on the CPU",
+    result = TrainResult(mode=cfg.mode if gpu_sampling else
+                         ("cpu-cpu" if device == "cpu" else "cpu-cuda"),
+                         placement_reason=f"--mode {cfg.mode}: the torch heterogeneous sampler "
+                         f"on {device}, features read on the CPU" if gpu_sampling else
+                         "heterogeneous datasets sample on the CPU",
                          world_size=world_size, model="rgcn", seed=cfg.seed, task=task.kind,
                          main_metric=task.main, eval_fanouts=list(cfg.eval_fanouts or cfg.fanouts))
     train_loader = loader(train_ids, sampler, True)
