@@ -69,6 +69,21 @@ def builtin_root(tmp_path_factory):
     return get
 
 
+@pytest.fixture(scope="session")
+def cora_link(shared_datasets, tmp_path_factory) -> Path:
+    """Cora (undirected) with a seeded 85/5/10 edge split, prepared once per session."""
+    from graphfeed.datasets.format import Dataset
+    from graphfeed.datasets.importers.link import split_dataset
+    from graphfeed.datasets.importers.shared import prepare_cora_text
+
+    cora_text = shared_datasets / "cora" / "text"
+    if not cora_text.is_dir():
+        pytest.skip(f"{cora_text} is absent")
+    root = tmp_path_factory.mktemp("cora-link")
+    prepare_cora_text(cora_text, root / "cora", undirected=True)
+    return Path(split_dataset(Dataset.open(root / "cora"), root / "cora-link", seed=0))
+
+
 @pytest.fixture
 def no_gpu(monkeypatch):
     """Simulate a machine without a GPU, also on one that has one: every graphfeed question

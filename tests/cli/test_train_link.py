@@ -98,16 +98,8 @@ def test_two_gloo_ranks(link_root):
     assert two.test["mrr"] > two.baselines["degree"]["test"]["mrr"] + 0.1
 
 
-def test_cora_85_5_10_roc_auc(shared_datasets, tmp_path):
-    from graphfeed.datasets.format import Dataset
-    from graphfeed.datasets.importers.link import split_dataset
-    from graphfeed.datasets.importers.shared import prepare_cora_text
-
-    cora_text = shared_datasets / "cora" / "text"
-    if not cora_text.is_dir():
-        pytest.skip(f"{cora_text} is absent")
-    prepare_cora_text(cora_text, tmp_path / "cora", undirected=True)
-    out = split_dataset(Dataset.open(tmp_path / "cora"), tmp_path / "cora-link", seed=0)
+def test_cora_85_5_10_roc_auc(cora_link):
+    out = cora_link
     r = train(TrainConfig(dataset=str(out), task="link", epochs=20, hidden=128, lr=0.005,
                           fanouts=(10, 10), batch_size=256, eval_negatives=100, progress=False,
                           device="cpu"))

@@ -203,15 +203,8 @@ def test_ogbl_layout(tmp_path):
         prepare_ogbl(src, tmp_path / "out3")
 
 
-def test_cora_85_5_10_edge_split(shared_datasets, tmp_path):
-    from graphfeed.datasets.importers.link import split_dataset
-    from graphfeed.datasets.importers.shared import prepare_cora_text
-
-    cora_text = shared_datasets / "cora" / "text"
-    if not cora_text.is_dir():
-        pytest.skip(f"{cora_text} is absent")
-    prepare_cora_text(cora_text, tmp_path / "cora", undirected=True)
-    out = split_dataset(Dataset.open(tmp_path / "cora"), tmp_path / "cora-link", seed=0)
+def test_cora_85_5_10_edge_split(cora_link):
+    out = cora_link
     ds = Dataset.open(out)
     sizes = [ds.link_split(k)[0].shape[1] for k in ("train", "valid", "test")]
     assert ds.num_nodes == 2708 and abs(sum(sizes) - 5278) < 60
