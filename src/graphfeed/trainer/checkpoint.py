@@ -7,6 +7,12 @@ state dicts, ``best_model`` (the state at the best epoch, for ``--predict``), ``
 fields), ``epochs`` (``EpochStats`` dicts so far), ``best`` (best epoch, its main-metric value and
 test metrics), ``bad_epochs`` (early-stopping count), ``rng`` (torch's CPU generator, for dropout),
 ``partial`` (the running loss/accuracy sums of an interrupted epoch, else ``None``).
+Optional: ``trainer`` (which trainer wrote it, :data:`TRAINERS`; absent: ``"node"``) and
+``rank_rng`` (every rank's CPU and, when used, CUDA generator, so that each DDP rank resumes
+its own dropout masks; absent or from another rank count: every rank takes ``rng``).
+
+:class:`RunState` holds this state during a run and takes the steps every trainer shares
+(resume, begin and end an epoch, save on rank 0, stop gracefully on a signal).
 """
 
 from __future__ import annotations
@@ -149,6 +155,7 @@ class RunState:
         assert trainer in TRAINERS, trainer
         self.cfg, self.net, self.opt, self.result = cfg, net, opt, result
         self.trainer, self.keys, self.rank, self.say = trainer, tuple(keys), rank, say
+        self.world_size = world_size
         self.save_dir = cfg.save or cfg.resume
         self.keep_best = bool(self.save_dir or cfg.predict)
         self.best_state = None  # the best epoch's weights (CPU), kept for --save/--predict
@@ -186,7 +193,7 @@ class RunState:
             raise GraphfeedError(f"{path}: its model does not fit this run (another dataset?): "
                                  f"{first}") from None
         loader.load_state_dict(state["loader"])
-        torch.set_rng_state(state["rng"])
+        _set_rng(state, self.rank, self.world_size)
         r = self.result
         r.epochs = [EpochStats(**e) for e in state["epochs"]]
         best = state["best"]
@@ -217,12 +224,25 @@ class RunState:
 
     def stop_mid_epoch(self, loader, sums, seconds: float):
         """Checkpoint the interrupted epoch (its sums and seconds so far) and raise
-        ``KeyboardInterrupt``."""
+        ``KeyboardInterrupt``. After an epoch's last batch it returns: the epoch ends (its
+        evaluation and checkpoint), then :meth:`stop_if_requested` stops."""
+        if loader.state_dict()["next_batch"] == 0:
+            return
         self.save(loader, {"sums": [float(v) for v in sums], "seconds": float(seconds)})
         if self.save_dir:
             self.say(f"graphfeed train: checkpoint {checkpoint_path(self.save_dir)} (epoch "
                      f"{loader.state_dict()['epoch']}, next batch "
                      f"{loader.state_dict()['next_batch']}); continue with --resume "
+                     f"{self.save_dir}")
+        raise KeyboardInterrupt
+
+    def stop_if_requested(self, loader) -> None:
+        """After an epoch's checkpoint: raise ``KeyboardInterrupt`` if a stop was asked for."""
+        if not self.stop.requested:
+            return
+        if self.save_dir:
+            self.say(f"graphfeed train: checkpoint {checkpoint_path(self.save_dir)} (epoch "
+                     f"{loader.state_dict()['epoch'] - 1} done); continue with --resume "
                      f"{self.save_dir}")
         raise KeyboardInterrupt
 
@@ -259,7 +279,10 @@ class RunState:
 
         import torch
 
-        if not self.save_dir or self.rank != 0:
+        if not self.save_dir:
+            return
+        rank_rng = _rng_states(self.world_size)  # every rank's generators (a collective)
+        if self.rank != 0:
             return
         r = self.result
         save_checkpoint(self.save_dir, {
@@ -269,6 +292,7 @@ class RunState:
             "epochs": [dataclasses.asdict(e) for e in r.epochs],
             "best": {"epoch": r.best_epoch, "value": r.best_valid, "test": r.test},
             "bad_epochs": self.bad_epochs, "rng": torch.get_rng_state(), "partial": partial,
+            "rank_rng": rank_rng,
         })
 
     @property
@@ -279,3 +303,48 @@ class RunState:
 
 _TRAINER_NAMES = {"node": "node-classification", "link": "link-prediction",
                   "hetero": "heterogeneous node-classification"}
+
+
+def _rng_states(world_size: int) -> list:
+    """``[{"cpu": state, "cuda": state (when CUDA is in use)}]`` of every rank, in rank order
+    (each rank draws its own dropout masks, so each continues from its own generators)."""
+    import torch
+
+    cuda = torch.cuda.is_initialized()
+    mine = torch.get_rng_state()
+    n_cpu = mine.numel()
+    if cuda:
+        mine = torch.cat([mine, torch.cuda.get_rng_state()])
+    if world_size > 1:
+        import torch.distributed as dist
+
+        from ..distributed.sharing import collective_device
+
+        local = mine.to(collective_device())
+        every = [torch.empty_like(local) for _ in range(world_size)]
+        dist.all_gather(every, local)
+        every = [t.cpu() for t in every]
+    else:
+        every = [mine]
+    out = []
+    for t in every:
+        d = {"cpu": t[:n_cpu].clone()}
+        if cuda:
+            d["cuda"] = t[n_cpu:].clone()
+        out.append(d)
+    return out
+
+
+def _set_rng(state: Mapping, rank: int, world_size: int) -> None:
+    """This rank's generators from a checkpoint: its own when the checkpoint has one per rank of
+    as many ranks, else rank 0's CPU generator (``rng``)."""
+    import torch
+
+    per_rank = state.get("rank_rng")
+    if per_rank and len(per_rank) == world_size:
+        mine = per_rank[rank]
+        torch.set_rng_state(mine["cpu"])
+        if "cuda" in mine and torch.cuda.is_initialized():
+            torch.cuda.set_rng_state(mine["cuda"])
+    else:
+        torch.set_rng_state(state["rng"])

@@ -191,6 +191,7 @@ def run(setup: RunSetup, model_factory=None, *, on_batch=None, on_epoch=None) ->
                 state.save(loader)
                 if on_epoch is not None:
                     on_epoch(es)
+                state.stop_if_requested(loader)
                 if state.patience_spent():
                     result.stopped_early = epoch < cfg.epochs - 1
                     if result.stopped_early:
@@ -335,8 +336,6 @@ def train_mlp_baseline(setup: RunSetup, task: Task) -> dict:
 def write_predictions(setup: RunSetup, model, path, nodes: str) -> str:
     """The predicted class of every test node (in ``dataset.test_ids`` order) or of every node
     (``nodes="all"``, node id order), int64 ``.npy`` written atomically."""
-    from .._io import save_npy
-
     ids = setup.test_ids if nodes == "test" else np.arange(setup.dataset.num_nodes, dtype=np.int64)
     ev = Evaluator(setup.placed, {"predict": ids}, setup.eval_plan, seed=setup.cfg.seed,
                    num_threads=setup.cfg.num_threads, prefetch=setup.cfg.prefetch, labels=False)
@@ -345,9 +344,17 @@ def write_predictions(setup: RunSetup, model, path, nodes: str) -> str:
     finally:
         ev.close()
     pred = (classes.reshape(-1).numpy() if classes is not None else np.zeros(0)).astype(np.int64)
+    save_predictions(path, pred)
+    setup.say(f"graphfeed train: wrote {pred.shape[0]:,} predictions ({nodes} nodes) to {path}")
+    return str(path)
+
+
+def save_predictions(path, array: np.ndarray) -> str:
+    """Write ``array`` to ``.npy`` file ``path`` atomically; errors name the file."""
+    from .._io import save_npy
+
     try:
-        save_npy(path, pred)
+        save_npy(path, array)
     except OSError as e:
         raise GraphfeedError(f"cannot write predictions to {path}: {e.strerror or e}") from None
-    setup.say(f"graphfeed train: wrote {pred.shape[0]:,} predictions ({nodes} nodes) to {path}")
     return str(path)
