@@ -267,6 +267,24 @@ class RunState:
     def patience_spent(self) -> bool:
         return bool(self.cfg.patience) and self.bad_epochs >= self.cfg.patience
 
+    def finish_epoch(self, loader, stats, on_epoch=None) -> bool:
+        """After an epoch was recorded (:meth:`end_epoch`) and printed: checkpoint it, call
+        ``on_epoch(stats)``, stop on a pending signal; True when early stopping ends the run
+        (``result.stopped_early`` set and announced)."""
+        self.save(loader)
+        if on_epoch is not None:
+            on_epoch(stats)
+        self.stop_if_requested(loader)
+        if not self.patience_spent():
+            return False
+        r = self.result
+        r.stopped_early = stats.epoch < self.cfg.epochs - 1
+        if r.stopped_early:
+            self.say(f"graphfeed train: early stop after epoch {stats.epoch}: valid "
+                     f"{r.main_metric} has not improved for {self.bad_epochs} epochs (best "
+                     f"{r.best_valid:.4f} at epoch {r.best_epoch})")
+        return True
+
     def load_best(self) -> None:
         """Put the best epoch's weights in the model (for ``--predict``)."""
         if self.best_state is not None:

@@ -12,8 +12,13 @@ MLP baseline sees only the target type's own features.
 training device (graph copied there, or UVA views of pinned memory); the per-type features
 are still read by the CPU (:func:`hetero_sampler`).
 
-Not covered on heterogeneous datasets (refused or ignored with a message): checkpoints
-(``--save``/``--resume``), ``--predict``, sampling methods other than uniform.
+``--save``/``--resume`` use :class:`~graphfeed.trainer.checkpoint.RunState` as the other
+trainers do (resume keys :data:`HETERO_RESUME_KEYS`); ``--predict`` writes the best epoch's class
+of every test node of the target type (or, with ``--predict-nodes all``, of every node of that
+type in type-local id order), int64 ``.npy``.
+
+Not covered on heterogeneous datasets (refused with a message): sampling methods other than
+uniform.
 """
 
 from __future__ import annotations
@@ -298,12 +303,7 @@ def run_hetero(cfg, dataset, splits, device: str, rank: int, world_size: int,
                                 rss_bytes=current_rss_bytes())
                 state.end_epoch(es, es.valid[task.main])
                 say(_epoch_line(es, task))
-                state.save(train_loader)
-                if on_epoch is not None:
-                    on_epoch(es)
-                state.stop_if_requested(train_loader)
-                if state.patience_spent():
-                    result.stopped_early = epoch < cfg.epochs - 1
+                if state.finish_epoch(train_loader, es, on_epoch):
                     break
         if not result.epochs:
             raise GraphfeedError("no epoch was run")

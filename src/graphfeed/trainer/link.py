@@ -20,6 +20,9 @@
 - DDP (``--nproc``), placement modes and feature backends as for node classification: the
   training batches are ``LinkMiniBatch`` es through the same ``DataLoader`` (features of
   ``input_nodes``, no labels).
+- ``--save``/``--resume`` through :class:`~graphfeed.trainer.checkpoint.RunState` (resume keys
+  :data:`LINK_RESUME_KEYS`); ``--predict`` writes the best epoch's test-pair scores, float32
+  ``(P, 1 + k)``: column 0 each test pair's logit, columns ``1..k`` its evaluation negatives'.
 """
 
 from __future__ import annotations
@@ -335,12 +338,7 @@ def train_link(cfg, dataset, plan, *, rank: int = 0, world_size: int = 1,
                     f"{format_metrics(es.valid)}  test {format_metrics(es.test)}  "
                     f"{es.seeds_per_s:,.0f} pairs/s  {es.seconds:.1f}s + eval "
                     f"{es.eval_seconds:.1f}s")
-                state.save(loader)
-                if on_epoch is not None:
-                    on_epoch(es)
-                state.stop_if_requested(loader)
-                if state.patience_spent():
-                    result.stopped_early = epoch < cfg.epochs - 1
+                if state.finish_epoch(loader, es, on_epoch):
                     break
         if not result.epochs:
             raise GraphfeedError("no epoch was run")

@@ -188,16 +188,7 @@ def run(setup: RunSetup, model_factory=None, *, on_batch=None, on_epoch=None) ->
                 say(_epoch_line(es, task))
                 if cfg.log and rank == 0:
                     _append_log(cfg.log, es)
-                state.save(loader)
-                if on_epoch is not None:
-                    on_epoch(es)
-                state.stop_if_requested(loader)
-                if state.patience_spent():
-                    result.stopped_early = epoch < cfg.epochs - 1
-                    if result.stopped_early:
-                        say(f"graphfeed train: early stop after epoch {epoch}: valid {task.main} "
-                            f"has not improved for {state.bad_epochs} epochs (best "
-                            f"{result.best_valid:.4f} at epoch {result.best_epoch})")
+                if state.finish_epoch(loader, es, on_epoch):
                     break
     finally:
         loader.close()
