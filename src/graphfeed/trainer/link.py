@@ -248,7 +248,8 @@ def train_link(cfg, dataset, plan, *, rank: int = 0, world_size: int = 1,
     ``DataPlan``); see the module docstring. ``model``: ``factory(in_dim) -> LinkPredictor``
     like module (``forward(x, blocks, pair_index)`` and ``decode``), default
     :func:`build_link_model`. ``on_batch(epoch, batch_index)`` after each optimizer step,
-    ``on_epoch(stats)`` after each epoch (its checkpoint written), as ``graphfeed.training.train``."""
+    ``on_epoch(stats)`` after each epoch (its checkpoint written), as in
+    ``graphfeed.training.train``."""
     import torch
 
     from ..datasets.link import without_pairs
