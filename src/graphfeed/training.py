@@ -234,17 +234,19 @@ def _train_loop(cfg: TrainConfig, dataset, plan, model=None, on_batch=None,
     if cfg.task == "link":
         from .trainer.link import train_link
 
+        _check_outputs(cfg)
         if dataset is None:
             dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=rank == 0)
         return train_link(cfg, dataset, plan, rank=rank, world_size=world_size, say=say,
-                          model=model)
+                          model=model, on_batch=on_batch, on_epoch=on_epoch)
 
     pre = _preflight(cfg, dataset, device, verbose=rank == 0)
     dataset = pre.dataset
     if getattr(dataset, "hetero", None) is not None:  # node and edge types: trainer/hetero.py
         from .trainer.hetero import run_hetero
 
-        return run_hetero(cfg, dataset, pre.splits, device, rank, world_size, say, on_epoch)
+        return run_hetero(cfg, dataset, pre.splits, device, rank, world_size, say, on_epoch,
+                          on_batch=on_batch)
     placed = plan.prepare(dataset, list(cfg.fanouts), replace=cfg.replace, seed=cfg.seed,
                           method=cfg.sampling_method())
     device = str(placed.device)
@@ -288,8 +290,8 @@ def _check_output_path(flag: str, path) -> None:
         raise GraphfeedError(f"{flag} {path}: is a folder, expected a file name")
 
 
-def _preflight(cfg: TrainConfig, dataset, device: str, *, verbose: bool) -> _Preflight:
-    """Everything that can be refused before the data is placed or a model allocated."""
+def _check_outputs(cfg: TrainConfig) -> None:
+    """``--predict``, ``--log``, ``--save`` and ``--resume`` paths, before any data is read."""
     for flag, path in (("--predict", cfg.predict), ("--log", cfg.log)):
         if path:
             _check_output_path(flag, path)
@@ -305,6 +307,11 @@ def _preflight(cfg: TrainConfig, dataset, device: str, *, verbose: bool) -> _Pre
 
         if not checkpoint_path(cfg.resume).is_file():
             raise GraphfeedError(f"--resume {cfg.resume}: no checkpoint.pt there")
+
+
+def _preflight(cfg: TrainConfig, dataset, device: str, *, verbose: bool) -> _Preflight:
+    """Everything that can be refused before the data is placed or a model allocated."""
+    _check_outputs(cfg)
     if dataset is None:
         dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=verbose)
     splits = _split_ids(dataset, cfg.split)
@@ -338,6 +345,7 @@ def check_run(cfg: TrainConfig, *, dataset=None) -> dict:
     if cfg.task == "link":
         from .trainer.link import check_link_dataset
 
+        _check_outputs(cfg)
         ds = open_dataset(cfg.dataset, cfg.data_root) if dataset is None else dataset
         return {"dataset": ds.name, "task": "link", "device": device, "model": cfg.model,
                 "decoder": cfg.decoder, "in_dim": check_link_dataset(cfg, ds),

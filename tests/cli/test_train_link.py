@@ -74,7 +74,8 @@ def test_cli_json(link_root, capsys):
     (["--task", "edge"], "invalid choice"),
     (["--task", "link", "--decoder", "bilinear"], "invalid choice"),
     (["--task", "link", "--num-negatives", "0"], "between 1 and"),
-    (["--task", "link", "--save", "/tmp/x"], "task link does not checkpoint"),
+    (["--task", "link", "--dataset", "link", "--predict", "/tmp/x.npy", "--predict-nodes", "all"],
+     "predict-nodes all is for node classification"),
 ])
 def test_bad_link_arguments_are_one_line_errors(argv, fragment, capsys, link_root):
     with pytest.raises(SystemExit) as e:

@@ -92,3 +92,26 @@ def uint8_dataset(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def _same_run_on_every_machine(cpu_only):
     """These tests check the trainer's behaviour on CPU, also where a GPU is visible."""
+
+
+@pytest.fixture(scope="session")
+def small_link_dataset(tmp_path_factory):
+    """A 2,000-node version of the built-in link dataset (communities, 85/5/10 edge split):
+    a few seconds an epoch, for checkpoint tests."""
+    from graphfeed.datasets.link import build_synthetic
+    from graphfeed.datasets.synthetic import SyntheticSpec, generate_arrays
+
+    spec = SyntheticSpec("link-small", 2_000, 6.0, 16, 20, homophily=0.95, signal=1.0,
+                         train_fraction=0.85, valid_fraction=0.05, test_fraction=0.10, seed=3,
+                         task="link")
+    return str(build_synthetic(spec, generate_arrays(spec),
+                               tmp_path_factory.mktemp("link-small") / "link-small"))
+
+
+@pytest.fixture(scope="session")
+def small_hetero_dataset(tmp_path_factory):
+    """A 2,040-node version of the built-in heterogeneous dataset (papers, authors, fields)."""
+    from graphfeed.datasets import synthetic_hetero as sh
+
+    spec = sh.HeteroSyntheticSpec("hetero-small", 1_500, 500, 40, 4)
+    return str(sh.build(tmp_path_factory.mktemp("hetero-small") / "hetero-small", spec))

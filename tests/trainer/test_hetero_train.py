@@ -40,8 +40,6 @@ def test_dry_run_and_refusals(data_root, tmp_path):
 
     info = check_run(_cfg(data_root))
     assert info["in_dim"] == 32 and info["num_classes"] == 6
-    with pytest.raises(GraphfeedError, match="not supported on heterogeneous"):
-        train(_cfg(data_root, save=str(tmp_path / "ck")))
     with pytest.raises(GraphfeedError, match="sampled uniformly"):
         train(_cfg(data_root, sampler="labor"))
 

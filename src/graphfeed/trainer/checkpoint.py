@@ -7,6 +7,12 @@ state dicts, ``best_model`` (the state at the best epoch, for ``--predict``), ``
 fields), ``epochs`` (``EpochStats`` dicts so far), ``best`` (best epoch, its main-metric value and
 test metrics), ``bad_epochs`` (early-stopping count), ``rng`` (torch's CPU generator, for dropout),
 ``partial`` (the running loss/accuracy sums of an interrupted epoch, else ``None``).
+Optional: ``trainer`` (which trainer wrote it, :data:`TRAINERS`; absent: ``"node"``) and
+``rank_rng`` (every rank's CPU and, when used, CUDA generator, so that each DDP rank resumes
+its own dropout masks; absent or from another rank count: every rank takes ``rng``).
+
+:class:`RunState` holds this state during a run and takes the steps every trainer shares
+(resume, begin and end an epoch, save on rank 0, stop gracefully on a signal).
 """
 
 from __future__ import annotations
@@ -87,3 +93,276 @@ def check_compatible(path, saved: Mapping, current: Mapping, keys) -> None:
                 f"{checkpoint_path(path)} was written with {k}={a!r}, but this run has {k}={b!r}; "
                 f"resume with the same {k}"
             )
+
+
+#: which trainer wrote a checkpoint (``"trainer"``; checkpoints without it are the node trainer's)
+TRAINERS = ("node", "link", "hetero")
+
+
+class GracefulStop:
+    """While active (main thread, one process): the first SIGINT/SIGTERM asks the loop to stop
+    after the current batch (it checkpoints, then raises KeyboardInterrupt); a second SIGINT
+    interrupts at once."""
+
+    def __init__(self, enabled: bool, say):
+        import threading
+
+        self.enabled = enabled and threading.current_thread() is threading.main_thread()
+        self.requested = False
+        self._say = say
+        self._old = {}
+
+    def _handler(self, signum, frame):
+        import signal
+
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = True
+        self._say(f"graphfeed train: {signal.Signals(signum).name}: stopping after this batch "
+                  f"(Ctrl-C again to abort without a checkpoint)")
+
+    def __enter__(self):
+        import signal
+
+        if self.enabled:
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self._old[s] = signal.signal(s, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        for s, h in self._old.items():
+            signal.signal(s, h)
+        self._old = {}
+
+
+class RunState:
+    """What a checkpoint carries of one run, and the steps every trainer takes with it: resume
+    (:meth:`resume`), count an epoch's sums from where an interrupted one stopped
+    (:meth:`begin_epoch`), keep the best model and the early-stopping count (:meth:`end_epoch`),
+    write the checkpoint on rank 0 (:meth:`save`), stop gracefully mid-epoch
+    (:meth:`stop_requested`/:meth:`stop_mid_epoch`).
+
+    ``net`` is the plain module (not the DDP wrapper), ``result`` the run's ``TrainResult``
+    (its ``epochs``, ``best_epoch``, ``best_valid`` and ``test`` are saved and restored),
+    ``keys`` the ``TrainConfig`` fields a resumed run must share (``check_compatible``),
+    ``trainer`` one of :data:`TRAINERS`. An epoch's running sums are
+    ``[loss sum, correct, seen]``."""
+
+    def __init__(self, cfg, net, opt, result, *, trainer: str, keys, rank: int = 0,
+                 world_size: int = 1, say=print):
+        assert trainer in TRAINERS, trainer
+        self.cfg, self.net, self.opt, self.result = cfg, net, opt, result
+        self.trainer, self.keys, self.rank, self.say = trainer, tuple(keys), rank, say
+        self.world_size = world_size
+        self.save_dir = cfg.save or cfg.resume
+        self.keep_best = bool(self.save_dir or cfg.predict)
+        self.best_state = None  # the best epoch's weights (CPU), kept for --save/--predict
+        self.bad_epochs = 0
+        self.partial = None  # an interrupted epoch's sums, until begin_epoch takes them
+        self.start_epoch = 0
+        self.stop = GracefulStop(world_size == 1 and self.save_dir is not None, say)
+
+    # ------------------------------------------------------------------ resume
+    def resume(self, loader) -> None:
+        """With ``cfg.resume``: check the checkpoint against this run, then restore the model,
+        optimizer, loader position, torch's CPU generator, the epochs so far, the best epoch
+        and its weights, the early-stopping count and an interrupted epoch's sums."""
+        import torch
+
+        from .result import EpochStats
+
+        cfg = self.cfg
+        if not cfg.resume:
+            return
+        state = load_checkpoint(cfg.resume)
+        path = checkpoint_path(cfg.resume)
+        written_by = state.get("trainer", "node")
+        if written_by != self.trainer:
+            raise GraphfeedError(
+                f"{path} was written by the {_TRAINER_NAMES.get(written_by, written_by)} trainer; "
+                f"this run is {_TRAINER_NAMES[self.trainer]}: resume with the same dataset and "
+                f"--task")
+        check_compatible(cfg.resume, state["config"], cfg.to_dict(), self.keys)
+        try:
+            self.net.load_state_dict(state["model"])
+            self.opt.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise GraphfeedError(f"{path}: its model does not fit this run (another dataset?): "
+                                 f"{first}") from None
+        loader.load_state_dict(state["loader"])
+        _set_rng(state, self.rank, self.world_size)
+        r = self.result
+        r.epochs = [EpochStats(**e) for e in state["epochs"]]
+        best = state["best"]
+        r.best_epoch, r.best_valid, r.test = best["epoch"], best["value"], dict(best["test"])
+        self.best_state = state["best_model"]
+        self.bad_epochs = int(state["bad_epochs"])
+        self.partial = state["partial"]
+        self.start_epoch = int(state["loader"]["epoch"])
+        r.resumed_from_epoch = self.start_epoch
+        self.say(f"graphfeed train: resumed from {path} at epoch {self.start_epoch}, batch "
+                 f"{state['loader']['next_batch']}")
+        if self.start_epoch >= cfg.epochs:
+            self.say(f"graphfeed train: the checkpoint has {self.start_epoch} epochs done; "
+                     f"--epochs {cfg.epochs} asks for no more")
+
+    # ------------------------------------------------------------------ an epoch
+    def begin_epoch(self, loader, epoch: int):
+        """``(sums, seconds)`` the epoch starts from: zeros after ``loader.set_epoch(epoch)``,
+        or an interrupted epoch's (the loader already stands at its next batch)."""
+        if self.partial is None:
+            loader.set_epoch(epoch)
+            return [0.0, 0.0, 0.0], 0.0
+        part, self.partial = self.partial, None
+        return [float(v) for v in part["sums"]], float(part["seconds"])
+
+    def stop_requested(self) -> bool:
+        return self.stop.requested
+
+    def stop_mid_epoch(self, loader, sums, seconds: float):
+        """Checkpoint the interrupted epoch (its sums and seconds so far) and raise
+        ``KeyboardInterrupt``. After an epoch's last batch it returns: the epoch ends (its
+        evaluation and checkpoint), then :meth:`stop_if_requested` stops."""
+        if loader.state_dict()["next_batch"] == 0:
+            return
+        self.save(loader, {"sums": [float(v) for v in sums], "seconds": float(seconds)})
+        if self.save_dir:
+            self.say(f"graphfeed train: checkpoint {checkpoint_path(self.save_dir)} (epoch "
+                     f"{loader.state_dict()['epoch']}, next batch "
+                     f"{loader.state_dict()['next_batch']}); continue with --resume "
+                     f"{self.save_dir}")
+        raise KeyboardInterrupt
+
+    def stop_if_requested(self, loader) -> None:
+        """After an epoch's checkpoint: raise ``KeyboardInterrupt`` if a stop was asked for."""
+        if not self.stop.requested:
+            return
+        if self.save_dir:
+            self.say(f"graphfeed train: checkpoint {checkpoint_path(self.save_dir)} (epoch "
+                     f"{loader.state_dict()['epoch'] - 1} done); continue with --resume "
+                     f"{self.save_dir}")
+        raise KeyboardInterrupt
+
+    def end_epoch(self, stats, value: float) -> bool:
+        """Record epoch ``stats`` (an ``EpochStats``) with main validation metric ``value``:
+        the best epoch (its test metrics and, when kept, its weights) and the early-stopping
+        count. True when the epoch is the best so far."""
+        from .metrics import is_better
+
+        r = self.result
+        r.epochs.append(stats)
+        if not is_better(value, r.best_valid):
+            self.bad_epochs += 1
+            return False
+        r.best_epoch, r.best_valid, r.test = stats.epoch, value, dict(stats.test)
+        self.bad_epochs = 0
+        if self.keep_best:
+            self.best_state = {k: v.detach().cpu().clone()
+                               for k, v in self.net.state_dict().items()}
+        return True
+
+    def patience_spent(self) -> bool:
+        return bool(self.cfg.patience) and self.bad_epochs >= self.cfg.patience
+
+    def finish_epoch(self, loader, stats, on_epoch=None) -> bool:
+        """After an epoch was recorded (:meth:`end_epoch`) and printed: checkpoint it, call
+        ``on_epoch(stats)``, stop on a pending signal; True when early stopping ends the run
+        (``result.stopped_early`` set and announced)."""
+        self.save(loader)
+        if on_epoch is not None:
+            on_epoch(stats)
+        self.stop_if_requested(loader)
+        if not self.patience_spent():
+            return False
+        r = self.result
+        r.stopped_early = stats.epoch < self.cfg.epochs - 1
+        if r.stopped_early:
+            self.say(f"graphfeed train: early stop after epoch {stats.epoch}: valid "
+                     f"{r.main_metric} has not improved for {self.bad_epochs} epochs (best "
+                     f"{r.best_valid:.4f} at epoch {r.best_epoch})")
+        return True
+
+    def load_best(self) -> None:
+        """Put the best epoch's weights in the model (for ``--predict``)."""
+        if self.best_state is not None:
+            self.net.load_state_dict(self.best_state)
+
+    # ------------------------------------------------------------------ writing
+    def save(self, loader, partial=None) -> None:
+        """The checkpoint at ``loader``'s position (rank 0 only; nothing without a folder)."""
+        import dataclasses
+
+        import torch
+
+        if not self.save_dir:
+            return
+        rank_rng = _rng_states(self.world_size)  # every rank's generators (a collective)
+        if self.rank != 0:
+            return
+        r = self.result
+        save_checkpoint(self.save_dir, {
+            "format": FORMAT, "trainer": self.trainer, "model": self.net.state_dict(),
+            "optimizer": self.opt.state_dict(), "best_model": self.best_state,
+            "loader": loader.state_dict(), "config": self.cfg.to_dict(),
+            "epochs": [dataclasses.asdict(e) for e in r.epochs],
+            "best": {"epoch": r.best_epoch, "value": r.best_valid, "test": r.test},
+            "bad_epochs": self.bad_epochs, "rng": torch.get_rng_state(), "partial": partial,
+            "rank_rng": rank_rng,
+        })
+
+    @property
+    def checkpoint(self):
+        """The checkpoint file this rank wrote, else ``None`` (``TrainResult.checkpoint``)."""
+        return str(checkpoint_path(self.save_dir)) if self.save_dir and self.rank == 0 else None
+
+
+_TRAINER_NAMES = {"node": "node-classification", "link": "link-prediction",
+                  "hetero": "heterogeneous node-classification"}
+
+
+def _rng_states(world_size: int) -> list:
+    """``[{"cpu": state, "cuda": state (when CUDA is in use)}]`` of every rank, in rank order
+    (each rank draws its own dropout masks, so each continues from its own generators)."""
+    import torch
+
+    cuda = torch.cuda.is_initialized()
+    mine = torch.get_rng_state()
+    n_cpu = mine.numel()
+    if cuda:
+        mine = torch.cat([mine, torch.cuda.get_rng_state()])
+    if world_size > 1:
+        import torch.distributed as dist
+
+        from ..distributed.sharing import collective_device
+
+        local = mine.to(collective_device())
+        every = [torch.empty_like(local) for _ in range(world_size)]
+        dist.all_gather(every, local)
+        every = [t.cpu() for t in every]
+    else:
+        every = [mine]
+    out = []
+    for t in every:
+        d = {"cpu": t[:n_cpu].clone()}
+        if cuda:
+            d["cuda"] = t[n_cpu:].clone()
+        out.append(d)
+    return out
+
+
+def _set_rng(state: Mapping, rank: int, world_size: int) -> None:
+    """This rank's generators from a checkpoint: its own when the checkpoint has one per rank of
+    as many ranks, else rank 0's CPU generator (``rng``)."""
+    import torch
+
+    per_rank = state.get("rank_rng")
+    if per_rank and len(per_rank) == world_size:
+        mine = per_rank[rank]
+        torch.set_rng_state(mine["cpu"])
+        if "cuda" in mine and torch.cuda.is_initialized():
+            torch.cuda.set_rng_state(mine["cuda"])
+    else:
+        torch.set_rng_state(state["rng"])

@@ -165,9 +165,6 @@ class TrainConfig:
             raise GraphfeedError(f"decoder must be one of {', '.join(DECODERS)}, got {self.decoder!r}")
         self.num_negatives = _int("num_negatives", self.num_negatives, 1, MAX_NEGATIVES)
         self.eval_negatives = _int("eval_negatives", self.eval_negatives, 1, MAX_NEGATIVES)
-        if self.task == "link" and (self.save or self.resume or self.predict):
-            raise GraphfeedError("task link does not checkpoint or predict yet: drop save, resume "
-                                 "and predict")
         if self.task == "link" and self.partitions:
             raise GraphfeedError("task link does not train over partitions yet: drop partitions "
                                  "(or train --task node)")

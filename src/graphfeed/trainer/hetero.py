@@ -12,8 +12,13 @@ MLP baseline sees only the target type's own features.
 training device (graph copied there, or UVA views of pinned memory); the per-type features
 are still read by the CPU (:func:`hetero_sampler`).
 
-Not covered on heterogeneous datasets (refused or ignored with a message): checkpoints
-(``--save``/``--resume``), ``--predict``, sampling methods other than uniform.
+``--save``/``--resume`` use :class:`~graphfeed.trainer.checkpoint.RunState` as the other
+trainers do (resume keys :data:`HETERO_RESUME_KEYS`); ``--predict`` writes the best epoch's class
+of every test node of the target type (or, with ``--predict-nodes all``, of every node of that
+type in type-local id order), int64 ``.npy``.
+
+Not covered on heterogeneous datasets (refused with a message): sampling methods other than
+uniform.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..errors import GraphfeedError
+from .config import TrainConfig
 
 __all__ = ["HeteroRGCN", "hetero_in_dim", "hetero_sampler", "run_hetero"]
 
@@ -103,7 +109,7 @@ class HeteroRGCN(nn.Module):
                 n_dst = b.num_dst[d]
                 src = h[s]
                 agg = src.new_zeros((n_dst, src.shape[1]))
-                agg.index_add_(0, ei[1], src[ei[0]])
+                agg.index_add_(0, ei[1], src.index_select(0, ei[0]))
                 cnt = torch.bincount(ei[1], minlength=n_dst).clamp_(min=1).to(src.dtype)
                 out[d] = out[d] + self.rel[i][self._key(et)](agg / cnt[:, None])
             if i < len(blocks) - 1:
@@ -125,14 +131,14 @@ def _open_type_features(dataset, backend: str, cache_size, cache_policy) -> dict
             for t, fs in dataset.type_features.items()}
 
 
+#: the settings a resumed run must share with its checkpoint (``--resume``; the model is
+#: always the R-GCN, so ``model`` and ``heads`` do not matter)
+HETERO_RESUME_KEYS = tuple(k for k in TrainConfig.RESUME_KEYS if k not in ("model", "heads"))
 #: modes whose graph the GPU samples: the vectorised torch sampler (``"torch-hetero"``)
 GPU_SAMPLING_MODES = ("cuda-cuda", "pinned-cuda")
 
 
 def _check_cfg(cfg) -> None:
-    if cfg.save or cfg.resume or cfg.predict:
-        raise GraphfeedError("--save, --resume and --predict are not supported on heterogeneous "
-                             "datasets yet")
     if cfg.sampling_method().kind != "uniform":
         raise GraphfeedError(f"heterogeneous datasets are sampled uniformly; got "
                              f"{cfg.sampling_method().describe()}")
@@ -158,14 +164,16 @@ def hetero_sampler(cfg, graph, device: str):
 
 
 def run_hetero(cfg, dataset, splits, device: str, rank: int, world_size: int,
-               say: Callable[[str], None], on_epoch=None):
+               say: Callable[[str], None], on_epoch=None, *, on_batch=None):
     """Train ``cfg`` on heterogeneous ``dataset`` (``splits``: global train/valid/test ids of
-    the target type) and return a ``TrainResult``."""
+    the target type) and return a ``TrainResult``. ``on_epoch(stats)`` after each epoch (its
+    checkpoint written), ``on_batch(epoch, batch_index)`` after each optimizer step."""
     from ..loader.hetero import HeteroDataLoader
     from ..loader.item_sampler import ItemSampler
-    from .metrics import compute_metrics, is_better, majority_class, task_for
+    from .checkpoint import RunState
+    from .metrics import compute_metrics, majority_class, task_for
     from .result import EpochStats, TrainResult
-    from .loop import _all_reduce, _epoch_line, _final_line, _majority, _warnings
+    from .loop import _all_reduce, _epoch_line, _final_line, _majority, _warnings, save_predictions
     from .._memory import current_rss_bytes, peak_rss_bytes
 
     _check_cfg(cfg)
@@ -211,6 +219,7 @@ def run_hetero(cfg, dataset, splits, device: str, rank: int, world_size: int,
 
         model = DDP(model, device_ids=[torch.device(device).index]
                     if device.startswith("cuda") else None)
+    net = model.module if world_size > 1 else model  # the plain module: no DDP collectives
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     result = TrainResult(mode=cfg.mode if gpu_sampling else
                          ("cpu-cpu" if device == "cpu" else "cpu-cuda"),
@@ -227,75 +236,96 @@ def run_hetero(cfg, dataset, splits, device: str, rank: int, world_size: int,
         batch = batch.to(device)
         return {t: v for t, v in batch.x_dict.items()}, batch.blocks, batch
 
-    def evaluate(name):
-        model.eval()
+    def scores(ld):
+        """``(logits, labels)`` of every id of evaluation loader ``ld``, all ranks' gathered."""
+        net.eval()
         outs, ys = [], []
+        ld.set_epoch(0)  # the same neighbourhoods every evaluation (iterating moves the epoch on)
         with torch.no_grad():
-            for batch in eval_loaders[name]:
+            for batch in ld:
                 x, blocks, batch = step_inputs(batch)
-                outs.append(model(x, blocks).float().cpu())
+                outs.append(net(x, blocks).float().cpu())
                 ys.append(batch.labels.cpu().reshape(-1))
+        net.train()
         n = dataset.num_classes
         logits = torch.cat(outs) if outs else torch.zeros(0, n)
         y = torch.cat(ys) if ys else torch.zeros(0, dtype=torch.int64)
         if world_size > 1:
             logits, y = _gather(logits, y, n)
+        return logits, y
+
+    def evaluate(name):
+        logits, y = scores(eval_loaders[name])
         if not len(y):
             return {m: float("nan") for m in task.metrics}
         return compute_metrics(task, y.numpy(), logits.numpy())
 
-    bad_epochs = 0
+    state = RunState(cfg, net, opt, result, trainer="hetero", keys=HETERO_RESUME_KEYS,
+                     rank=rank, world_size=world_size, say=say)
     try:
-        for epoch in range(cfg.epochs):
-            model.train()
-            train_loader.set_epoch(epoch)
-            t0 = time.perf_counter()
-            loss_sum = correct = 0.0
-            seen = 0
-            for batch in train_loader:
-                x, blocks, batch = step_inputs(batch)
-                y = batch.labels.to(torch.long).reshape(-1)
-                out = model(x, blocks)
-                loss = F.cross_entropy(out, y)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                loss_sum += float(loss.detach()) * len(y)
-                correct += float((out.detach().argmax(-1) == y).sum())
-                seen += len(y)
-            seconds = time.perf_counter() - t0
-            tot = [loss_sum, correct, float(seen)]
-            tot = _all_reduce(tot) if world_size > 1 else tot
-            loss_avg = tot[0] / max(tot[2], 1)
-            if not math.isfinite(loss_avg):
-                raise GraphfeedError(f"the training loss became {loss_avg} in epoch {epoch}")
-            t1 = time.perf_counter()
-            metrics = {n: evaluate(n) for n in ("valid", "test")}
-            es = EpochStats(epoch=epoch, loss=loss_avg, train_acc=tot[1] / max(tot[2], 1),
-                            valid_acc=metrics["valid"]["accuracy"],
-                            test_acc=metrics["test"]["accuracy"],
-                            seeds_per_s=tot[2] / max(seconds, 1e-9),
-                            batches_per_s=len(train_loader) / max(seconds, 1e-9), seconds=seconds,
-                            peak_rss_bytes=peak_rss_bytes(), valid=metrics["valid"],
-                            test=metrics["test"], eval_seconds=time.perf_counter() - t1,
-                            rss_bytes=current_rss_bytes())
-            result.epochs.append(es)
-            if is_better(es.valid[task.main], result.best_valid):
-                result.best_epoch, result.best_valid, result.test = (
-                    epoch, es.valid[task.main], dict(es.test))
-                bad_epochs = 0
-            else:
-                bad_epochs += 1
-            say(_epoch_line(es, task))
-            if on_epoch is not None:
-                on_epoch(es)
-            if cfg.patience and bad_epochs >= cfg.patience:
-                result.stopped_early = epoch < cfg.epochs - 1
-                break
+        state.resume(train_loader)
+        with state.stop:
+            for epoch in range(state.start_epoch, cfg.epochs):
+                model.train()
+                sums, seconds0 = state.begin_epoch(train_loader, epoch)  # loss, correct, seen
+                t0 = time.perf_counter()
+                for batch in train_loader:
+                    x, blocks, batch = step_inputs(batch)
+                    y = batch.labels.to(torch.long).reshape(-1)
+                    out = model(x, blocks)
+                    loss = F.cross_entropy(out, y)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    sums[0] += float(loss.detach()) * len(y)
+                    sums[1] += float((out.detach().argmax(-1) == y).sum())
+                    sums[2] += len(y)
+                    if on_batch is not None:
+                        on_batch(epoch, batch.batch_index)
+                    if state.stop_requested():
+                        state.stop_mid_epoch(train_loader, sums,
+                                             seconds0 + time.perf_counter() - t0)
+                seconds = seconds0 + time.perf_counter() - t0
+                tot = _all_reduce(sums) if world_size > 1 else sums
+                loss_avg = tot[0] / max(tot[2], 1)
+                if not math.isfinite(loss_avg):
+                    raise GraphfeedError(f"the training loss became {loss_avg} in epoch {epoch}")
+                t1 = time.perf_counter()
+                metrics = {n: evaluate(n) for n in ("valid", "test")}
+                es = EpochStats(epoch=epoch, loss=loss_avg, train_acc=tot[1] / max(tot[2], 1),
+                                valid_acc=metrics["valid"]["accuracy"],
+                                test_acc=metrics["test"]["accuracy"],
+                                seeds_per_s=tot[2] / max(seconds, 1e-9),
+                                batches_per_s=len(train_loader) / max(seconds, 1e-9),
+                                seconds=seconds, peak_rss_bytes=peak_rss_bytes(),
+                                valid=metrics["valid"], test=metrics["test"],
+                                eval_seconds=time.perf_counter() - t1,
+                                rss_bytes=current_rss_bytes())
+                state.end_epoch(es, es.valid[task.main])
+                say(_epoch_line(es, task))
+                if state.finish_epoch(train_loader, es, on_epoch):
+                    break
+        if not result.epochs:
+            raise GraphfeedError("no epoch was run")
+        if cfg.predict:  # every rank scores its share; rank 0 writes
+            state.load_best()
+            if cfg.predict_nodes == "test":
+                logits, _ = scores(eval_loaders["test"])
+            else:  # every node of the target type, in type-local id order
+                off = int(h.node_offsets[h.type_id(target)])
+                every = np.arange(off, off + h.num_nodes_of(target), dtype=np.int64)
+                with loader(every, eval_sampler, False) as ld:
+                    logits, _ = scores(ld)
+            if rank == 0:
+                pred = logits.argmax(-1).numpy().astype(np.int64)
+                result.predictions = save_predictions(cfg.predict, pred)
+                say(f"graphfeed train: wrote {len(pred):,} predictions ({cfg.predict_nodes} "
+                    f"{target!r} nodes) to {cfg.predict}")
     finally:
         train_loader.close()
         for ld in eval_loaders.values():
             ld.close()
+    result.checkpoint = state.checkpoint
 
     result.best_valid_acc = result.epochs[result.best_epoch].valid_acc
     result.test_acc = result.test.get("accuracy", float("nan"))

@@ -20,6 +20,9 @@
 - DDP (``--nproc``), placement modes and feature backends as for node classification: the
   training batches are ``LinkMiniBatch`` es through the same ``DataLoader`` (features of
   ``input_nodes``, no labels).
+- ``--save``/``--resume`` through :class:`~graphfeed.trainer.checkpoint.RunState` (resume keys
+  :data:`LINK_RESUME_KEYS`); ``--predict`` writes the best epoch's test-pair scores, float32
+  ``(P, 1 + k)``: column 0 each test pair's logit, columns ``1..k`` its evaluation negatives'.
 """
 
 from __future__ import annotations
@@ -34,9 +37,14 @@ import numpy as np
 from .._memory import current_rss_bytes, peak_rss_bytes
 from ..errors import GraphfeedError
 from .evaluate import Evaluator, features_as_float, plan_eval
-from .metrics import format_metrics, is_better, roc_auc
+from .checkpoint import RunState
+from .config import TrainConfig
+from .metrics import format_metrics, roc_auc
 from .result import EpochStats, TrainResult
 
+#: the settings a resumed run must share with its checkpoint (``--resume``)
+LINK_RESUME_KEYS = TrainConfig.RESUME_KEYS + ("decoder", "num_negatives", "eval_negatives",
+                                              "sampler")
 #: Hits@K reported
 HITS_AT = (10, 50, 100)
 #: pair scores computed at once in evaluation (bounds the MLP decoder's activations)
@@ -143,6 +151,75 @@ def _score(net, h, split: _Split):
     return pos.numpy(), neg.numpy()
 
 
+def _train_epoch(cfg, ddp, opt, loader, state, epoch: int, device: str, rank: int,
+                 world_size: int, on_batch):
+    """One training epoch (or the rest of an interrupted one) -> its ``EpochStats`` without
+    evaluation metrics (``valid``/``test`` filled with NaN, for the caller to update)."""
+    import torch
+    import torch.nn.functional as F
+
+    from .._progress import bar
+
+    ddp.train()
+    start, seconds0 = state.begin_epoch(loader, epoch)
+    t0 = time.perf_counter()
+    sums = torch.tensor(start, dtype=torch.float64, device=device)  # loss, correct, pairs
+    with bar(len(loader), f"epoch {epoch}", enabled=cfg.progress and rank == 0) as pbar:
+        pbar.update(int(loader.state_dict()["next_batch"]))
+        for batch in loader:
+            out = ddp(features_as_float(batch.x), batch.blocks, batch.edge_label_index)
+            y = batch.edge_label.to(out.device)
+            loss = F.binary_cross_entropy_with_logits(out, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            n = y.shape[0]
+            sums += torch.stack([loss.detach().double() * n,
+                                 ((out.detach() > 0) == (y > 0.5)).sum().double(),
+                                 torch.tensor(float(n), dtype=torch.float64, device=out.device)])
+            pbar.update(1)
+            if on_batch is not None:
+                on_batch(epoch, batch.batch_index)
+            if state.stop_requested():
+                state.stop_mid_epoch(loader, sums.cpu().tolist(),
+                                     seconds0 + time.perf_counter() - t0)
+    seconds = seconds0 + time.perf_counter() - t0
+    if world_size > 1:
+        import torch.distributed as dist
+
+        from ..distributed.sharing import collective_device
+
+        red = sums.to(collective_device())
+        dist.all_reduce(red)
+        sums = red
+    tot = sums.cpu().tolist()
+    loss_avg = tot[0] / max(tot[2], 1)
+    if not math.isfinite(loss_avg):
+        raise GraphfeedError(f"the training loss became {loss_avg} in epoch {epoch}: check "
+                             f"the input features, or lower --lr (now {cfg.lr:g})")
+    nan = link_metrics(np.zeros(0), np.zeros((0, 1)))
+    return EpochStats(epoch=epoch, loss=loss_avg, train_acc=tot[1] / max(tot[2], 1),
+                      valid_acc=float("nan"), test_acc=float("nan"),
+                      seeds_per_s=tot[2] / (1 + cfg.num_negatives) / max(seconds, 1e-9),
+                      batches_per_s=len(loader) / max(seconds, 1e-9), seconds=seconds,
+                      peak_rss_bytes=0, valid=dict(nan), test=dict(nan))
+
+
+def _write_pair_scores(path, net, h, split: _Split, say) -> str:
+    """``--predict`` of link prediction: float32 ``(P, 1 + k)``, row ``i`` the test pair ``i``
+    (the dataset's test split order): column 0 the pair's score, columns ``1..k`` its ``k``
+    evaluation negatives' (the same source, the destinations of ``split.negatives``)."""
+    from .loop import save_predictions
+
+    pos, neg = _score(net, h, split)
+    scores = np.concatenate([pos[:, None], neg], axis=1).astype(np.float32)
+    save_predictions(path, scores)
+    say(f"graphfeed train: wrote the scores of {scores.shape[0]:,} test pairs and their "
+        f"{scores.shape[1] - 1} negatives each ({scores.shape[0]:,} x {scores.shape[1]} logits) "
+        f"to {path}")
+    return str(path)
+
+
 def check_link_dataset(cfg, dataset) -> int:
     """What ``--task link`` refuses before placing data; returns the input width."""
     if dataset.task_type != "link_prediction":
@@ -154,26 +231,32 @@ def check_link_dataset(cfg, dataset) -> int:
         raise GraphfeedError(f"dataset {dataset.name!r} has no node feature 'feat'")
     if dataset.link_split("train")[0].shape[1] == 0:
         raise GraphfeedError(f"dataset {dataset.name!r} has no training pairs")
+    if cfg.predict and cfg.predict_nodes != "test":
+        raise GraphfeedError(f"--predict-nodes {cfg.predict_nodes} is for node classification; "
+                             f"--task link --predict scores the test pairs")
+    if cfg.predict and "test" not in dataset.split_names:
+        raise GraphfeedError(f"--predict scores the test pairs, and dataset {dataset.name!r} has "
+                             f"no test split")
     shape = dataset.features["feat"].row_shape
     return int(np.prod(shape)) if shape else 1
 
 
 def train_link(cfg, dataset, plan, *, rank: int = 0, world_size: int = 1,
-               say: Callable[[str], None] = print, model=None) -> TrainResult:
+               say: Callable[[str], None] = print, model=None, on_batch=None,
+               on_epoch=None) -> TrainResult:
     """One link-prediction run of ``cfg`` on ``dataset`` placed by ``plan`` (a
     ``DataPlan``); see the module docstring. ``model``: ``factory(in_dim) -> LinkPredictor``
     like module (``forward(x, blocks, pair_index)`` and ``decode``), default
-    :func:`build_link_model`."""
+    :func:`build_link_model`. ``on_batch(epoch, batch_index)`` after each optimizer step,
+    ``on_epoch(stats)`` after each epoch (its checkpoint written), as in
+    ``graphfeed.training.train``."""
     import torch
-    import torch.nn.functional as F
 
-    from .._progress import bar
     from ..datasets.link import without_pairs
     from ..loader.dataloader import DataLoader
     from ..loader.item_sampler import ItemSampler
     from ..placement.apply import estimate_bytes
     from ..sampling.link import LinkSampler
-    from .evaluate import unwrap
 
     in_dim = check_link_dataset(cfg, dataset)
     undirected = bool(dataset.metadata.graph.undirected)
@@ -233,75 +316,43 @@ def train_link(cfg, dataset, plan, *, rank: int = 0, world_size: int = 1,
                         sampler, node_features={"feat": placed.features["feat"]},
                         device=placed.device, num_threads=cfg.num_threads,
                         prefetch=cfg.prefetch)
+    state = RunState(cfg, net, opt, result, trainer="link", keys=LINK_RESUME_KEYS, rank=rank,
+                     world_size=world_size, say=say)
     evaluator = None
-    bad_epochs = 0
     try:
         evaluator = Evaluator(placed, {k: s.nodes for k, s in splits.items()}, eval_plan,
                               seed=cfg.seed, rank=rank, world_size=world_size,
                               num_threads=cfg.num_threads, prefetch=cfg.prefetch, labels=False)
-        for epoch in range(cfg.epochs):
-            ddp.train()
-            loader.set_epoch(epoch)
-            t0 = time.perf_counter()
-            sums = torch.zeros(3, dtype=torch.float64, device=device)  # loss, correct, pairs
-            with bar(len(loader), f"epoch {epoch}", enabled=cfg.progress and rank == 0) as pbar:
-                for batch in loader:
-                    out = ddp(features_as_float(batch.x), batch.blocks, batch.edge_label_index)
-                    y = batch.edge_label.to(out.device)
-                    loss = F.binary_cross_entropy_with_logits(out, y)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    n = y.shape[0]
-                    sums += torch.stack([loss.detach().double() * n,
-                                         ((out.detach() > 0) == (y > 0.5)).sum().double(),
-                                         torch.tensor(float(n), dtype=torch.float64,
-                                                      device=out.device)])
-                    pbar.update(1)
-            seconds = time.perf_counter() - t0
-            if world_size > 1:
-                import torch.distributed as dist
-
-                from ..distributed.sharing import collective_device
-
-                red = sums.to(collective_device())
-                dist.all_reduce(red)
-                sums = red
-            tot = sums.cpu().tolist()
-            loss_avg = tot[0] / max(tot[2], 1)
-            if not math.isfinite(loss_avg):
-                raise GraphfeedError(f"the training loss became {loss_avg} in epoch {epoch}: check "
-                                     f"the input features, or lower --lr (now {cfg.lr:g})")
-            t1 = time.perf_counter()
-            metrics = {}
-            for name, split in splits.items():
-                h, _ = evaluator.logits(ddp, name, progress=cfg.progress and rank == 0)
-                metrics[name] = link_metrics(*_score(unwrap(ddp), h, split))
-            nan = link_metrics(np.zeros(0), np.zeros((0, 1)))
-            es = EpochStats(
-                epoch=epoch, loss=loss_avg, train_acc=tot[1] / max(tot[2], 1),
-                valid_acc=float("nan"), test_acc=float("nan"),
-                seeds_per_s=tot[2] / (1 + cfg.num_negatives) / max(seconds, 1e-9),
-                batches_per_s=len(loader) / max(seconds, 1e-9), seconds=seconds,
-                peak_rss_bytes=peak_rss_bytes(), valid=metrics.get("valid", nan),
-                test=metrics.get("test", nan), eval_seconds=time.perf_counter() - t1,
-                rss_bytes=current_rss_bytes())
-            result.epochs.append(es)
-            if is_better(es.valid["mrr"], result.best_valid):
-                result.best_epoch, result.best_valid, result.test = epoch, es.valid["mrr"], dict(es.test)
-                bad_epochs = 0
-            else:
-                bad_epochs += 1
-            say(f"epoch {epoch:2d}  loss {loss_avg:.4f}  train acc {es.train_acc:.4f}  valid "
-                f"{format_metrics(es.valid)}  test {format_metrics(es.test)}  "
-                f"{es.seeds_per_s:,.0f} pairs/s  {seconds:.1f}s + eval {es.eval_seconds:.1f}s")
-            if cfg.patience and bad_epochs >= cfg.patience:
-                result.stopped_early = epoch < cfg.epochs - 1
-                break
+        state.resume(loader)
+        with state.stop:
+            for epoch in range(state.start_epoch, cfg.epochs):
+                es = _train_epoch(cfg, ddp, opt, loader, state, epoch, device, rank, world_size,
+                                  on_batch)
+                t1 = time.perf_counter()
+                for name, split in splits.items():
+                    h, _ = evaluator.logits(ddp, name, progress=cfg.progress and rank == 0)
+                    getattr(es, name).update(link_metrics(*_score(net, h, split)))
+                es.eval_seconds = time.perf_counter() - t1
+                es.peak_rss_bytes, es.rss_bytes = peak_rss_bytes(), current_rss_bytes()
+                state.end_epoch(es, es.valid["mrr"])
+                say(f"epoch {epoch:2d}  loss {es.loss:.4f}  train acc {es.train_acc:.4f}  valid "
+                    f"{format_metrics(es.valid)}  test {format_metrics(es.test)}  "
+                    f"{es.seeds_per_s:,.0f} pairs/s  {es.seconds:.1f}s + eval "
+                    f"{es.eval_seconds:.1f}s")
+                if state.finish_epoch(loader, es, on_epoch):
+                    break
+        if not result.epochs:
+            raise GraphfeedError("no epoch was run")
+        if cfg.predict:
+            state.load_best()
+            h, _ = evaluator.logits(ddp, "test", progress=cfg.progress and rank == 0)
+            if rank == 0:
+                result.predictions = _write_pair_scores(cfg.predict, net, h, splits["test"], say)
     finally:
         loader.close()
         if evaluator is not None:
             evaluator.close()
+    result.checkpoint = state.checkpoint
     deg = np.asarray(mp_graph.in_degrees, dtype=np.float64)
     result.baselines = {"degree": {name: link_metrics(deg[s.pairs[1]], deg[s.negatives])
                                    for name, s in splits.items()}}

@@ -7,12 +7,9 @@ number of epochs.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
-import signal
-import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -72,34 +69,8 @@ def check_model_fits(cfg: TrainConfig, in_dim: int, num_classes: int, device: st
         )
 
 
-class _GracefulStop:
-    """While active (main thread, one process): the first SIGINT/SIGTERM asks the loop to stop
-    after the current batch (it checkpoints, then raises KeyboardInterrupt); a second SIGINT
-    interrupts at once."""
-
-    def __init__(self, enabled: bool, say: Callable[[str], None]):
-        self.enabled = enabled and threading.current_thread() is threading.main_thread()
-        self.requested = False
-        self._say = say
-        self._old = {}
-
-    def _handler(self, signum, frame):
-        if self.requested and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.requested = True
-        self._say(f"graphfeed train: {signal.Signals(signum).name}: stopping after this batch "
-                  f"(Ctrl-C again to abort without a checkpoint)")
-
-    def __enter__(self):
-        if self.enabled:
-            for s in (signal.SIGINT, signal.SIGTERM):
-                self._old[s] = signal.signal(s, self._handler)
-        return self
-
-    def __exit__(self, *exc):
-        for s, h in self._old.items():
-            signal.signal(s, h)
-        self._old = {}
+#: kept for callers of the old name
+_GracefulStop = ckpt.GracefulStop
 
 
 def _all_reduce(values: list) -> list:
@@ -146,12 +117,8 @@ def run(setup: RunSetup, model_factory=None, *, on_batch=None, on_epoch=None) ->
                          model=cfg.model if model_factory is None else type(net).__name__,
                          seed=cfg.seed, task=task.kind, main_metric=task.main,
                          eval_fanouts=list(setup.eval_plan.fanouts))
-    save_dir = cfg.save or cfg.resume
-    keep_best = bool(save_dir or cfg.predict)
-    best_state = None
-    bad_epochs = 0
-    partial = None
-    start_epoch = 0
+    state = ckpt.RunState(cfg, net, opt, result, trainer="node", keys=TrainConfig.RESUME_KEYS,
+                          rank=rank, world_size=world, say=say)
 
     loader = node_loader(setup.train_ids, placed, batch_size=cfg.batch_size, shuffle=True,
                          seed=cfg.seed, rank=rank, world_size=world, num_threads=cfg.num_threads,
@@ -161,51 +128,15 @@ def run(setup: RunSetup, model_factory=None, *, on_batch=None, on_epoch=None) ->
         evaluator = Evaluator(placed, {"valid": setup.valid_ids, "test": setup.test_ids},
                               setup.eval_plan, seed=cfg.seed, rank=rank, world_size=world,
                               num_threads=cfg.num_threads, prefetch=cfg.prefetch)
-        if cfg.resume:
-            state = ckpt.load_checkpoint(cfg.resume)
-            ckpt.check_compatible(cfg.resume, state["config"], cfg.to_dict(), TrainConfig.RESUME_KEYS)
-            net.load_state_dict(state["model"])
-            opt.load_state_dict(state["optimizer"])
-            loader.load_state_dict(state["loader"])
-            torch.set_rng_state(state["rng"])
-            result.epochs = [EpochStats(**e) for e in state["epochs"]]
-            best = state["best"]
-            result.best_epoch, result.best_valid, result.test = best["epoch"], best["value"], dict(best["test"])
-            best_state = state["best_model"]
-            bad_epochs = int(state["bad_epochs"])
-            partial = state["partial"]
-            start_epoch = int(state["loader"]["epoch"])
-            result.resumed_from_epoch = start_epoch
-            say(f"graphfeed train: resumed from {ckpt.checkpoint_path(cfg.resume)} at epoch "
-                f"{start_epoch}, batch {state['loader']['next_batch']}")
-            if start_epoch >= cfg.epochs:
-                say(f"graphfeed train: the checkpoint has {start_epoch} epochs done; --epochs "
-                    f"{cfg.epochs} asks for no more")
-
-        def checkpoint(loader_state, part):
-            if save_dir and rank == 0:
-                ckpt.save_checkpoint(save_dir, {
-                    "format": ckpt.FORMAT, "model": net.state_dict(), "optimizer": opt.state_dict(),
-                    "best_model": best_state, "loader": loader_state, "config": cfg.to_dict(),
-                    "epochs": [dataclasses.asdict(e) for e in result.epochs],
-                    "best": {"epoch": result.best_epoch, "value": result.best_valid, "test": result.test},
-                    "bad_epochs": bad_epochs, "rng": torch.get_rng_state(), "partial": part,
-                })
-
-        stop = _GracefulStop(world == 1 and save_dir is not None, say)
-        with stop:
-            for epoch in range(start_epoch, cfg.epochs):
+        state.resume(loader)
+        with state.stop:
+            for epoch in range(state.start_epoch, cfg.epochs):
                 model.train()
-                if partial is None:
-                    loader.set_epoch(epoch)  # else: load_state_dict put the loader mid-epoch
-                    sums, seconds0 = [0.0, 0.0, 0.0], 0.0  # loss sum, correct, seen
-                else:
-                    sums, seconds0 = list(partial["sums"]), float(partial["seconds"])
-                    partial = None
+                sums, seconds0 = state.begin_epoch(loader, epoch)  # loss sum, correct, seen
                 t0 = time.perf_counter()
-                total_loss = torch.zeros((), dtype=torch.float64, device=device)
-                correct = torch.zeros((), dtype=torch.float64, device=device)
-                seen = 0
+                total_loss = torch.tensor(sums[0], dtype=torch.float64, device=device)
+                correct = torch.tensor(sums[1], dtype=torch.float64, device=device)
+                seen = int(sums[2])
                 first = int(loader.state_dict()["next_batch"])  # > 0 when resumed mid-epoch
                 with bar(len(loader), f"epoch {epoch}", enabled=cfg.progress and rank == 0) as pbar:
                     pbar.update(first)
@@ -223,18 +154,11 @@ def run(setup: RunSetup, model_factory=None, *, on_batch=None, on_epoch=None) ->
                         pbar.update(1)
                         if on_batch is not None:
                             on_batch(epoch, batch.batch_index)
-                        if stop.requested:
-                            part = {"sums": [sums[0] + float(total_loss), sums[1] + float(correct),
-                                             sums[2] + seen],
-                                    "seconds": seconds0 + time.perf_counter() - t0}
-                            checkpoint(loader.state_dict(), part)
-                            if save_dir:
-                                say(f"graphfeed train: checkpoint {ckpt.checkpoint_path(save_dir)} "
-                                    f"(epoch {epoch}, next batch {loader.state_dict()['next_batch']}); "
-                                    f"continue with --resume {save_dir}")
-                            raise KeyboardInterrupt
+                        if state.stop_requested():
+                            state.stop_mid_epoch(loader, [float(total_loss), float(correct), seen],
+                                                 seconds0 + time.perf_counter() - t0)
                 seconds = seconds0 + time.perf_counter() - t0
-                local = [sums[0] + float(total_loss), sums[1] + float(correct), sums[2] + seen]
+                local = [float(total_loss), float(correct), float(seen)]
                 tot = _all_reduce(local) if world > 1 else local
                 loss_avg = tot[0] / max(tot[2], 1)
                 if not math.isfinite(loss_avg):
@@ -260,27 +184,11 @@ def run(setup: RunSetup, model_factory=None, *, on_batch=None, on_epoch=None) ->
                 if device.startswith("cuda"):
                     es.peak_gpu_bytes = int(torch.cuda.max_memory_allocated(device))
                     es.peak_gpu_reserved_bytes = int(torch.cuda.max_memory_reserved(device))
-                result.epochs.append(es)
-                main_value = es.valid[task.main]
-                if is_better(main_value, result.best_valid):
-                    result.best_epoch, result.best_valid, result.test = epoch, main_value, dict(es.test)
-                    bad_epochs = 0
-                    if keep_best:
-                        best_state = {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
-                else:
-                    bad_epochs += 1
+                state.end_epoch(es, es.valid[task.main])
                 say(_epoch_line(es, task))
                 if cfg.log and rank == 0:
                     _append_log(cfg.log, es)
-                checkpoint(loader.state_dict(), None)
-                if on_epoch is not None:
-                    on_epoch(es)
-                if cfg.patience and bad_epochs >= cfg.patience:
-                    result.stopped_early = epoch < cfg.epochs - 1
-                    if result.stopped_early:
-                        say(f"graphfeed train: early stop after epoch {epoch}: valid {task.main} "
-                            f"has not improved for {bad_epochs} epochs (best {result.best_valid:.4f} "
-                            f"at epoch {result.best_epoch})")
+                if state.finish_epoch(loader, es, on_epoch):
                     break
     finally:
         loader.close()
@@ -292,15 +200,14 @@ def run(setup: RunSetup, model_factory=None, *, on_batch=None, on_epoch=None) ->
     result.best_valid_acc = result.epochs[result.best_epoch].valid_acc if result.best_epoch >= 0 else float("nan")
     result.test_acc = result.test.get("accuracy", float("nan"))
     result.final_test_acc = result.epochs[-1].test_acc
-    result.checkpoint = str(ckpt.checkpoint_path(save_dir)) if save_dir and rank == 0 else None
+    result.checkpoint = state.checkpoint
     result.majority = _majority(labels_np, majority, setup)
     result.warnings = _warnings(result, task)
     if cfg.mlp_baseline and rank == 0:
         result.mlp_test = train_mlp_baseline(setup, task)
         result.mlp_test_acc = result.mlp_test["accuracy"]
     if cfg.predict and rank == 0:
-        if best_state is not None:
-            net.load_state_dict(best_state)
+        state.load_best()
         result.predictions = write_predictions(setup, model, cfg.predict, cfg.predict_nodes)
     for w in result.warnings:
         say(f"graphfeed train: warning: {w}")
@@ -420,8 +327,6 @@ def train_mlp_baseline(setup: RunSetup, task: Task) -> dict:
 def write_predictions(setup: RunSetup, model, path, nodes: str) -> str:
     """The predicted class of every test node (in ``dataset.test_ids`` order) or of every node
     (``nodes="all"``, node id order), int64 ``.npy`` written atomically."""
-    from .._io import save_npy
-
     ids = setup.test_ids if nodes == "test" else np.arange(setup.dataset.num_nodes, dtype=np.int64)
     ev = Evaluator(setup.placed, {"predict": ids}, setup.eval_plan, seed=setup.cfg.seed,
                    num_threads=setup.cfg.num_threads, prefetch=setup.cfg.prefetch, labels=False)
@@ -430,9 +335,17 @@ def write_predictions(setup: RunSetup, model, path, nodes: str) -> str:
     finally:
         ev.close()
     pred = (classes.reshape(-1).numpy() if classes is not None else np.zeros(0)).astype(np.int64)
+    save_predictions(path, pred)
+    setup.say(f"graphfeed train: wrote {pred.shape[0]:,} predictions ({nodes} nodes) to {path}")
+    return str(path)
+
+
+def save_predictions(path, array: np.ndarray) -> str:
+    """Write ``array`` to ``.npy`` file ``path`` atomically; errors name the file."""
+    from .._io import save_npy
+
     try:
-        save_npy(path, pred)
+        save_npy(path, array)
     except OSError as e:
         raise GraphfeedError(f"cannot write predictions to {path}: {e.strerror or e}") from None
-    setup.say(f"graphfeed train: wrote {pred.shape[0]:,} predictions ({nodes} nodes) to {path}")
     return str(path)
