@@ -297,11 +297,10 @@ class HeteroLinkSampler(Sampler):
         pair_index, neg_index = {}, {}
         for r, p in typed.items():
             s, _, d = g.edge_types[r]
-            src = torch.searchsorted(seed_dict[s], p[0].contiguous())
-            pair_index[r] = torch.stack([src, torch.searchsorted(seed_dict[d],
-                                                                 p[1].contiguous())])
-            neg_index[r] = torch.stack([src.repeat_interleave(k), torch.searchsorted(
-                seed_dict[d], negs[r].reshape(-1).contiguous())])
+            src = _rank(seed_dict[s], p[0])
+            pair_index[r] = torch.stack([src, _rank(seed_dict[d], p[1])])
+            neg_index[r] = torch.stack([src.repeat_interleave(k),
+                                        _rank(seed_dict[d], negs[r].reshape(-1))])
         blocks = self._exclude(mb.blocks, pair_index, max(mb.num_seeds_dict.values(),
                                                           default=0))
         name = g.edge_types
@@ -362,7 +361,7 @@ class HeteroLinkSampler(Sampler):
                 ei = eidx[et]
                 if ei.shape[1] == 0:
                     continue
-                kept = _without_keys(ei.contiguous(), s, kk, ei.device.type == "cpu")
+                kept = _without_keys(ei, s, kk, ei.device.type == "cpu")
                 if kept is None:
                     continue
                 eidx[et], keep = kept
@@ -371,3 +370,11 @@ class HeteroLinkSampler(Sampler):
                 changed = True
             out.append(replace(b, edge_index_dict=eidx, edge_ids=eids) if changed else b)
         return out
+
+
+def _rank(sorted_ids: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Positions of ``ids`` in ``sorted_ids`` (every id is there): numpy on the CPU (no
+    intra-op thread pool for a few thousand lookups), ``torch.searchsorted`` elsewhere."""
+    if sorted_ids.device.type == "cpu":
+        return torch.from_numpy(np.searchsorted(sorted_ids.numpy(), ids.numpy()))
+    return torch.searchsorted(sorted_ids, ids.contiguous())
