@@ -202,21 +202,19 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
         ItemSampler(n_train, cfg.batch_size, shuffle=True, seed=cfg.seed, rank=rank,
                     world_size=world_size),
         sampler, type_features=tfeats, num_threads=cfg.num_threads, prefetch=cfg.prefetch)
-    # the nodes each split needs embedded (global ids): this rank embeds its contiguous share
-    need = {}
-    for name, pairs in splits.items():
-        ids = []
+    # the nodes the splits need embedded (global ids, embedded once per epoch for both
+    # splits): this rank embeds its contiguous share
+    ids = [np.zeros(0, np.int64)]
+    for pairs in splits.values():
         for (s, _, d), (p, n) in pairs.items():
             ids += [p[0] + h.node_offsets[h.type_id(s)],
                     np.concatenate([p[1], n.ravel()]) + h.node_offsets[h.type_id(d)]]
-        need[name] = np.array_split(np.unique(np.concatenate(ids)) if ids
-                                    else np.zeros(0, np.int64), world_size)[rank]
+    need = np.array_split(np.unique(np.concatenate(ids)), world_size)[rank]
 
-    def embed(name) -> dict:
+    def embed() -> dict:
         net.eval()
         emb = {t: torch.zeros(h.num_nodes_of(t), cfg.hidden) for t in out_types}
-        ld = HeteroDataLoader(ItemSampler(need[name], cfg.batch_size, shuffle=False,
-                                          seed=cfg.seed),
+        ld = HeteroDataLoader(ItemSampler(need, cfg.batch_size, shuffle=False, seed=cfg.seed),
                               eval_sampler, type_features=tfeats, num_threads=cfg.num_threads,
                               prefetch=cfg.prefetch)
         try:
@@ -269,7 +267,8 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
                 raise GraphfeedError(f"the training loss became {loss_avg} in epoch {epoch}: check "
                                      f"the input features, or lower --lr (now {cfg.lr:g})")
             t1 = time.perf_counter()
-            metrics = {name: link_metrics(*_score(unwrap(ddp), embed(name), pairs))
+            emb = embed()
+            metrics = {name: link_metrics(*_score(unwrap(ddp), emb, pairs))
                        for name, pairs in splits.items()}
             es = EpochStats(
                 epoch=epoch, loss=loss_avg, train_acc=tot[1] / max(tot[2], 1),
