@@ -257,3 +257,27 @@ def test_broken_typed_link_dataset_is_a_dataset_error(golden, tmp_path_factory, 
     text = str(e.value)
     assert re.search(file_pat, text), text
     assert re.search(msg_pat, text), text
+
+
+def test_prepare_link_split_of_a_relation(builtin_root, tmp_path, capsys):
+    from graphfeed.cli.main import main
+
+    src = f"{builtin_root('hetero')}/synthetic-hetero-v2"
+    assert main(["prepare", "link-split", src, str(tmp_path / "w"), "--relation", "writes",
+                 "--split", "0.8,0.1,0.1", "--seed", "4"]) == 0
+    ds = Dataset.open(tmp_path / "w")
+    et = ("author", "writes", "paper")
+    assert typed_link_edge_types(ds) == [et]
+    sizes = {k: typed_link_split(ds, k)[et][0].shape[1] for k in ("train", "valid", "test")}
+    assert sizes["train"] > 7 * sizes["valid"] > 0 and abs(sizes["valid"] - sizes["test"]) <= 1
+    assert set(ds.type_features) == {"author", "field", "paper"} and "label" in ds.features
+    assert ds.metadata.extra["link_split"]["edge_types"] == [list(et)]
+    # a heterogeneous source needs the relation; a homogeneous one refuses it
+    with pytest.raises(GraphfeedError, match="name the relation"):
+        from graphfeed.datasets.importers.link import prepare_link_split
+
+        prepare_link_split(src, tmp_path / "x")
+    assert main(["prepare", "link-split", src, str(tmp_path / "y"), "--relation",
+                 "paper:sells:paper"]) != 0
+    assert "unknown edge type" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()

@@ -37,7 +37,7 @@ from ._link_checks import NEG_SUFFIX, parse_typed_split_name, typed_split_name
 
 __all__ = ["write_typed_link_dataset", "typed_link_split", "typed_link_edge_types",
            "random_relation_split", "without_typed_pairs", "reverse_edge_types",
-           "is_typed_link"]
+           "is_typed_link", "split_typed_dataset"]
 
 
 def is_typed_link(dataset) -> bool:
@@ -47,7 +47,8 @@ def is_typed_link(dataset) -> bool:
 
 def write_typed_link_dataset(path, *, graph, splits: Mapping, negatives: Optional[Mapping] = None,
                              type_features: Optional[Mapping] = None, name: Optional[str] = None,
-                             overwrite: bool = False, extra: Optional[dict] = None) -> Path:
+                             overwrite: bool = False, extra: Optional[dict] = None,
+                             node_features: Optional[Mapping] = None) -> Path:
     """Write a typed ``link_prediction`` dataset folder atomically (validated before it is
     published; an invalid input raises ``DatasetError`` naming the value and leaves nothing at
     ``path``).
@@ -56,11 +57,13 @@ def write_typed_link_dataset(path, *, graph, splits: Mapping, negatives: Optiona
     (``train`` required, ``valid``, ``test``) -> edge type -> int ``(2, P)`` type-local pairs;
     ``negatives``: split name -> edge type -> int ``(P, k)`` fixed negative destinations
     (type-local ids of the destination type); ``type_features``: node type -> name -> one row
-    per node of that type."""
+    per node of that type; ``node_features``: name -> one row per global id (e.g. the labels
+    of the heterogeneous dataset the pairs were split from)."""
     from ..graph.hetero import HeteroGraph
     from .format import DatasetWriter, _feature_spec, _metadata, _to_numpy
     from .hetero import HeteroParts
-    from .schema import GraphSpec, SplitSpec, TaskSpec, check_json_value, check_name, split_path
+    from .schema import (GraphSpec, SplitSpec, TaskSpec, check_json_value, check_name,
+                         feature_path, split_path)
 
     path = Path(path)
     if not isinstance(graph, HeteroGraph):
@@ -94,6 +97,12 @@ def write_typed_link_dataset(path, *, graph, splits: Mapping, negatives: Optiona
     with DatasetWriter(path, overwrite=overwrite) as w:
         w.save_array("graph/indptr.npy", np.asarray(graph.csc.indptr, dtype=np.int64))
         w.save_array("graph/indices.npy", np.asarray(graph.csc.indices))
+        feats = {}
+        for fname, arr in (node_features or {}).items():
+            check_name(fname, f"{path}: node feature")
+            arr = _to_numpy(arr, f"node feature {fname!r}")
+            feats[fname] = _feature_spec(fname, arr, feature_path(fname))
+            w.save_array(feature_path(fname), arr)
         specs = {}
         for sname, (kind, arr) in arrays.items():
             rel = split_path(sname, 0, 1)
@@ -103,7 +112,7 @@ def write_typed_link_dataset(path, *, graph, splits: Mapping, negatives: Optiona
         hspec = parts.write(w, _to_numpy, _feature_spec)
         meta = _metadata(name or path.name, graph.num_nodes,
                          GraphSpec(graph.num_edges, "graph/indptr.npy", "graph/indices.npy"),
-                         {}, specs, TaskSpec("link_prediction", "", 0), {}, dict(extra or {}),
+                         feats, specs, TaskSpec("link_prediction", "", 0), {}, dict(extra or {}),
                          hspec)
         w.finish(meta)
     return path
@@ -217,3 +226,27 @@ def without_typed_pairs(hgraph, pairs: Mapping, *, reverse: Optional[Mapping] = 
     csc = CSCGraph(new_ptr, np.ascontiguousarray(np.asarray(g.csc.indices)[keep]), trusted=True)
     return HeteroGraph(csc, g.node_types, np.diff(off), g.edge_types,
                        np.ascontiguousarray(et_arr[keep]), trusted=True)
+
+
+def split_typed_dataset(dataset, out, relations, *, fractions=(0.85, 0.05, 0.10), seed: int = 0,
+                        name: Optional[str] = None, overwrite: bool = False) -> Path:
+    """A typed link dataset at ``out`` from an opened heterogeneous ``Dataset``: the same graph,
+    per-type and fused node features, and a seeded random split of the edges of
+    ``relations`` (edge-type triples, or relation names that name one edge type each;
+    :func:`random_relation_split`, reverse relations read off the graph). Returns ``out``."""
+    h = dataset.hetero
+    if h is None:
+        raise GraphfeedError(f"dataset {dataset.name!r} has one node type: --relation applies "
+                             f"to heterogeneous datasets")
+    if not relations:
+        raise GraphfeedError(f"dataset {dataset.name!r} is heterogeneous: name the relation(s) "
+                             f"to predict (--relation), one of {[list(e) for e in h.edge_types]}")
+    ets = [h.edge_types[h.edge_type_id(r)] for r in relations]
+    splits = random_relation_split(h, ets, fractions, seed=seed)
+    loaded = dataset.arrays.hetero["node_features"]
+    return write_typed_link_dataset(
+        out, graph=h, splits=splits, name=name or f"{dataset.name}-link", overwrite=overwrite,
+        type_features={t: {k: np.asarray(a) for k, a in fs.items()} for t, fs in loaded.items()},
+        node_features={k: np.asarray(v) for k, v in dataset.arrays.node_features.items()},
+        extra={"link_split": {"from": dataset.name, "edge_types": [list(e) for e in ets],
+                              "fractions": [float(f) for f in fractions], "seed": int(seed)}})
