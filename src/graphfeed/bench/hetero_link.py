@@ -95,16 +95,15 @@ def format_typed_link_report(r: dict) -> str:
                 f"seeds/s  {f['edges_per_s']:>13,.0f} edges/s  {f['batches'] / f['seconds']:>6.1f}"
                 f" batches/s")
 
-    return "\n".join([
-        f"dataset {r['dataset']} (typed link): {r['num_nodes']:,} nodes, {r['num_edges']:,} "
-        f"edges; pairs of {r['edge_types']}; fanouts {r['fanouts']} per edge type, batch "
-        f"{r['batch_size']} pairs + {r['num_negatives']} negative(s) each (exclude "
-        f"{r['exclude']}), {r['num_batches']} batches, {r['num_threads']} loader threads, "
-        f"{r['cpu_count']} CPUs",
-        row("typed link sampling", r["typed_link_sample"]),
-        row("homogeneous link, same graph", r["link_sample"]),
-        f"  typed / homogeneous sampled edges/s: {r['edges_per_s_ratio']:.2f}x (median of "
-        f"{len(r['edges_per_s_ratios'])} alternating rounds: "
-        f"{', '.join(f'{x:.2f}' for x in r['edges_per_s_ratios'])}); peak RSS "
-        f"{format_bytes(r['peak_rss_bytes'])}",
-    ])
+    head = (f"dataset {r['dataset']} (typed link): {r['num_nodes']:,} nodes, "
+            f"{r['num_edges']:,} edges; pairs of {r['edge_types']}; fanouts {r['fanouts']} per "
+            f"edge type, batch {r['batch_size']} pairs + {r['num_negatives']} negative(s) each "
+            f"(exclude {r['exclude']}), {r['num_batches']} batches, {r['num_threads']} loader "
+            f"threads, {r['cpu_count']} CPUs")
+    ratios = ", ".join(f"{x:.2f}" for x in r["edges_per_s_ratios"])
+    tail = (f"  typed / homogeneous sampled edges/s: {r['edges_per_s_ratio']:.2f}x (median of "
+            f"{len(r['edges_per_s_ratios'])} alternating rounds: {ratios}); peak RSS "
+            f"{format_bytes(r['peak_rss_bytes'])}")
+    rows = [row("typed link sampling", r["typed_link_sample"]),
+            row("homogeneous link, same graph", r["link_sample"])]
+    return "\n".join([head, *rows, tail])

@@ -65,12 +65,10 @@ def write_typed_link_dataset(path, *, graph, splits: Mapping, negatives: Optiona
     from .schema import (GraphSpec, SplitSpec, TaskSpec, check_json_value, check_name,
                          feature_path, split_path)
 
-    path = Path(path)
     if not isinstance(graph, HeteroGraph):
         raise GraphfeedError(f"graph must be a HeteroGraph, got {type(graph).__name__}")
-    if extra is not None:
-        check_json_value(extra, "extra")
-    arrays = {}
+    check_json_value(extra or {}, "extra")
+    path, arrays = Path(path), {}
 
     def add(kind, sname, by_type, what):
         check_name(sname, f"{path}: split")

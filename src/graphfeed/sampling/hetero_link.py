@@ -211,16 +211,17 @@ class HeteroLinkSampler(Sampler):
 
     # ------------------------------------------------------------------ Sampler interface
     @property
+    def device(self) -> torch.device:
+        """The node sampler's device (the CPU for ``HeteroNeighborSampler``)."""
+        return getattr(self.sampler, "device", torch.device("cpu"))
+
+    @property
     def num_nodes(self) -> int:
+        """Nodes of every type (global ids)."""
         return self.graph.num_nodes
 
-    @property
-    def fanouts(self) -> tuple[int, ...]:
-        return self.sampler.fanouts
-
-    @property
-    def device(self) -> torch.device:
-        return getattr(self.sampler, "device", torch.device("cpu"))
+    fanouts = property(lambda self: self.sampler.fanouts,
+                       doc="The node sampler's per-layer fanouts.")
 
     @property
     def num_pairs(self) -> Optional[int]:
@@ -232,14 +233,14 @@ class HeteroLinkSampler(Sampler):
         other._tab = self._tab
         return other
 
+    def __repr__(self) -> str:
+        opts = ", ".join(f"{k}={v!r}" for k, v in self._options().items()
+                         if k not in ("reverse_edge_types", "seed"))
+        table = "" if self._tab is None else f", pairs={self.num_pairs}"
+        return f"HeteroLinkSampler({self.sampler!r}, {opts}{table})"
+
     def close(self) -> None:
         self.sampler.close()
-
-    def __repr__(self) -> str:
-        table = "" if self._tab is None else f", pairs={self.num_pairs}"
-        return (f"HeteroLinkSampler({self.sampler!r}, num_negatives={self.num_negatives}, "
-                f"negatives={self.negatives!r}, exclude={self.exclude!r}, "
-                f"exclude_positive={self.exclude_positive}{table})")
 
     def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0,
                executor: Optional[Executor] = None, pair_labels=None) -> HeteroLinkMiniBatch:

@@ -75,14 +75,9 @@ def check_typed_link_dataset(cfg, dataset) -> list:
                              "prediction on typed (heterogeneous) datasets yet")
     if cfg.partitions:
         raise GraphfeedError("--partitions: typed link datasets train on one graph")
-    if cfg.sampling_method().kind != "uniform":
-        raise GraphfeedError(f"typed link datasets are sampled uniformly; got "
-                             f"{cfg.sampling_method().describe()}")
-    from .hetero import GPU_SAMPLING_MODES
+    from .hetero import _check_cfg
 
-    if cfg.mode not in ("auto", "cpu-cpu", "cpu-cuda") + GPU_SAMPLING_MODES:
-        raise GraphfeedError(f"--mode {cfg.mode}: typed link datasets support the modes auto, "
-                             f"cpu-cpu, cpu-cuda, {', '.join(GPU_SAMPLING_MODES)}")
+    _check_cfg(cfg)  # the heterogeneous trainer's sampling method and modes
     ets = typed_link_edge_types(dataset, "train")
     if not ets:
         raise GraphfeedError(f"dataset {dataset.name!r} has no training pairs")
@@ -128,6 +123,26 @@ def _score(net, emb: dict, pairs: dict):
     return torch.cat(pos_all).numpy(), torch.cat(neg_all).numpy()
 
 
+def _take_if_best(result, es) -> bool:
+    """Make epoch ``es`` the run's best when its valid MRR is better; whether it was."""
+    from .metrics import is_better
+
+    better = is_better(es.valid["mrr"], result.best_valid)
+    if better:
+        result.best_epoch, result.best_valid = es.epoch, es.valid["mrr"]
+        result.test = dict(es.test)
+    return better
+
+
+def _epoch_line(es) -> str:
+    from .metrics import format_metrics
+
+    return "  ".join([f"epoch {es.epoch:2d}", f"loss {es.loss:.4f}",
+                      f"train acc {es.train_acc:.4f}", f"valid {format_metrics(es.valid)}",
+                      f"test {format_metrics(es.test)}", f"{es.seeds_per_s:,.0f} pairs/s",
+                      f"{es.seconds:.1f}s + eval {es.eval_seconds:.1f}s"])
+
+
 def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: int = 1,
                      say: Callable[[str], None] = print):
     """One typed link-prediction run of ``cfg`` on ``dataset`` (see the module docstring)."""
@@ -142,7 +157,6 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
     from .hetero import HeteroRGCN, _open_type_features, hetero_sampler
     from .link import link_metrics
     from .loop import _all_reduce
-    from .metrics import format_metrics, is_better
     from .result import EpochStats, TrainResult
 
     ets = check_typed_link_dataset(cfg, dataset)
@@ -241,10 +255,10 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
     bad_epochs = 0
     try:
         for epoch in range(cfg.epochs):
-            ddp.train()
             loader.set_epoch(epoch)
-            t0 = time.perf_counter()
+            ddp.train()
             loss_sum = correct = seen = 0.0
+            t0 = time.perf_counter()
             for mb in loader:
                 mb = mb.to(device)
                 out = ddp({t: v for t, v in mb.x_dict.items()}, mb.blocks,
@@ -278,15 +292,8 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
                 peak_rss_bytes=peak_rss_bytes(), valid=metrics["valid"], test=metrics["test"],
                 eval_seconds=time.perf_counter() - t1, rss_bytes=current_rss_bytes())
             result.epochs.append(es)
-            if is_better(es.valid["mrr"], result.best_valid):
-                result.best_epoch, result.best_valid, result.test = (epoch, es.valid["mrr"],
-                                                                     dict(es.test))
-                bad_epochs = 0
-            else:
-                bad_epochs += 1
-            say(f"epoch {epoch:2d}  loss {loss_avg:.4f}  train acc {es.train_acc:.4f}  valid "
-                f"{format_metrics(es.valid)}  test {format_metrics(es.test)}  "
-                f"{es.seeds_per_s:,.0f} pairs/s  {seconds:.1f}s + eval {es.eval_seconds:.1f}s")
+            bad_epochs = 0 if _take_if_best(result, es) else bad_epochs + 1
+            say(_epoch_line(es))
             if cfg.patience and bad_epochs >= cfg.patience:
                 result.stopped_early = epoch < cfg.epochs - 1
                 break
