@@ -55,6 +55,9 @@ def test_dry_run_and_refusals(data_root, tmp_path):
         check_typed_link_dataset(_Cfg(save=str(tmp_path)), ds)
     with pytest.raises(GraphfeedError, match="--partitions"):
         check_typed_link_dataset(_Cfg(partitions=2), ds)
+    node = open_dataset("hetero", data_root)  # generated next to it: a node dataset
+    with pytest.raises(GraphfeedError, match="needs a link_prediction dataset.*--relation"):
+        check_typed_link_dataset(_Cfg(), node)
 
 
 class _Cfg:

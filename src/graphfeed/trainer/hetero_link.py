@@ -70,6 +70,11 @@ def check_typed_link_dataset(cfg, dataset) -> list:
     edge types it trains on (those with training pairs)."""
     from ..datasets.hetero_link import typed_link_edge_types
 
+    if dataset.task_type != "link_prediction":
+        raise GraphfeedError(f"--task link needs a link_prediction dataset; {dataset.name!r} is a "
+                             f"{dataset.task_type} dataset (make typed pairs with graphfeed "
+                             f"prepare link-split SRC OUT --relation REL, or use the built-in "
+                             f"'hetero-link')")
     if cfg.save or cfg.resume or cfg.predict:
         raise GraphfeedError("--save, --resume and --predict are not supported for link "
                              "prediction on typed (heterogeneous) datasets yet")
