@@ -237,6 +237,11 @@ def _train_loop(cfg: TrainConfig, dataset, plan, model=None, on_batch=None,
         _check_outputs(cfg)
         if dataset is None:
             dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=rank == 0)
+        if getattr(dataset, "hetero", None) is not None:  # typed pairs: trainer/hetero_link.py
+            from .trainer.hetero_link import train_typed_link
+
+            return train_typed_link(cfg, dataset, device, rank=rank, world_size=world_size,
+                                    say=say)
         return train_link(cfg, dataset, plan, rank=rank, world_size=world_size, say=say,
                           model=model, on_batch=on_batch, on_epoch=on_epoch)
 
@@ -347,6 +352,12 @@ def check_run(cfg: TrainConfig, *, dataset=None) -> dict:
 
         _check_outputs(cfg)
         ds = open_dataset(cfg.dataset, cfg.data_root) if dataset is None else dataset
+        if getattr(ds, "hetero", None) is not None:
+            from .trainer.hetero_link import check_typed_link_dataset
+
+            return {"dataset": ds.name, "task": "link", "device": device, "model": "rgcn",
+                    "decoder": cfg.decoder, "fanouts": list(cfg.fanouts), "edge_types":
+                    [list(e) for e in check_typed_link_dataset(cfg, ds)]}
         return {"dataset": ds.name, "task": "link", "device": device, "model": cfg.model,
                 "decoder": cfg.decoder, "in_dim": check_link_dataset(cfg, ds),
                 "fanouts": list(cfg.fanouts)}

@@ -7,6 +7,8 @@ samples every distinct endpoint and the seed pairs (and, on an undirected graph,
 reverses) are filtered out of the blocks. Figures: pairs/s (seed pairs), seeds/s (distinct
 endpoints sampled), sampled edges/s; the node figure is ``batch_size`` node seeds a batch.
 Node and link runs alternate ``rounds`` times; the ratios are medians of the per-round ratios.
+On a typed link dataset (node and edge types) the typed sampler runs instead, next to this
+homogeneous link sampling of the same fused graph (:mod:`.hetero_link`).
 """
 
 from __future__ import annotations
@@ -63,6 +65,18 @@ def bench_link_sample(data: BenchData, *, fanouts: Sequence[int] = (15, 10, 5),
     from ..placement.plan import place
     from ..sampling.link import LinkSampler
 
+    if data.dataset is not None and getattr(data.dataset, "hetero", None) is not None:
+        from .hetero_link import bench_typed_link_sample  # typed pairs: the typed sampler
+
+        if mode not in ("cpu-cpu", "auto"):
+            from ..errors import GraphfeedError
+
+            raise GraphfeedError(f"--mode {mode}: typed link sampling is benchmarked on the CPU")
+        return bench_typed_link_sample(
+            data.dataset, fanouts=fanouts, batch_size=batch_size, num_negatives=num_negatives,
+            num_batches=num_batches, warmup=max(warmup, 1), replace=replace,
+            num_threads=num_threads, prefetch=prefetch, seed=seed, rounds=rounds,
+            exclude=exclude)
     total = batch_size * (num_batches + warmup)
     pairs = _bench_pairs(data, total, seed)
     if exclude == "auto":
@@ -99,6 +113,11 @@ def bench_link_sample(data: BenchData, *, fanouts: Sequence[int] = (15, 10, 5),
 
 def format_link_report(r: dict) -> str:
     from .._units import format_bytes
+
+    if r.get("typed"):
+        from .hetero_link import format_typed_link_report
+
+        return format_typed_link_report(r)
 
     link, node = r["link_sample"], r["node_sample"]
     return "\n".join([

@@ -181,12 +181,18 @@ def _link_arguments(p: argparse.ArgumentParser, fmt: str) -> None:
     p.add_argument("out", metavar="OUT", help="dataset folder to create")
     if fmt == "ogbl":
         p.add_argument("--split-name", help="which split/<name>/ to use (default: the first)")
+    if fmt == "link-split":
+        p.add_argument("--relation", action="append", metavar="REL",
+                       help="heterogeneous SRC: split the edges of this relation (a name, or "
+                            "src_type:relation:dst_type); repeat for several")
 
 
 def _link_kwargs(args) -> dict:
     kw = dict(src=args.src, out=args.out, split=_split(args.split, args.seed))
     if getattr(args, "split_name", None):
         kw["split_name"] = args.split_name
+    if getattr(args, "relation", None):
+        kw["relation"] = args.relation
     return kw
 
 

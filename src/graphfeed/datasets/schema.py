@@ -448,13 +448,18 @@ def parse_metadata(raw: Any, source: str = METADATA_FILE) -> Metadata:
         from ._link_checks import check_link_metadata
 
         c.obj(t, "task", ("type",))
-        if "hetero" in d:
-            raise c.err("hetero", "link prediction on heterogeneous graphs is not supported yet "
-                                  "(a link_prediction dataset has one node type)")
-        check_link_metadata(splits, c.err)
+        hetero = None
+        if "hetero" in d:  # typed splits, one per (split, edge type): datasets/hetero_link.py
+            from ._link_checks import check_typed_link_metadata
+            from .hetero_schema import parse_hetero
+
+            hetero = parse_hetero(d["hetero"], c, num_nodes, graph.num_edges)
+            check_typed_link_metadata(splits, hetero, c.err)
+        else:
+            check_link_metadata(splits, c.err)
         return Metadata(name=name, num_nodes=num_nodes, graph=graph, node_features=node_features,
                         splits=splits, task=TaskSpec(ttype, "", 0), edge_features=edge_features,
-                        extra=_extra(d, c), format_version=ver)
+                        extra=_extra(d, c), format_version=ver, hetero=hetero)
     c.obj(t, "task", ("type", "target", "num_classes"), ("class_names",))
     num_classes = c.int_(t["num_classes"], "task.num_classes", lo=1)
     if num_classes > MAX_NUM_CLASSES or num_classes > max(1, num_nodes):

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import GraphfeedError
 from . import synthetic_hetero as _hetero
+from . import synthetic_hetero_link as _hetero_link
 
 #: bump when the generator changes, so stale caches are not reused
 GENERATOR_VERSION = 2
@@ -58,6 +59,8 @@ SPECS = {
 }
 # the heterogeneous one (three node types, four relations): graphfeed.datasets.synthetic_hetero
 SPECS["hetero"] = _hetero.SPEC
+# typed link prediction (author writes paper) on that graph: graphfeed.datasets.synthetic_hetero_link
+SPECS["hetero-link"] = _hetero_link.SPEC
 
 
 @dataclass
@@ -145,6 +148,8 @@ def build(name: str, root: Optional[Path] = None, *, overwrite: bool = False) ->
     path = builtin_path(name, root)
     if isinstance(spec, _hetero.HeteroSyntheticSpec):
         return _hetero.build(path, spec, overwrite=overwrite)
+    if isinstance(spec, _hetero_link.HeteroLinkSpec):
+        return _hetero_link.build(path, spec, overwrite=overwrite)
     a = generate_arrays(spec)
     if spec.task == "link":
         from .link import build_synthetic

@@ -167,6 +167,11 @@ def load_folder(folder, *, mmap: bool = True, full: bool = True) -> LoadedArrays
         hetero = load_hetero(root, meta, lambda rel, role: _open(root, rel, role, mmap, paths),
                              _check_spec, full, {"paths": paths, "indptr": indptr,
                                                  "indices": indices, "splits": splits})
+        if full and meta.task.type == "link_prediction":  # typed link splits
+            from ._link_checks import check_typed_link_contents
+
+            check_typed_link_contents(meta, indptr, indices, hetero["edge_type"], splits,
+                                      {k: paths[split_role(k, 0, 1)] for k in splits})
     return LoadedArrays(meta, indptr, indices, weights, node_features, edge_features, splits, paths,
                         hetero)
 

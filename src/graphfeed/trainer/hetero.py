@@ -51,7 +51,8 @@ class HeteroRGCN(nn.Module):
     type ``t`` gets ``W_root[t] h_t + sum over relations r into t of W_r mean(h_src)``.
 
     ``in_dims``: node type -> input feature size (types left out get a learned input
-    vector); outputs the logits of the ``target`` type's seeds. Every parameter takes part
+    vector); outputs the logits of the ``target`` type's seeds (``target`` a tuple of types:
+    a dict type -> outputs of its seeds, as typed link prediction uses). Every parameter takes part
     in every step: only the types and relations on a path of ``num_layers`` relations to the
     target get parameters (empty relations add zeros), and the last layer computes only the
     target type."""
@@ -64,7 +65,7 @@ class HeteroRGCN(nn.Module):
         # the types whose layer-i outputs lead to the target (the last layer computes only the
         # target's): a parameter off every path would get no gradient, which DDP refuses
         needed = [set() for _ in range(num_layers + 1)]
-        needed[num_layers] = {target}
+        needed[num_layers] = {target} if isinstance(target, str) else set(target)
         for i in range(num_layers, 0, -1):
             needed[i - 1] = needed[i] | {s for s, _, d in edge_types if d in needed[i]}
         inputs = needed[0]
@@ -116,7 +117,9 @@ class HeteroRGCN(nn.Module):
                 out = {t: F.dropout(F.relu(v), self.dropout, self.training)
                        for t, v in out.items()}
             h = out
-        return h[self.target]
+        if isinstance(self.target, str):
+            return h[self.target]
+        return {t: h[t] for t in self.target}  # several output types: a dict
 
 
 def _open_type_features(dataset, backend: str, cache_size, cache_policy) -> dict:

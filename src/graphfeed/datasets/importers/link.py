@@ -138,11 +138,14 @@ def prepare_ogbl(src, out, *, split_name: Optional[str] = None, undirected: bool
 
 
 def prepare_link_split(src, out, *, split=None, undirected: bool = False, dedupe: bool = False,
-                       **common):
+                       relation=None, **common):
     """``graphfeed prepare link-split SRC OUT --split 0.85,0.05,0.1 --seed S``: the prepared
     dataset folder ``src`` as a link dataset with a seeded random edge split
     (:func:`split_dataset`; ``split``: a ``SplitRule`` of three fractions, default 85/5/10).
-    The graph is taken as stored (``undirected``/``dedupe`` do not apply). Returns the
+    The graph is taken as stored (``undirected``/``dedupe`` do not apply). A heterogeneous
+    ``src`` needs ``relation`` (``--relation``, repeatable: a relation name or
+    ``src:relation:dst``) and gives a typed link dataset of those relations' edges
+    (:func:`~graphfeed.datasets.hetero_link.split_typed_dataset`). Returns the
     ``PrepareReport``."""
     from ..format import Dataset
 
@@ -157,8 +160,25 @@ def prepare_link_split(src, out, *, split=None, undirected: bool = False, dedupe
             raise DatasetError(f"prepare link-split: --split takes edge fractions like "
                                f"0.85,0.05,0.1, got a {split.kind} rule")
         fractions, seed = split.sizes, split.seed
-    split_dataset(Dataset.open(src), out, fractions=fractions, seed=seed, **opts)
+    ds = Dataset.open(src)
+    if relation or getattr(ds, "hetero", None) is not None:  # typed pairs of given relations
+        from ..hetero_link import split_typed_dataset
+
+        rels = [relation] if isinstance(relation, str) else list(relation or [])
+        split_typed_dataset(ds, out, [_relation(r) for r in rels], fractions=fractions,
+                            seed=seed, **opts)
+    else:
+        split_dataset(ds, out, fractions=fractions, seed=seed, **opts)
     return _report(Path(out), t0)
+
+
+def _relation(text: str):
+    """``--relation``: a relation name (``writes``) or a ``src:relation:dst`` triple."""
+    parts = str(text).split(":")
+    if len(parts) not in (1, 3) or not all(parts):
+        raise DatasetError(f"prepare link-split: --relation takes a relation name or "
+                           f"src_type:relation:dst_type, got {text!r}")
+    return parts[0] if len(parts) == 1 else tuple(parts)
 
 
 def split_dataset(dataset, out, *, fractions=(0.85, 0.05, 0.10), seed: int = 0,
