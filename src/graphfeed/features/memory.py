@@ -51,17 +51,30 @@ class InMemoryFeature(PoolOwner, Feature):
     UVA view of pinned rows) is read with ``torch.index_select`` on that device, as is a
     non-contiguous CPU tensor. Rows go into ``out`` when given. A 1-D array is treated as one
     scalar per row (e.g. labels).
+
+    ``huge_pages``: a table of 32 MB or more in private anonymous memory (a tensor built in this
+    process; numpy already asks for huge pages on its large arrays) is backed by transparent
+    huge pages (:func:`._hugepages.advise_huge_pages`), which spares the gather a TLB miss per
+    row. Memory maps and shared memory are left as they are.
     """
 
     kind = "in-memory"
 
-    def __init__(self, data, *, num_threads: int = 2):
+    def __init__(self, data, *, num_threads: int = 2, huge_pages: bool = True):
         t = to_tensor(data)
         if t.dim() == 0:
             raise GraphfeedError("a feature needs at least one dimension (rows)")
         self._data = t
         self._pool = ChunkPool(check_int("num_threads", num_threads, 1), "gf-ram")
+        self.huge_pages = bool(huge_pages)
         self._words = _word_rows(t)
+        self._advise()
+
+    def _advise(self) -> None:
+        if self.huge_pages and self._words is not None:
+            from ._hugepages import advise_huge_pages
+
+            advise_huge_pages(self._data)
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -70,7 +83,9 @@ class InMemoryFeature(PoolOwner, Feature):
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        self.huge_pages = state.get("huge_pages", True)
         self._words = _word_rows(self._data)
+        self._advise()  # unpickled rows are new memory
 
     @property
     def data(self) -> torch.Tensor:
