@@ -1,5 +1,6 @@
-"""Huge pages for in-memory feature tables: only private anonymous memory is advised, the rows
-never change, and an advised table reads the same rows through ``read(ids, out=)``."""
+"""Huge pages for in-memory feature tables: private anonymous memory is collapsed, file maps are
+marked, shared anonymous memory is left alone, the rows never change, and an advised table
+reads the same rows through ``read(ids, out=)``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch
 
 from graphfeed.features._hugepages import (
     HUGE_PAGE_BYTES,
-    _private_anonymous,
+    _mapping_kind,
     advise_huge_pages,
     thp_mode,
 )
@@ -41,26 +42,37 @@ def test_anonymous_table_is_advised_and_unchanged():
 
 
 @linux
-def test_small_noncontiguous_and_mapped_tables_are_left_alone(tmp_path):
+def test_small_and_noncontiguous_tables_are_left_alone():
     assert advise_huge_pages(_table(1)) == 0  # under MIN_TABLE_BYTES
     assert advise_huge_pages(_table()[:, ::2], min_bytes=0) == 0  # not contiguous
+
+
+@linux
+@thp
+def test_file_map_is_marked_not_collapsed(tmp_path):
     path = tmp_path / "f.npy"
     np.save(path, _table().numpy())
     mm = np.load(path, mmap_mode="r")
     lo = -(-mm.ctypes.data // HUGE_PAGE_BYTES) * HUGE_PAGE_BYTES
-    assert not _private_anonymous(lo, lo + HUGE_PAGE_BYTES)  # a file mapping
+    assert _mapping_kind(lo, lo + HUGE_PAGE_BYTES) == "file"
     with pytest.warns(UserWarning):  # torch warns about the read-only map; nothing is written
         t = torch.from_numpy(mm)
-    assert advise_huge_pages(t, min_bytes=0) == 0
+    assert advise_huge_pages(t, min_bytes=0) > 0
     assert np.array_equal(np.asarray(mm), np.load(path))
 
 
 @linux
-def test_unmapped_range_is_not_anonymous():
+def test_mapping_kinds():
     t = _table()
     lo = -(-t.data_ptr() // HUGE_PAGE_BYTES) * HUGE_PAGE_BYTES
-    assert _private_anonymous(lo, lo + HUGE_PAGE_BYTES)
-    assert not _private_anonymous(0, HUGE_PAGE_BYTES)  # page zero is never mapped
+    assert _mapping_kind(lo, lo + HUGE_PAGE_BYTES) == "anon"
+    assert _mapping_kind(0, HUGE_PAGE_BYTES) is None  # page zero is never mapped
+    import mmap
+
+    shared = mmap.mmap(-1, 8 * HUGE_PAGE_BYTES)  # MAP_SHARED anonymous: not ours to change
+    addr = np.frombuffer(shared, dtype=np.uint8).ctypes.data
+    slo = -(-addr // HUGE_PAGE_BYTES) * HUGE_PAGE_BYTES
+    assert _mapping_kind(slo, slo + HUGE_PAGE_BYTES) is None
 
 
 @pytest.mark.parametrize("huge", [True, False])

@@ -52,10 +52,11 @@ class InMemoryFeature(PoolOwner, Feature):
     non-contiguous CPU tensor. Rows go into ``out`` when given. A 1-D array is treated as one
     scalar per row (e.g. labels).
 
-    ``huge_pages``: a table of 32 MB or more in private anonymous memory (a tensor built in this
-    process; numpy already asks for huge pages on its large arrays) is backed by transparent
-    huge pages (:func:`._hugepages.advise_huge_pages`), which spares the gather a TLB miss per
-    row. Memory maps and shared memory are left as they are.
+    ``huge_pages``: a table of 32 MB or more is backed by transparent huge pages where the
+    kernel allows (:func:`._hugepages.advise_huge_pages`), which spares the gather a TLB miss
+    per row: private anonymous memory is collapsed into huge pages now (numpy already asks for
+    them on its large arrays); a memory map of a file is marked, so that pages read into the
+    page cache through it arrive as 2 MiB folios. Shared anonymous memory is left as it is.
     """
 
     kind = "in-memory"
