@@ -62,3 +62,21 @@ def test_bench_sample_methods_next_to_uniform(capsys):
             assert r["input_nodes_ratio"] < 1
     assert main(["bench", "sample", "--dataset", "tiny", "--batches", "2", "--sampler", "weighted"]) != 0
     assert "weight" in capsys.readouterr().err
+
+
+def test_bench_sample_fetch_alternates_with_sampling_alone(capsys):
+    """Uniform sampling with features: sampling alone and sampling + fetch alternate --rounds
+    times; the reported pair is the round with the median ratio, and CPU per batch is given."""
+    assert main(["bench", "sample", "--dataset", "tiny", "--batches", "3", "--warmup", "1",
+                 "--batch-size", "64", "--rounds", "3", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    ratios = r["fetch_ratios"]
+    assert len(ratios) == 3 and all(x > 0 for x in ratios)
+    assert r["fetch_ratio"] == sorted(ratios)[1]
+    assert math.isclose(r["sample_fetch"]["seeds_per_s"] / r["sample"]["seeds_per_s"], r["fetch_ratio"])
+    for stage in ("sample", "sample_fetch"):
+        assert r[stage]["batches"] == 3 and r[stage]["cpu_ms_per_batch"] >= 0
+    assert r["fetch_cpu_ratio"] > 0
+    assert main(["bench", "sample", "--dataset", "tiny", "--batches", "3", "--warmup", "1",
+                 "--batch-size", "64", "--rounds", "2"]) == 0
+    assert "alternating rounds" in capsys.readouterr().out

@@ -98,10 +98,10 @@ def _run_loader(sampler, ids, batch_size, warmup, *, feature=None, num_threads=2
                         num_threads=num_threads, prefetch=prefetch, device=device)
     seeds = edges = batches = inputs = 0
     nbytes = 0
-    t0 = None
+    t0 = c0 = None
     for i, mb in enumerate(loader):
         if i == warmup:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
         if i >= warmup:
             seeds += int(mb.seeds.shape[0])
             edges += mb.num_sampled_edges
@@ -114,9 +114,13 @@ def _run_loader(sampler, ids, batch_size, warmup, *, feature=None, num_threads=2
 
         torch.cuda.synchronize()
     dt = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     loader.close()
     out = _figures(seeds, edges, batches, dt, nbytes)
     out["input_nodes_per_batch"] = inputs / max(batches, 1)
+    # CPU seconds of the whole process per batch: what a batch costs whatever else the machine
+    # runs (wall-clock figures on a shared machine also measure the other processes)
+    out["cpu_ms_per_batch"] = cpu / max(batches, 1) * 1e3
     return out
 
 
@@ -135,6 +139,21 @@ def _run_serial(sampler, ids, batch_size, warmup) -> dict:
             edges += mb.num_sampled_edges
             batches += 1
     return _figures(seeds, edges, batches, time.perf_counter() - t0, 0)
+
+
+def _fetch_ratios(result: dict, runs: list, fruns: list) -> None:
+    """``sample`` / ``sample_fetch`` (the round with the median ratio) and the ratios of
+    sampling + fetch to sampling alone: ``fetch_ratio`` (seeds/s, median over rounds) with every
+    round's in ``fetch_ratios``, and ``fetch_cpu_ratio`` (CPU per batch of sampling alone over
+    that of sampling + fetch, median): the throughput ratio a machine with every core free
+    would show when both are CPU-bound."""
+    ratios = [f["seeds_per_s"] / r["seeds_per_s"] for r, f in zip(runs, fruns)]
+    cpu = [r["cpu_ms_per_batch"] / max(f["cpu_ms_per_batch"], 1e-9) for r, f in zip(runs, fruns)]
+    mid = int(np.argsort(ratios)[len(ratios) // 2])
+    result["sample"], result["sample_fetch"] = runs[mid], fruns[mid]
+    result["fetch_ratio"] = float(np.median(ratios))
+    result["fetch_ratios"] = ratios
+    result["fetch_cpu_ratio"] = float(np.median(cpu))
 
 
 def _figures(seeds, edges, batches, dt, nbytes) -> dict:
@@ -180,6 +199,12 @@ def bench_sample(
     ``cpu-cuda``, ``pinned-cuda``, ``cuda-cuda`` or ``auto``; CUDA modes also report the peak
     GPU memory (with whatever allocator setting is in force: compare runs with
     ``PYTORCH_ALLOC_CONF=expandable_segments:False`` and without).
+
+    With uniform sampling and ``features``, sampling alone and sampling + fetch alternate
+    ``rounds`` times (``fetch_ratio``: the median of the per-round seeds/s ratios,
+    ``fetch_ratios``: each round's, ``fetch_cpu_ratio``: the same from CPU time per batch, which
+    other processes on a shared machine disturb less); ``sample`` and ``sample_fetch`` are the
+    round with the median ratio. Every run reports ``cpu_ms_per_batch`` (the whole process).
 
     ``method``: a ``graphfeed.sampling.SamplingMethod`` (or kind name; bound to the dataset's
     weights and times). A non-uniform method is timed next to uniform sampling in the same run,
@@ -236,7 +261,18 @@ def bench_sample(
         "placement_reason": placed.placement.reason,
         "device": str(dev),
     }
-    if method.is_uniform:
+    if method.is_uniform and feature is not None:
+        # sampling alone and sampling + fetch alternate ``rounds`` times: on a shared machine
+        # both halves of a ratio then see the same load
+        fetched = placed.features["feat"]
+        runs, fruns = [], []
+        for _ in range(max(1, int(rounds))):
+            runs.append(_run_loader(sampler, ids, batch_size, warmup, num_threads=num_threads,
+                                    prefetch=prefetch, device=dev))
+            fruns.append(_run_loader(sampler, ids, batch_size, warmup, feature=fetched,
+                                     num_threads=num_threads, prefetch=prefetch, device=dev))
+        _fetch_ratios(result, runs, fruns)
+    elif method.is_uniform:
         result["sample"] = _run_loader(sampler, ids, batch_size, warmup, num_threads=num_threads,
                                        prefetch=prefetch, device=dev)
     else:  # next to uniform sampling of the same placement, alternating, in this run
@@ -260,8 +296,10 @@ def bench_sample(
         result["features"] = features
         result["feature_shape"] = list(feature.shape)
         result["feature_dtype"] = str(feature.dtype).replace("torch.", "")
-        result["sample_fetch"] = _run_loader(sampler, ids, batch_size, warmup, feature=feature,
-                                             num_threads=num_threads, prefetch=prefetch, device=dev)
+        if "sample_fetch" not in result:  # a non-uniform method: one run after its rounds
+            fetched = _run_loader(sampler, ids, batch_size, warmup, feature=feature,
+                                  num_threads=num_threads, prefetch=prefetch, device=dev)
+            _fetch_ratios(result, [result["sample"]], [fetched])
     if cuda:
         result["peak_gpu_bytes"] = int(torch.cuda.max_memory_allocated(dev))
         result["peak_gpu_reserved_bytes"] = int(torch.cuda.max_memory_reserved(dev))
@@ -307,6 +345,15 @@ def format_report(r: dict) -> str:
                      f"{r['input_nodes_ratio']:.2f}x uniform's")
     if "sample_fetch" in r:
         lines.append(row(f"sampling + fetch ({r['features']})", r["sample_fetch"]))
+        if "fetch_ratio" in r:
+            rs = r["fetch_ratios"]
+            lines.append(
+                f"  sampling + fetch: {r['fetch_ratio']:.2f}x sampling alone's seeds/s"
+                + (f" (median of {len(rs)} alternating rounds: {', '.join(f'{x:.2f}' for x in rs)})"
+                   if len(rs) > 1 else "")
+                + f"; CPU per batch {r['sample']['cpu_ms_per_batch']:.1f} ms alone, "
+                f"{r['sample_fetch']['cpu_ms_per_batch']:.1f} ms with the fetch "
+                f"({r['fetch_cpu_ratio']:.2f}x)")
     if "baseline_numba_1thread" in r:
         lines.append(row("numba, 1 thread (baseline)", r["baseline_numba_1thread"]))
         lines.append(row("torch vectorised (baseline)", r["baseline_torch_vectorised"]))

@@ -43,7 +43,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="temporal: seeded random node times in [0, 10^6) (seeds' times: theirs)")
     s.add_argument("--rounds", type=_args.positive_int, default=3,
                    help="non-uniform --sampler: alternate it with uniform sampling this many "
-                        "times and report the median ratio [3]")
+                        "times and report the median ratio; uniform with --features: alternate "
+                        "sampling alone and sampling + fetch the same way [3]")
     s.add_argument("--features", default="ram", choices=[*_args.feature_backends(), "none"])
     s.add_argument("--cache-size", type=_args.size, default=0, help=f"({_args.SIZE_UNITS}) [0]")
     s.add_argument("--cache-policy", default="sieve", choices=_args.cache_policies())
