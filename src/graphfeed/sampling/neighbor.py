@@ -372,8 +372,8 @@ class NeighborSampler(Sampler):
 
     def _prepared(self) -> dict:
         """The per-graph arrays of the method, built once (O(E)) on first use and shared with
-        :meth:`with_fanouts` copies: weighted, the alias records and per-node weight sums and
-        positive counts (16 B per edge with int32 indices, 32 B with int64);
+        :meth:`with_fanouts` copies: weighted, the alias records (8 B per edge) and per-node
+        weight sums and positive counts;
         temporal, the columns sorted by time (time, source
         and position per edge)."""
         with self._prep_lock:
@@ -388,11 +388,10 @@ def _prepare(kind: str, indptr: np.ndarray, indices: np.ndarray, arr) -> dict:
     n = indptr.shape[0] - 1
     e = indices.shape[0]
     if kind == "weighted":
-        # int32 records hold the threshold's 32 bits as they are (read back as unsigned)
-        rec = np.empty((e, 4), dtype=np.int64 if indices.dtype == np.int64 else np.uint32)
+        rec = np.empty(e, dtype=np.uint64)  # threshold | alias offset << 32
         totals = np.empty(n, dtype=np.float64)
         npos = np.empty(n, dtype=np.int64)
-        bad = MK.build_alias(indptr, indices, arr.weights, rec, totals, npos)
+        bad = MK.build_alias(indptr, arr.weights, rec, totals, npos)
         if bad >= 0:
             raise GraphfeedError(f"weighted sampling: node {bad} has more than 2**31 - 1 in-edges")
         return {"weights": arr.weights, "table": rec, "totals": totals, "npos": npos}
