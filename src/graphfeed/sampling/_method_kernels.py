@@ -21,6 +21,9 @@ Costs per destination of in-degree ``d`` and fanout ``k`` (and what is built onc
   each in-neighbour's variate). A first pass caches the neighbour ranges, the second prefetches
   lists ahead and hashes hub lists in blocks (a branch-free pass into a buffer, then only the
   blocks that keep an edge are read again, without rehashing).
+- LABOR with ``variates="rotated"``: each column sorted once by its sources' fixed base
+  variates (8 B per edge with int32 ids: source and relative position); per destination two
+  binary searches find the arc of kept sources and a copy writes it: O(log d + k).
 - temporal: each column sorted by time once (O(E log d), time, source and position per edge);
   per destination a binary search for the eligible prefix, then uniform sampling of that prefix
   (``_kernels.fill_layer``) or its last ``k`` edges: O(log d + k).
@@ -469,6 +472,113 @@ def sample_labor(indptr, indices, dst, lo, hi, fanout, node_key, want_eids):
     edge_index[0] = rows[:n]
     edge_index[1] = cols[:n]
     return edge_index, eids[:n] if want_eids else eids, ew[:n]
+
+
+# --------------------------------------------------------------------------- LABOR, rotated
+# variates="rotated": r_t = (b_t + shift) mod 2**32 with b_t = labor_variate(t, base_key) fixed
+# per sampler seed and shift per (seed, epoch, batch, layer). Edge t -> s is kept when
+# r_t < thr_s, i.e. when b_t lies in the circular arc [2**32 - shift, 2**32 - shift + thr_s):
+# with each column sorted by b once, that is a run of consecutive (circular) positions.
+
+
+@kernel
+def build_base_order(indptr, indices, base_key32, lsrc, lpos):
+    """Each destination's in-edges sorted by their source's base variate
+    ``labor_variate(t, base_key32)`` (stable): the source ids ``lsrc`` and the edge's position
+    relative to the row start ``lpos`` (int32; returns the first node whose degree needs more
+    than 31 bits, or ``-1``)."""
+    n = indptr.shape[0] - 1
+    maxd = 0
+    for v in range(n):
+        maxd = max(maxd, indptr[v + 1] - indptr[v])
+    keys = np.empty(maxd, np.uint64)
+    for v in range(n):
+        st = indptr[v]
+        d = indptr[v + 1] - st
+        if d > 2147483647:
+            return v
+        for q in range(d):
+            keys[q] = labor_variate(indices[st + q], base_key32)
+        order = np.argsort(keys[:d], kind="mergesort")
+        for q in range(d):
+            lsrc[st + q] = indices[st + order[q]]
+            lpos[st + q] = order[q]
+    return -1
+
+
+@kernel
+def _base_lower_bound(lsrc, st, d, x, base_key32):
+    """The first relative position of the sorted column ``lsrc[st:st+d]`` whose base variate is
+    ``>= x`` (``d`` when none)."""
+    lo = 0
+    hi = d
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if labor_variate(lsrc[st + mid], base_key32) < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@kernel
+def count_labor_rotated(indptr, lsrc, dst, lo, hi, fanout, base_key32, shift32, counts, starts,
+                        degs, first):
+    """Per destination of degree ``d > fanout``: the kept sources are those whose base lies in
+    the arc ``[a, a + thr)`` (``a = -shift mod 2**32``, ``thr = floor(fanout / d * 2**32)``),
+    found by two binary searches: ``first[i]`` the arc's first relative position and
+    ``counts[i + 1]`` its length (circular). Every edge when ``d <= fanout`` or ``fanout ==
+    -1``."""
+    a = (_TWO32 - shift32) & _M32
+    for i in range(lo, hi):
+        if i + PREFETCH_AHEAD < hi:
+            prefetch(indptr, dst[i + PREFETCH_AHEAD])
+        v = dst[i]
+        st = indptr[v]
+        d = indptr[v + 1] - st
+        starts[i] = st
+        degs[i] = d
+        if fanout < 0 or d <= fanout:
+            first[i] = 0
+            counts[i + 1] = d
+            continue
+        thr = np.uint64(fanout / d * 4294967296.0)
+        b = a + thr
+        p0 = _base_lower_bound(lsrc, st, d, a, base_key32)
+        if b <= _TWO32:
+            c = _base_lower_bound(lsrc, st, d, b, base_key32) - p0
+        else:  # the arc wraps: [a, 2**32) and [0, b - 2**32)
+            c = d - p0 + _base_lower_bound(lsrc, st, d, b - _TWO32, base_key32)
+        first[i] = p0 if p0 < d else 0  # an arc past the last base goes on at the first
+        counts[i + 1] = c
+
+
+@kernel
+def fill_labor_rotated(lsrc, lpos, starts, degs, first, lo, hi, fanout, offsets, edge_index,
+                       ew, eids, want_eids):
+    """Copy each destination's arc (``first[i]`` on, circular, ``offsets`` sized) into its
+    slots: source ids in row 0, ``i`` in row 1, weight ``1 / (d * min(1, fanout / d))``, edge
+    positions in ``eids`` when wanted."""
+    rows = edge_index[0]
+    cols = edge_index[1]
+    for i in range(lo, hi):
+        off = offsets[i]
+        c = offsets[i + 1] - off
+        if c == 0:
+            continue
+        st = starts[i]
+        d = degs[i]
+        w = np.float32(1.0 / d) if (fanout < 0 or d <= fanout) else np.float32(1.0 / fanout)
+        p = first[i]
+        for q in range(c):
+            rows[off + q] = lsrc[st + p]
+            cols[off + q] = i
+            ew[off + q] = w
+            if want_eids:
+                eids[off + q] = st + lpos[st + p]
+            p += 1
+            if p == d:
+                p = 0
 
 
 # --------------------------------------------------------------------------- temporal
