@@ -32,7 +32,7 @@ labor       LABOR-0 (Balin and Catalyurek, NeurIPS 2023): one uniform variate ``
             weights are unbiased); with each in-neighbour list sorted by ``b`` once, the kept
             sources are one circular arc of it: two binary searches and a copy,
             O(log degree + fanout). Its weakness: ``b`` does not change between batches, so a
-            destination sees only ``deg(s)`` distinct neighbour subsets (its arcs), and the
+            destination sees at most ``2 deg(s)`` distinct neighbour subsets (its arcs); the
             count per destination is the number of ``b`` values in an arc (random, mean
             ``fanout``) as in LABOR-0.
 temporal    only in-edges whose time is ``<=`` the destination's time (``<`` with
