@@ -135,4 +135,17 @@ def test_variates_validation_and_describe():
     with pytest.raises(GraphfeedError, match="variates"):
         SamplingMethod("labor", variates="fresh")
     assert SamplingMethod("labor", variates="rotated").describe() == "labor rotated"
-    assert SamplingMethod("labor", variates="iid").describe() == "labor"
+    assert SamplingMethod("labor", variates="iid").describe() == "labor iid"
+    assert SamplingMethod("labor").variates == "rotated"  # the default (docs/benchmarks.md)
+
+
+def test_cli_labor_variates_option(capsys):
+    import json
+
+    from graphfeed.cli.main import main
+
+    for variates in ("iid", "rotated"):
+        assert main(["bench", "sample", "--dataset", "tiny", "--batches", "2", "--warmup", "1",
+                     "--batch-size", "32", "--features", "none", "--json", "--sampler", "labor",
+                     "--labor-variates", variates]) == 0
+        assert json.loads(capsys.readouterr().out)["sampler"] == f"labor {variates}"
