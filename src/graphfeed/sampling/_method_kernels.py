@@ -22,7 +22,7 @@ Costs per destination of in-degree ``d`` and fanout ``k`` (and what is built onc
   lists ahead and hashes hub lists in blocks (a branch-free pass into a buffer, then only the
   blocks that keep an edge are read again, without rehashing).
 - LABOR with ``variates="rotated"``: each column sorted once by its sources' fixed base
-  variates (8 B per edge with int32 ids: source and relative position); per destination two
+  variates (12 B per edge with int32 ids: source, relative position, base); per destination two
   binary searches find the arc of kept sources and a copy writes it: O(log d + k).
 - temporal: each column sorted by time once (O(E log d), time, source and position per edge);
   per destination a binary search for the eligible prefix, then uniform sampling of that prefix
@@ -62,6 +62,19 @@ MAX_REJECTS = 16
 
 
 @kernel
+def _row_degrees(indptr):
+    """``(largest degree, first node whose degree needs more than 31 bits or -1)``: the
+    per-row records of the builders hold relative positions in 32 bits."""
+    maxd = 0
+    for v in range(indptr.shape[0] - 1):
+        d = indptr[v + 1] - indptr[v]
+        if d > 2147483647:
+            return d, v
+        maxd = max(maxd, d)
+    return maxd, -1
+
+
+@kernel
 def build_alias(indptr, weights, rec, totals, npos):
     """Per destination, Walker's alias table of its in-edge weights (Vose's construction): one
     8-byte record per edge ``p``, ``rec[p] = thr | (alias << 32)``: keep relative position
@@ -71,18 +84,15 @@ def build_alias(indptr, weights, rec, totals, npos):
     from ``indices`` afterwards, only for the edges kept. ``totals[v]``: the weight sum;
     ``npos[v]``: the positive weights. Returns the first node whose degree needs more than 31
     bits, or ``-1``."""
-    n = indptr.shape[0] - 1
-    maxd = 0
-    for v in range(n):
-        maxd = max(maxd, indptr[v + 1] - indptr[v])
+    maxd, bad = _row_degrees(indptr)
+    if bad >= 0:
+        return bad
     scaled = np.empty(maxd, np.float64)
     small = np.empty(maxd, np.int64)
     large = np.empty(maxd, np.int64)
-    for v in range(n):
+    for v in range(indptr.shape[0] - 1):
         st = indptr[v]
         d = indptr[v + 1] - st
-        if d > 2147483647:
-            return v
         total = 0.0
         c = 0
         for p in range(d):
@@ -318,7 +328,8 @@ def fill_weighted(indices, weights, rec, totals, npos, dst, starts, degs, lo, hi
         elif d <= min(scan_max_deg, 64) and 2 * d <= 3 * c:
             _weighted_scan(weights, st, d, c, ctr, pos)
         else:
-            _weighted_successive(weights, rec, indices, totals[dst[i]], st, d, c, ctr, pos, cand, ubuf)
+            _weighted_successive(weights, rec, indices, totals[dst[i]], st, d, c, ctr, pos, cand,
+                                 ubuf)
         for q in range(c):
             p = st + pos[q]
             rows[off + q] = indices[p]
@@ -482,51 +493,35 @@ def sample_labor(indptr, indices, dst, lo, hi, fanout, node_key, want_eids):
 
 
 @kernel
-def build_base_order(indptr, indices, base_key32, lsrc, lpos):
+def build_base_order(indptr, indices, base_key32, lsrc, lpos, lbase):
     """Each destination's in-edges sorted by their source's base variate
-    ``labor_variate(t, base_key32)`` (stable): the source ids ``lsrc`` and the edge's position
-    relative to the row start ``lpos`` (int32; returns the first node whose degree needs more
-    than 31 bits, or ``-1``)."""
-    n = indptr.shape[0] - 1
-    maxd = 0
-    for v in range(n):
-        maxd = max(maxd, indptr[v + 1] - indptr[v])
+    ``labor_variate(t, base_key32)`` (stable): the source ids ``lsrc``, the edge's position
+    relative to the row start ``lpos`` (int32) and the sorted bases ``lbase`` (uint32).
+    Returns the first node whose degree needs more than 31 bits, or ``-1``."""
+    maxd, bad = _row_degrees(indptr)
+    if bad >= 0:
+        return bad
     keys = np.empty(maxd, np.uint64)
-    for v in range(n):
+    for v in range(indptr.shape[0] - 1):
         st = indptr[v]
-        d = indptr[v + 1] - st
-        if d > 2147483647:
-            return v
-        for q in range(d):
+        for q in range(indptr[v + 1] - st):
             keys[q] = labor_variate(indices[st + q], base_key32)
+        d = indptr[v + 1] - st
         order = np.argsort(keys[:d], kind="mergesort")
         for q in range(d):
             lsrc[st + q] = indices[st + order[q]]
             lpos[st + q] = order[q]
+            lbase[st + q] = keys[order[q]]
     return -1
 
 
 @kernel
-def _base_lower_bound(lsrc, st, d, x, base_key32):
-    """The first relative position of the sorted column ``lsrc[st:st+d]`` whose base variate is
-    ``>= x`` (``d`` when none)."""
-    lo = 0
-    hi = d
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if labor_variate(lsrc[st + mid], base_key32) < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@kernel
-def count_labor_rotated(indptr, lsrc, dst, lo, hi, fanout, base_key32, shift32, counts, starts,
-                        degs, first):
+def count_labor_rotated(indptr, lbase, dst, lo, hi, fanout, shift32, counts, starts, degs,
+                        first):
     """Per destination of degree ``d > fanout``: the kept sources are those whose base lies in
     the arc ``[a, a + thr)`` (``a = -shift mod 2**32``, ``thr = floor(fanout / d * 2**32)``),
-    found by two binary searches: ``first[i]`` the arc's first relative position and
+    found by two binary searches of the sorted bases ``lbase`` (:func:`_eligible_prefix`, the
+    count of values below a bound): ``first[i]`` the arc's first relative position and
     ``counts[i + 1]`` its length (circular). Every edge when ``d <= fanout`` or ``fanout ==
     -1``."""
     a = (_TWO32 - shift32) & _M32
@@ -544,41 +539,47 @@ def count_labor_rotated(indptr, lsrc, dst, lo, hi, fanout, base_key32, shift32, 
             continue
         thr = np.uint64(fanout / d * 4294967296.0)
         b = a + thr
-        p0 = _base_lower_bound(lsrc, st, d, a, base_key32)
+        p0 = _eligible_prefix(lbase, st, d, a, True)  # the bases below a
         if b <= _TWO32:
-            c = _base_lower_bound(lsrc, st, d, b, base_key32) - p0
+            c = _eligible_prefix(lbase, st, d, b, True) - p0
         else:  # the arc wraps: [a, 2**32) and [0, b - 2**32)
-            c = d - p0 + _base_lower_bound(lsrc, st, d, b - _TWO32, base_key32)
+            c = d - p0 + _eligible_prefix(lbase, st, d, b - _TWO32, True)
         first[i] = p0 if p0 < d else 0  # an arc past the last base goes on at the first
         counts[i + 1] = c
+
+
+@_inline_kernel
+def _copy_arc_run(lsrc, lpos, st, p, m, i, w, rows, cols, ew, eids, want_eids, off):
+    """Positions ``st + p .. st + p + m`` of the sorted column into slots ``off ..``."""
+    for q in range(m):
+        rows[off + q] = lsrc[st + p + q]
+        cols[off + q] = i
+        ew[off + q] = w
+        if want_eids:
+            eids[off + q] = st + lpos[st + p + q]
 
 
 @kernel
 def fill_labor_rotated(lsrc, lpos, starts, degs, first, lo, hi, fanout, offsets, edge_index,
                        ew, eids, want_eids):
     """Copy each destination's arc (``first[i]`` on, circular, ``offsets`` sized) into its
-    slots: source ids in row 0, ``i`` in row 1, weight ``1 / (d * min(1, fanout / d))``, edge
-    positions in ``eids`` when wanted."""
+    slots, as at most two runs (to the column's end, then from its start): source ids in row
+    0, ``i`` in row 1, weight ``1 / (d * min(1, fanout / d))``, edge positions in ``eids``
+    when wanted. The arc of the destination ``PREFETCH_AHEAD`` ahead is prefetched."""
     rows = edge_index[0]
     cols = edge_index[1]
     for i in range(lo, hi):
-        off = offsets[i]
-        c = offsets[i + 1] - off
-        if c == 0:
-            continue
-        st = starts[i]
+        if i + PREFETCH_AHEAD < hi:
+            prefetch(lsrc, starts[i + PREFETCH_AHEAD] + first[i + PREFETCH_AHEAD])
         d = degs[i]
-        w = np.float32(1.0 / d) if (fanout < 0 or d <= fanout) else np.float32(1.0 / fanout)
-        p = first[i]
-        for q in range(c):
-            rows[off + q] = lsrc[st + p]
-            cols[off + q] = i
-            ew[off + q] = w
-            if want_eids:
-                eids[off + q] = st + lpos[st + p]
-            p += 1
-            if p == d:
-                p = 0
+        c = offsets[i + 1] - offsets[i]
+        take_all = fanout < 0 or d <= fanout
+        w = np.float32(1.0 / max(d, 1)) if take_all else np.float32(1.0 / fanout)
+        m = min(c, d - first[i])
+        _copy_arc_run(lsrc, lpos, starts[i], first[i], m, i, w, rows, cols, ew, eids, want_eids,
+                      offsets[i])
+        _copy_arc_run(lsrc, lpos, starts[i], 0, c - m, i, w, rows, cols, ew, eids, want_eids,
+                      offsets[i] + m)
 
 
 # --------------------------------------------------------------------------- temporal

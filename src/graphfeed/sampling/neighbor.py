@@ -331,13 +331,12 @@ class NeighborSampler(Sampler):
             degs = np.empty(n_dst, dtype=np.int64)
             strict = self.method.strict
             if rotated:
-                bkey = pre["bkey"]  # the key the columns were sorted by
                 shift = np.uint64(labor_rotation(self.seed, node_key)[1])
                 first = np.empty(n_dst, dtype=np.int64)
 
             def count(a: int, b: int) -> None:
                 if rotated:
-                    MK.count_labor_rotated(indptr, pre["lsrc"], dst, a, b, fanout, bkey, shift,
+                    MK.count_labor_rotated(indptr, pre["lbase"], dst, a, b, fanout, shift,
                                            offsets, starts, degs, first)
                 elif kind == "weighted":
                     MK.count_weighted(indptr, pre["npos"], dst, a, b, fanout, replace, offsets,
@@ -387,7 +386,7 @@ class NeighborSampler(Sampler):
         """The per-graph arrays of the method, built once (O(E)) on first use and shared with
         :meth:`with_fanouts` copies: weighted, the alias records (8 B per edge) and per-node
         weight sums and positive counts; LABOR with rotated variates, the columns sorted by
-        base variate (source and relative position per edge);
+        base variate (source, relative position and base per edge);
         temporal, the columns sorted by time (time, source
         and position per edge)."""
         with self._prep_lock:
@@ -407,11 +406,12 @@ def _prepare(method: SamplingMethod, indptr: np.ndarray, indices: np.ndarray, ar
     if kind == "labor" and method.variates == "rotated":
         lsrc = np.empty(e, dtype=indices.dtype)
         lpos = np.empty(e, dtype=np.int32)
+        lbase = np.empty(e, dtype=np.uint32)
         bkey = np.uint64(labor_rotation(seed, 0)[0])
-        bad = MK.build_base_order(indptr, indices, bkey, lsrc, lpos)
+        bad = MK.build_base_order(indptr, indices, bkey, lsrc, lpos, lbase)
         if bad >= 0:
             raise GraphfeedError(f"LABOR (rotated): node {bad} has more than 2**31 - 1 in-edges")
-        return {"lsrc": lsrc, "lpos": lpos, "bkey": bkey}
+        return {"lsrc": lsrc, "lpos": lpos, "lbase": lbase, "bkey": bkey}
     if kind == "weighted":
         rec = np.empty(e, dtype=np.uint64)  # threshold | alias offset << 32
         totals = np.empty(n, dtype=np.float64)
