@@ -234,8 +234,9 @@ def _weighted_successive(weights, rec, indices, total, st, d, k, ctr, rows, cand
                 r = 0
             p = cand[r]
             r += 1
-            # a 64-bit filter of the chosen positions (mod 64): most fresh draws skip the scan
-            if (seen >> np.uint64(p & 63)) & _ONE and _chosen(rows, 0, n, p):
+            # a 64-bit filter of the chosen positions (mod 64; exact when d <= 64): most fresh
+            # draws skip the scan
+            if (seen >> np.uint64(p & 63)) & _ONE and (d <= 64 or _chosen(rows, 0, n, p)):
                 rejects += 1
                 continue
             rejects = 0
