@@ -85,7 +85,7 @@ class SamplingMethod:
     - ``weights`` (weighted): ``"graph"`` or an edge feature name.
     - ``layer_dependency`` (labor): the same per-node variates in every layer.
     - ``variates`` (labor): ``"rotated"`` (default: a fixed per-node base rotated by a
-      per-batch shift, O(log degree + fanout) per destination; measured 2x faster than
+      per-batch shift, O(log degree + fanout) per destination; measured 2-3x faster than
       ``"iid"`` on ``medium`` with the same input-node saving, see docs/benchmarks.md) or
       ``"iid"`` (fresh per batch: the paper's LABOR-0, O(degree)).
     - ``strategy`` (temporal): ``"uniform"`` or ``"last"``; ``strict``: only strictly earlier
