@@ -10,9 +10,8 @@ import pytest
 from graphfeed.errors import GraphfeedError
 from graphfeed.graph.csc import CSCGraph
 from graphfeed.sampling import SamplingMethod, build_sampler
-from graphfeed.sampling._common import labor_key
+from graphfeed.sampling._common import labor_key, labor_rotation
 from graphfeed.sampling._method_kernels import labor_variate
-from graphfeed.sampling.method import labor_rotation
 
 ROTATED = SamplingMethod("labor", variates="rotated")
 

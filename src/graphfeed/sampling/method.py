@@ -193,16 +193,6 @@ class SamplingMethod:
         return out
 
 
-def labor_rotation(seed: int, node_key: int) -> tuple:
-    """``(base_key32, shift32)`` of LABOR's ``variates="rotated"``: the key of the fixed
-    per-node base variates (from the sampler seed alone, so the sorted columns are built once)
-    and the 32-bit shift of one layer (the high half of the layer's ``labor_key``, so
-    ``layer_dependency`` shares it across layers)."""
-    from ._common import mix64
-
-    return mix64(int(seed) ^ 0x4C41424F52424153) & 0xFFFFFFFF, (int(node_key) >> 32) & 0xFFFFFFFF
-
-
 def resolve_method(method) -> SamplingMethod:
     """``method`` as a ``SamplingMethod``: ``None`` is uniform, a kind name is that kind with
     its defaults; anything else is a ``GraphfeedError``."""

@@ -14,9 +14,9 @@ from .._checks import check_int
 from .._threads import ChunkPool, run_chunks
 from ..errors import GraphfeedError
 from ..graph.csc import CSCGraph
-from ._common import batch_key, check_fanouts, check_method, labor_key
+from ._common import batch_key, check_fanouts, check_method, labor_key, labor_rotation
 from .base import Block, MiniBatch, Sampler
-from .method import SamplingMethod, labor_rotation, method_arrays, resolve_method
+from .method import SamplingMethod, method_arrays, resolve_method
 
 # Below this many destinations a layer is sampled on the calling thread even when
 # num_threads > 1: handing work to a pool costs more than it saves.

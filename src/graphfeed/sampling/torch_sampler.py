@@ -17,9 +17,9 @@ import torch
 
 from ..errors import GraphfeedError
 from ..graph.csc import CSCGraph
-from ._common import batch_key, check_fanouts, check_method, labor_key
+from ._common import batch_key, check_fanouts, check_method, labor_key, labor_rotation
 from .base import Block, MiniBatch, Sampler
-from .method import SamplingMethod, labor_rotation, method_arrays, resolve_method
+from .method import SamplingMethod, method_arrays, resolve_method
 
 # Largest fanout drawn with a vectorised Floyd's algorithm (k rounds of O(k) comparisons per
 # destination); larger fanouts sort one random key per candidate edge instead.
