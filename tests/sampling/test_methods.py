@@ -15,6 +15,7 @@ from graphfeed.graph.csc import CSCGraph
 from graphfeed.sampling import SamplingMethod, build_sampler
 
 SAMPLERS = ["neighbor", "torch"]
+VARIATES = ["iid", "rotated"]  # LABOR's variates
 P_MIN = 1e-3  # fixed seeds: the tests are deterministic, this only bounds how unlucky they are
 
 
@@ -161,11 +162,12 @@ def labor_graph():
     return CSCGraph.from_edges(np.array(src), np.array(dst), 50)
 
 
+@pytest.mark.parametrize("variates", VARIATES)
 @pytest.mark.parametrize("name", SAMPLERS)
-def test_labor_marginals_and_unbiased_mean(name):
+def test_labor_marginals_and_unbiased_mean(name, variates):
     g = labor_graph()
     k, n = 5, 3000
-    s = build_sampler(name, g, [k], method=SamplingMethod("labor"))
+    s = build_sampler(name, g, [k], method=SamplingMethod("labor", variates=variates))
     h = np.random.default_rng(0).normal(size=50)
     seeds = np.arange(4)
     incl = np.zeros(g.num_edges)
@@ -190,12 +192,13 @@ def test_labor_marginals_and_unbiased_mean(name):
     assert np.all(np.abs(est.mean(axis=0) - exact) < 4.5 * np.maximum(se, 1e-6))  # float32 weights
 
 
+@pytest.mark.parametrize("variates", VARIATES)
 @pytest.mark.parametrize("name", SAMPLERS)
-def test_labor_shares_variates_across_destinations(name):
+def test_labor_shares_variates_across_destinations(name, variates):
     """Destinations 2 and 3 share their first 20 sources: with shared variates a source kept
     for destination 3 (threshold 5/40) is always kept for destination 2 (threshold 5/20)."""
     g = labor_graph()
-    s = build_sampler(name, g, [5], method=SamplingMethod("labor"))
+    s = build_sampler(name, g, [5], method=SamplingMethod("labor", variates=variates))
     for b in range(200):
         blk = s.sample(np.array([2, 3]), batch_index=b).blocks[-1]
         gs = blk.src_nodes[blk.edge_index[0]].numpy()
@@ -204,14 +207,16 @@ def test_labor_shares_variates_across_destinations(name):
         assert {t for t in kept3 if t < 30} <= kept2
 
 
+@pytest.mark.parametrize("variates", VARIATES)
 @pytest.mark.parametrize("name", SAMPLERS)
-def test_labor_layer_dependency(name):
+def test_labor_layer_dependency(name, variates):
     """Seed 3 (degree 40) is a destination of both layers: with ``layer_dependency`` it keeps
     the same neighbours in both; without, the layers draw independently."""
     g = labor_graph()
     same = {}
     for dep in (False, True):
-        s = build_sampler(name, g, [5, 5], method=SamplingMethod("labor", layer_dependency=dep))
+        s = build_sampler(name, g, [5, 5], method=SamplingMethod("labor", layer_dependency=dep,
+                                                                 variates=variates))
         eq = 0
         for b in range(100):
             mb = s.sample(np.array([3]), batch_index=b)
@@ -224,11 +229,12 @@ def test_labor_layer_dependency(name):
     assert same[True] == 100 and same[False] < 50
 
 
-def test_labor_numba_and_torch_keep_the_same_edges():
+@pytest.mark.parametrize("variates", VARIATES)
+def test_labor_numba_and_torch_keep_the_same_edges(variates):
     """Both samplers hash source ids the same way: same seed, same kept edges and weights."""
     g, _, _ = big_graph()
     for dep in (False, True):
-        m = SamplingMethod("labor", layer_dependency=dep)
+        m = SamplingMethod("labor", layer_dependency=dep, variates=variates)
         a = build_sampler("neighbor", g, [4, 6], method=m, seed=5, return_edge_ids=True)
         b = build_sampler("torch", g, [4, 6], method=m, seed=5, return_edge_ids=True)
         ma, mb = a.sample(np.arange(500), batch_index=3), b.sample(np.arange(500), batch_index=3)
@@ -247,15 +253,20 @@ def test_labor_weights_move_with_block():
     assert mb.to("cpu").blocks[0].edge_weight is not None
 
 
-def test_labor_draws_fewer_inputs_than_uniform():
+@pytest.mark.parametrize("variates", VARIATES)
+def test_labor_draws_fewer_inputs_than_uniform(variates):
     rng = np.random.default_rng(1)
     n = 3000
     src, dst = rng.integers(0, n, 60000), rng.integers(0, n, 60000)
     g = CSCGraph.from_edges(src, dst, n)
     seeds = np.arange(200)
-    uni = build_sampler("neighbor", g, [10, 10]).sample(seeds).input_nodes.numel()
-    lab = build_sampler("neighbor", g, [10, 10], method="labor").sample(seeds).input_nodes.numel()
-    assert lab < uni
+    m = SamplingMethod("labor", variates=variates)
+    uni = lab = 0
+    for b in range(5):
+        uni += build_sampler("neighbor", g, [10, 10]).sample(seeds, batch_index=b).input_nodes.numel()
+        lab += build_sampler("neighbor", g, [10, 10], method=m).sample(
+            seeds, batch_index=b).input_nodes.numel()
+    assert lab < 0.9 * uni
 
 
 # ------------------------------------------------------------------ temporal
@@ -359,7 +370,10 @@ def big_graph():
 
 @pytest.mark.parametrize("method,replace", [
     (SamplingMethod("weighted"), False), (SamplingMethod("weighted"), True),
-    (SamplingMethod("labor"), False), (SamplingMethod("labor", layer_dependency=True), False),
+    (SamplingMethod("labor", variates="iid"), False),
+    (SamplingMethod("labor", variates="iid", layer_dependency=True), False),
+    (SamplingMethod("labor", variates="rotated"), False),
+    (SamplingMethod("labor", variates="rotated", layer_dependency=True), False),
     (SamplingMethod("temporal"), False), (SamplingMethod("temporal"), True),
     (SamplingMethod("temporal", strategy="last"), False),
 ])
@@ -386,7 +400,8 @@ def test_methods_identical_across_thread_counts(method, replace):
 @pytest.mark.parametrize("name", SAMPLERS)
 def test_methods_reproducible_for_a_seed(name):
     g, nt, et = big_graph()
-    for method in (SamplingMethod("weighted"), SamplingMethod("labor"),
+    for method in (SamplingMethod("weighted"), SamplingMethod("labor", variates="iid"),
+                   SamplingMethod("labor", variates="rotated"),
                    SamplingMethod("temporal").bind({"node_times": nt})):
         a = build_sampler(name, g, [3, 4], method=method, seed=3).sample(np.arange(100), batch_index=2)
         b = build_sampler(name, g, [3, 4], method=method, seed=3).sample(np.arange(100), batch_index=2)
@@ -446,7 +461,8 @@ def test_methods_on_int64_indices_match_int32():
     samples as the int32 graph."""
     g, nt, et = big_graph()
     g64 = CSCGraph(g.indptr, g.indices.astype(np.int64), g.weights)
-    for method in (SamplingMethod("weighted"), SamplingMethod("labor"),
+    for method in (SamplingMethod("weighted"), SamplingMethod("labor", variates="iid"),
+                   SamplingMethod("labor", variates="rotated"),
                    SamplingMethod("temporal").bind({"node_times": nt, "edge_times": et})):
         for replace in ((False, True) if method.kind == "weighted" else (False,)):
             a = build_sampler("neighbor", g, [4, 6], method=method, replace=replace).sample(np.arange(300))

@@ -145,7 +145,7 @@ def cache_policies() -> list[str]:
 def add_sampler_arguments(p: argparse.ArgumentParser) -> None:
     """``--sampler`` and the options of each sampling method (``graphfeed train`` and
     ``graphfeed bench sample``); :func:`sampler_options` turns them into keywords."""
-    from ..sampling.method import KINDS, TEMPORAL_STRATEGIES
+    from ..sampling.method import KINDS, LABOR_VARIATES, TEMPORAL_STRATEGIES
 
     g = p.add_argument_group("sampling method")
     g.add_argument("--sampler", default="uniform", choices=KINDS,
@@ -156,6 +156,9 @@ def add_sampler_arguments(p: argparse.ArgumentParser) -> None:
                    help="weighted: the edge feature holding the weights [the graph's weights]")
     g.add_argument("--layer-dependency", action="store_true",
                    help="labor: the same random variates in every layer")
+    g.add_argument("--labor-variates", default="rotated", choices=LABOR_VARIATES,
+                   help="labor: rotated (a fixed per-node base shifted per batch, O(log degree "
+                        "+ fanout)) or iid (fresh per batch, LABOR-0, O(degree)) [rotated]")
     g.add_argument("--temporal-strategy", default="uniform", choices=TEMPORAL_STRATEGIES,
                    help="temporal: a uniform subset of the eligible edges, or the most recent [uniform]")
     g.add_argument("--strict-time", action="store_true",
@@ -169,6 +172,7 @@ def add_sampler_arguments(p: argparse.ArgumentParser) -> None:
 def sampler_options(args) -> dict:
     """The ``TrainConfig`` / ``bench_sample`` keywords of :func:`add_sampler_arguments`."""
     return dict(sampler=args.sampler, weight_feature=args.weight_feature,
-                layer_dependency=args.layer_dependency, temporal_strategy=args.temporal_strategy,
+                layer_dependency=args.layer_dependency, labor_variates=args.labor_variates,
+                temporal_strategy=args.temporal_strategy,
                 strict_time=args.strict_time, node_times=args.node_times,
                 edge_times=args.edge_times)

@@ -71,3 +71,11 @@ def labor_key(seed: int, epoch: int, batch_index: int, layer: int, method: Sampl
     ``layer_dependency`` (unused by the other kinds)."""
     layer = -1 if method.layer_dependency else layer
     return mix64(batch_key(seed, epoch, batch_index, layer) ^ 0x4C41424F52)  # "LABOR"
+
+
+def labor_rotation(seed: int, node_key: int) -> tuple:
+    """``(base_key32, shift32)`` of LABOR's ``variates="rotated"``: the key of the fixed
+    per-node base variates (from the sampler seed alone, so the sorted columns are built once)
+    and the 32-bit shift of one layer (the high half of the layer's ``labor_key``, so
+    ``layer_dependency`` shares it across layers)."""
+    return mix64(int(seed) ^ 0x4C41424F52424153) & 0xFFFFFFFF, (int(node_key) >> 32) & 0xFFFFFFFF

@@ -9,17 +9,21 @@ thread or chunk that sampled it. Count kernels cache each destination's neighbou
 
 Costs per destination of in-degree ``d`` and fanout ``k`` (and what is built once per graph):
 
-- weighted: Walker alias records per edge (built once, O(E); 16 B per edge with int32 ids):
+- weighted: Walker alias records per edge (built once, O(E); 8 B per edge: a 32-bit threshold
+  and a 32-bit alias offset; the chosen edges' ids are read from ``indices`` after the draws):
   with replacement ``k`` i.i.d. draws, O(k); without, successive draws from the same table
   skipping already chosen edges (the standard definition), O(k) expected plus an O(d) exact
   step when ``MAX_REJECTS`` draws in a row repeat (the chosen edges hold most of the weight);
   a degree close to the count (``2 d <= 3 k``, ``d <= 64``) is drawn by an exact scan of its
   weights instead, O(k d) on one or two cache lines. Each alias draw is one 64-bit hash
-  (position and coin).
+  (position and coin) and one 8-byte record read.
 - LABOR: every in-edge's source variate is compared with ``k / d``: O(d) (the definition needs
   each in-neighbour's variate). A first pass caches the neighbour ranges, the second prefetches
   lists ahead and hashes hub lists in blocks (a branch-free pass into a buffer, then only the
   blocks that keep an edge are read again, without rehashing).
+- LABOR with ``variates="rotated"``: each column sorted once by its sources' fixed base
+  variates (12 B per edge with int32 ids: source, relative position, base); per destination two
+  binary searches find the arc of kept sources and a copy writes it: O(log d + k).
 - temporal: each column sorted by time once (O(E log d), time, source and position per edge);
   per destination a binary search for the eligible prefix, then uniform sampling of that prefix
   (``_kernels.fill_layer``) or its last ``k`` edges: O(log d + k).
@@ -50,35 +54,45 @@ def unit_open1(ctr):
 
 # --------------------------------------------------------------------------- weighted
 _MASK32 = np.uint64(0xFFFFFFFF)
+_ONE = np.uint64(1)
 _FULL = np.uint64(0xFFFFFFFF)  # threshold of an edge that is always kept (alias: itself)
 # Successive draws that repeat an already chosen edge this many times in a row draw that step by
 # one exact pass over the remaining weights instead (the chosen edges hold most of the weight).
 MAX_REJECTS = 16
-# Columns of the alias records: one 4-entry record per edge, so a draw reads one cache line.
-THR, ALIAS, SRC, ALIAS_SRC = 0, 1, 2, 3
 
 
 @kernel
-def build_alias(indptr, indices, weights, rec, totals, npos):
-    """Per destination, Walker's alias table of its in-edge weights (Vose's construction), one
-    record per edge ``p``: ``rec[p, THR]`` a 32-bit threshold (keep edge ``p`` when a uniform
-    32-bit draw is below it), ``rec[p, ALIAS]`` the relative position taken otherwise, and the
-    source ids of both (``SRC``, ``ALIAS_SRC``), so a draw needs no second read. ``totals[v]``:
-    the weight sum; ``npos[v]``: the positive weights. Records are of the index dtype (the
-    threshold's bits in it); returns the first node whose degree needs more than 31 bits, or
-    ``-1``."""
-    n = indptr.shape[0] - 1
+def _row_degrees(indptr):
+    """``(largest degree, first node whose degree needs more than 31 bits or -1)``: the
+    per-row records of the builders hold relative positions in 32 bits."""
     maxd = 0
-    for v in range(n):
-        maxd = max(maxd, indptr[v + 1] - indptr[v])
+    for v in range(indptr.shape[0] - 1):
+        d = indptr[v + 1] - indptr[v]
+        if d > 2147483647:
+            return d, v
+        maxd = max(maxd, d)
+    return maxd, -1
+
+
+@kernel
+def build_alias(indptr, weights, rec, totals, npos):
+    """Per destination, Walker's alias table of its in-edge weights (Vose's construction): one
+    8-byte record per edge ``p``, ``rec[p] = thr | (alias << 32)``: keep relative position
+    ``p`` when a uniform 32-bit draw is below ``thr`` (a 32-bit fixed-point threshold, so each
+    edge's probability is exact up to ``2**-32 / d``, finer than a float32 threshold), else take
+    relative position ``alias`` (an offset from the row start, < 2**31). The source id is read
+    from ``indices`` afterwards, only for the edges kept. ``totals[v]``: the weight sum;
+    ``npos[v]``: the positive weights. Returns the first node whose degree needs more than 31
+    bits, or ``-1``."""
+    maxd, bad = _row_degrees(indptr)
+    if bad >= 0:
+        return bad
     scaled = np.empty(maxd, np.float64)
     small = np.empty(maxd, np.int64)
     large = np.empty(maxd, np.int64)
-    for v in range(n):
+    for v in range(indptr.shape[0] - 1):
         st = indptr[v]
         d = indptr[v + 1] - st
-        if d > 2147483647:
-            return v
         total = 0.0
         c = 0
         for p in range(d):
@@ -89,8 +103,7 @@ def build_alias(indptr, indices, weights, rec, totals, npos):
         totals[v] = total
         npos[v] = c
         for p in range(d):  # defaults: kept with probability 1 (rounding leftovers)
-            rec[st + p, THR] = _FULL
-            rec[st + p, ALIAS] = p
+            rec[st + p] = _FULL | (np.uint64(p) << _S32)
         if c == 0:
             continue
         ns = 0
@@ -113,8 +126,7 @@ def build_alias(indptr, indices, weights, rec, totals, npos):
             thr = min(np.uint64(scaled[j] * 4294967296.0), _FULL)
             if weights[st + j] <= 0:
                 thr = np.uint64(0)
-            rec[st + j, THR] = thr
-            rec[st + j, ALIAS] = g
+            rec[st + j] = thr | (np.uint64(g) << _S32)
             scaled[g] = (scaled[g] + scaled[j]) - 1.0
             if scaled[g] < 1.0:
                 nl -= 1
@@ -123,11 +135,7 @@ def build_alias(indptr, indices, weights, rec, totals, npos):
         for q in range(ns):  # rounding leftovers: keep zero weights out
             j = small[q]
             if weights[st + j] <= 0:
-                rec[st + j, THR] = 0
-                rec[st + j, ALIAS] = last_pos
-        for p in range(d):
-            rec[st + p, SRC] = indices[st + p]
-            rec[st + p, ALIAS_SRC] = indices[st + rec[st + p, ALIAS]]
+                rec[st + j] = np.uint64(last_pos) << _S32
     return -1
 
 
@@ -147,20 +155,19 @@ def _pos_and_coin(ctr, d):
 
 
 @_inline_kernel
-def _alias_draws(rec, st, d, m, ctr, out, src, off, ubuf):
+def _alias_draws(rec, indices, st, d, m, ctr, out, ubuf):
     """``m`` i.i.d. relative positions of ``[0, d)``, ``P(p) = w_p / sum(w)``, into
-    ``out[off:off+m]`` and their source ids into ``src[off:off+m]``; returns the advanced
-    counter. The random numbers come first and the record reads after, independent of one
-    another and branch-free, so their cache misses overlap."""
+    ``out[:m]``; returns the advanced counter. The random numbers come first and the record
+    reads after, independent of one another and branch-free, so their cache misses overlap."""
     for r in range(m):
         j, coin, ctr = _pos_and_coin(ctr, d)
-        out[off + r] = j
+        out[r] = j
         ubuf[r] = coin
+        prefetch(indices, st + j)  # the id read after, when the edge is kept (most draws)
     for r in range(m):
-        j = out[off + r]
-        keep = ubuf[r] < (np.uint64(rec[st + j, THR]) & _MASK32)
-        src[off + r] = rec[st + j, SRC] if keep else rec[st + j, ALIAS_SRC]
-        out[off + r] = j if keep else np.int64(rec[st + j, ALIAS])
+        j = out[r]
+        x = rec[st + j]
+        out[r] = j if ubuf[r] < (x & _MASK32) else np.int64(x >> _S32)
     return ctr
 
 
@@ -193,47 +200,48 @@ def _chosen(rows, off, n, p):
 
 
 @_inline_kernel
-def _weighted_successive(weights, rec, total, st, d, k, ctr, rows, srcs, off, cand, csrc, ubuf):
+def _weighted_successive(weights, rec, indices, total, st, d, k, ctr, rows, cand, ubuf):
     """Successive draws without replacement: i.i.d. draws from the alias table (made in
     batches, see :func:`_alias_draws`) taken in order, an already chosen edge skipped (which
     is exactly drawing from the remaining edges); after ``MAX_REJECTS`` skips in a row one step
-    is drawn by a pass over the remaining weights instead. Positions go to ``rows``, source ids
-    to ``srcs``."""
+    is drawn by a pass over the remaining weights instead. ``k`` relative positions into
+    ``rows``."""
     m = 0  # draws in cand, r of them used; each batch holds the steps left plus one
     r = 0
     n = 0
     rejects = 0
+    seen = np.uint64(0)
     while n < k:
         if rejects >= MAX_REJECTS:
             rest = total
-            for q in range(off, off + n):
+            for q in range(n):
                 rest -= weights[st + rows[q]]
             u, ctr = unit_open1(ctr)
             x = u * rest
             p = -1
             for q in range(d):
                 w = weights[st + q]
-                if w > 0 and not _chosen(rows, off, n, q):
+                if w > 0 and not _chosen(rows, 0, n, q):
                     p = q
                     x -= w
                     if x < 0:
                         break
-            t = rec[st + p, SRC]
             rejects = 0
         else:
             if r == m:
                 m = min(k - n + 1, cand.shape[0])
-                ctr = _alias_draws(rec, st, d, m, ctr, cand, csrc, 0, ubuf)
+                ctr = _alias_draws(rec, indices, st, d, m, ctr, cand, ubuf)
                 r = 0
             p = cand[r]
-            t = csrc[r]
             r += 1
-            if _chosen(rows, off, n, p):
+            # a 64-bit filter of the chosen positions (mod 64; exact when d <= 64): most fresh
+            # draws skip the scan
+            if (seen >> np.uint64(p & 63)) & _ONE and (d <= 64 or _chosen(rows, 0, n, p)):
                 rejects += 1
                 continue
             rejects = 0
-        rows[off + n] = p
-        srcs[off + n] = t
+        rows[n] = p
+        seen |= _ONE << np.uint64(p & 63)
         n += 1
 
 
@@ -244,7 +252,6 @@ def _weighted_successive(weights, rec, total, st, d, k, ctr, rows, srcs, off, ca
 # 3.6x); from 2 d > 3 k on the alias draws were faster. Exponential keys with an inline
 # logarithm measured slower than both (a key and its sorted insertion cost ~60 ns).
 WEIGHTED_SCAN_MAX_DEG = 64
-_ONE = np.uint64(1)
 
 
 @_inline_kernel
@@ -284,15 +291,14 @@ def fill_weighted(indices, weights, rec, totals, npos, dst, starts, degs, lo, hi
     row 1, edge positions in ``eids`` when wanted): every positive-weight edge when the count
     is all of them, else alias draws (i.i.d. with replacement, successive without; without
     replacement, a scan of the weights when the degree is at most ``scan_max_deg`` (and 64) and
-    at most 1.5x the count)."""
+    at most 1.5x the count). Draws give relative positions; the chosen edges' source ids are
+    read from ``indices`` after (independent reads)."""
     rows = edge_index[0]
     cols = edge_index[1]
     k = max(fanout, 1)
     ubuf = np.empty(k + 1, np.uint64)
     cand = np.empty(k + 1, np.int64)
-    csrc = np.empty(k + 1, np.int64)
-    pos = np.empty(k, np.int64)
-    psrc = np.empty(k, np.int64)
+    pos = np.empty(k + 1, np.int64)
     for i in range(lo, hi):
         if i + PREFETCH_AHEAD < hi:  # the list read next: records for alias draws, else ids
             a = i + PREFETCH_AHEAD
@@ -319,24 +325,18 @@ def fill_weighted(indices, weights, rec, totals, npos, dst, starts, degs, lo, hi
             continue
         ctr = dst_base(layer_key, i)
         if not no_repl:
-            _alias_draws(rec, st, d, c, ctr, pos, psrc, 0, ubuf)
+            _alias_draws(rec, indices, st, d, c, ctr, pos, ubuf)
         elif d <= min(scan_max_deg, 64) and 2 * d <= 3 * c:
             _weighted_scan(weights, st, d, c, ctr, pos)
-            for q in range(c):
-                p = st + pos[q]
-                rows[off + q] = indices[p]
-                cols[off + q] = i
-                if want_eids:
-                    eids[off + q] = p
-            continue
         else:
-            _weighted_successive(weights, rec, totals[dst[i]], st, d, c, ctr, pos, psrc, 0, cand,
-                                 csrc, ubuf)
+            _weighted_successive(weights, rec, indices, totals[dst[i]], st, d, c, ctr, pos, cand,
+                                 ubuf)
         for q in range(c):
-            rows[off + q] = psrc[q]
+            p = st + pos[q]
+            rows[off + q] = indices[p]
             cols[off + q] = i
             if want_eids:
-                eids[off + q] = st + pos[q]
+                eids[off + q] = p
 
 
 # --------------------------------------------------------------------------- LABOR
@@ -484,6 +484,103 @@ def sample_labor(indptr, indices, dst, lo, hi, fanout, node_key, want_eids):
     edge_index[0] = rows[:n]
     edge_index[1] = cols[:n]
     return edge_index, eids[:n] if want_eids else eids, ew[:n]
+
+
+# --------------------------------------------------------------------------- LABOR, rotated
+# variates="rotated": r_t = (b_t + shift) mod 2**32 with b_t = labor_variate(t, base_key) fixed
+# per sampler seed and shift per (seed, epoch, batch, layer). Edge t -> s is kept when
+# r_t < thr_s, i.e. when b_t lies in the circular arc [2**32 - shift, 2**32 - shift + thr_s):
+# with each column sorted by b once, that is a run of consecutive (circular) positions.
+
+
+@kernel
+def build_base_order(indptr, indices, base_key32, lsrc, lpos, lbase):
+    """Each destination's in-edges sorted by their source's base variate
+    ``labor_variate(t, base_key32)`` (stable): the source ids ``lsrc``, the edge's position
+    relative to the row start ``lpos`` (int32) and the sorted bases ``lbase`` (uint32).
+    Returns the first node whose degree needs more than 31 bits, or ``-1``."""
+    maxd, bad = _row_degrees(indptr)
+    if bad >= 0:
+        return bad
+    keys = np.empty(maxd, np.uint64)
+    for v in range(indptr.shape[0] - 1):
+        st = indptr[v]
+        for q in range(indptr[v + 1] - st):
+            keys[q] = labor_variate(indices[st + q], base_key32)
+        d = indptr[v + 1] - st
+        order = np.argsort(keys[:d], kind="mergesort")
+        for q in range(d):
+            lsrc[st + q] = indices[st + order[q]]
+            lpos[st + q] = order[q]
+            lbase[st + q] = keys[order[q]]
+    return -1
+
+
+@kernel
+def count_labor_rotated(indptr, lbase, dst, lo, hi, fanout, shift32, counts, starts, degs,
+                        first):
+    """Per destination of degree ``d > fanout``: the kept sources are those whose base lies in
+    the arc ``[a, a + thr)`` (``a = -shift mod 2**32``, ``thr = floor(fanout / d * 2**32)``),
+    found by two binary searches of the sorted bases ``lbase`` (:func:`_eligible_prefix`, the
+    count of values below a bound): ``first[i]`` the arc's first relative position and
+    ``counts[i + 1]`` its length (circular). Every edge when ``d <= fanout`` or ``fanout ==
+    -1``."""
+    a = (_TWO32 - shift32) & _M32
+    for i in range(lo, hi):
+        if i + PREFETCH_AHEAD < hi:
+            prefetch(indptr, dst[i + PREFETCH_AHEAD])
+        v = dst[i]
+        st = indptr[v]
+        d = indptr[v + 1] - st
+        starts[i] = st
+        degs[i] = d
+        if fanout < 0 or d <= fanout:
+            first[i] = 0
+            counts[i + 1] = d
+            continue
+        thr = np.uint64(fanout / d * 4294967296.0)
+        b = a + thr
+        p0 = _eligible_prefix(lbase, st, d, a, True)  # the bases below a
+        if b <= _TWO32:
+            c = _eligible_prefix(lbase, st, d, b, True) - p0
+        else:  # the arc wraps: [a, 2**32) and [0, b - 2**32)
+            c = d - p0 + _eligible_prefix(lbase, st, d, b - _TWO32, True)
+        first[i] = p0 if p0 < d else 0  # an arc past the last base goes on at the first
+        counts[i + 1] = c
+
+
+@_inline_kernel
+def _copy_arc_run(lsrc, lpos, st, p, m, i, w, rows, cols, ew, eids, want_eids, off):
+    """Positions ``st + p .. st + p + m`` of the sorted column into slots ``off ..``."""
+    for q in range(m):
+        rows[off + q] = lsrc[st + p + q]
+        cols[off + q] = i
+        ew[off + q] = w
+        if want_eids:
+            eids[off + q] = st + lpos[st + p + q]
+
+
+@kernel
+def fill_labor_rotated(lsrc, lpos, starts, degs, first, lo, hi, fanout, offsets, edge_index,
+                       ew, eids, want_eids):
+    """Copy each destination's arc (``first[i]`` on, circular, ``offsets`` sized) into its
+    slots, as at most two runs (to the column's end, then from its start): source ids in row
+    0, ``i`` in row 1, weight ``1 / (d * min(1, fanout / d))``, edge positions in ``eids``
+    when wanted. The arc of the destination ``PREFETCH_AHEAD`` ahead is prefetched."""
+    rows = edge_index[0]
+    cols = edge_index[1]
+    for i in range(lo, hi):
+        if i + PREFETCH_AHEAD < hi:
+            prefetch(lsrc, starts[i + PREFETCH_AHEAD] + first[i + PREFETCH_AHEAD])
+        d = degs[i]
+        c = offsets[i + 1] - offsets[i]
+        take_all = fanout < 0 or d <= fanout
+        w = np.float32(1.0 / max(d, 1)) if take_all else np.float32(1.0 / fanout)
+        m = min(c, d - first[i])
+        _copy_arc_run(lsrc, lpos, starts[i], first[i], m, i, w, rows, cols, ew, eids, want_eids,
+                      offsets[i])
+        _copy_arc_run(lsrc, lpos, starts[i], 0, c - m, i, w, rows, cols, ew, eids, want_eids,
+                      offsets[i] + m)
 
 
 # --------------------------------------------------------------------------- temporal

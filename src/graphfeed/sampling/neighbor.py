@@ -14,7 +14,7 @@ from .._checks import check_int
 from .._threads import ChunkPool, run_chunks
 from ..errors import GraphfeedError
 from ..graph.csc import CSCGraph
-from ._common import batch_key, check_fanouts, check_method, labor_key
+from ._common import batch_key, check_fanouts, check_method, labor_key, labor_rotation
 from .base import Block, MiniBatch, Sampler
 from .method import SamplingMethod, method_arrays, resolve_method
 
@@ -310,7 +310,8 @@ class NeighborSampler(Sampler):
         if parts > 1 and executor is None:
             executor = self._pool.get()
         ew = None
-        if kind == "labor":  # one pass per chunk, outputs grown as needed, then joined
+        rotated = kind == "labor" and self.method.variates == "rotated"
+        if kind == "labor" and not rotated:  # one pass per chunk, grown as needed, then joined
             outs = {}
 
             def labor(a: int, b: int) -> None:
@@ -329,9 +330,15 @@ class NeighborSampler(Sampler):
             starts = np.empty(n_dst, dtype=np.int64)
             degs = np.empty(n_dst, dtype=np.int64)
             strict = self.method.strict
+            if rotated:
+                shift = np.uint64(labor_rotation(self.seed, node_key)[1])
+                first = np.empty(n_dst, dtype=np.int64)
 
             def count(a: int, b: int) -> None:
-                if kind == "weighted":
+                if rotated:
+                    MK.count_labor_rotated(indptr, pre["lbase"], dst, a, b, fanout, shift,
+                                           offsets, starts, degs, first)
+                elif kind == "weighted":
                     MK.count_weighted(indptr, pre["npos"], dst, a, b, fanout, replace, offsets,
                                       starts, degs)
                 else:
@@ -344,9 +351,14 @@ class NeighborSampler(Sampler):
             edge_index = np.empty((2, num_edges), dtype=np.int64)
             eids = np.empty(num_edges if want else 0, dtype=np.int64)
             last = self.method.strategy == "last"
+            if rotated:
+                ew = np.empty(num_edges, dtype=np.float32)
 
             def fill(a: int, b: int) -> None:
-                if kind == "weighted":
+                if rotated:
+                    MK.fill_labor_rotated(pre["lsrc"], pre["lpos"], starts, degs, first, a, b,
+                                          fanout, offsets, edge_index, ew, eids, want)
+                elif kind == "weighted":
                     MK.fill_weighted(indices, pre["weights"], pre["table"], pre["totals"],
                                      pre["npos"], dst, starts, degs, a, b, fanout, replace, key,
                                      offsets, edge_index, eids, want, MK.WEIGHTED_SCAN_MAX_DEG)
@@ -372,27 +384,39 @@ class NeighborSampler(Sampler):
 
     def _prepared(self) -> dict:
         """The per-graph arrays of the method, built once (O(E)) on first use and shared with
-        :meth:`with_fanouts` copies: weighted, the alias records and per-node weight sums and
-        positive counts (16 B per edge with int32 indices, 32 B with int64);
+        :meth:`with_fanouts` copies: weighted, the alias records (8 B per edge) and per-node
+        weight sums and positive counts; LABOR with rotated variates, the columns sorted by
+        base variate (source, relative position and base per edge);
         temporal, the columns sorted by time (time, source
         and position per edge)."""
         with self._prep_lock:
             if self._prep is None:
-                self._prep = _prepare(self.method.kind, self._indptr, self._indices, self._arrays)
+                self._prep = _prepare(self.method, self._indptr, self._indices, self._arrays,
+                                      self.seed)
             return self._prep
 
 
-def _prepare(kind: str, indptr: np.ndarray, indices: np.ndarray, arr) -> dict:
+def _prepare(method: SamplingMethod, indptr: np.ndarray, indices: np.ndarray, arr,
+             seed: int) -> dict:
     from . import _method_kernels as MK
 
+    kind = method.kind
     n = indptr.shape[0] - 1
     e = indices.shape[0]
+    if kind == "labor" and method.variates == "rotated":
+        lsrc = np.empty(e, dtype=indices.dtype)
+        lpos = np.empty(e, dtype=np.int32)
+        lbase = np.empty(e, dtype=np.uint32)
+        bkey = np.uint64(labor_rotation(seed, 0)[0])
+        bad = MK.build_base_order(indptr, indices, bkey, lsrc, lpos, lbase)
+        if bad >= 0:
+            raise GraphfeedError(f"LABOR (rotated): node {bad} has more than 2**31 - 1 in-edges")
+        return {"lsrc": lsrc, "lpos": lpos, "lbase": lbase, "bkey": bkey}
     if kind == "weighted":
-        # int32 records hold the threshold's 32 bits as they are (read back as unsigned)
-        rec = np.empty((e, 4), dtype=np.int64 if indices.dtype == np.int64 else np.uint32)
+        rec = np.empty(e, dtype=np.uint64)  # threshold | alias offset << 32
         totals = np.empty(n, dtype=np.float64)
         npos = np.empty(n, dtype=np.int64)
-        bad = MK.build_alias(indptr, indices, arr.weights, rec, totals, npos)
+        bad = MK.build_alias(indptr, arr.weights, rec, totals, npos)
         if bad >= 0:
             raise GraphfeedError(f"weighted sampling: node {bad} has more than 2**31 - 1 in-edges")
         return {"weights": arr.weights, "table": rec, "totals": totals, "npos": npos}

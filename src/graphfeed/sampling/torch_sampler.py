@@ -17,7 +17,7 @@ import torch
 
 from ..errors import GraphfeedError
 from ..graph.csc import CSCGraph
-from ._common import batch_key, check_fanouts, check_method, labor_key
+from ._common import batch_key, check_fanouts, check_method, labor_key, labor_rotation
 from .base import Block, MiniBatch, Sampler
 from .method import SamplingMethod, method_arrays, resolve_method
 
@@ -84,7 +84,8 @@ class TorchNeighborSampler(Sampler):
       destinations (O(sum of their degrees) work and memory per layer, which suits a GPU):
       weighted draws exponential keys and keeps each destination's smallest (with
       replacement: searches the cumulative weights), LABOR hashes source ids exactly as the
-      numba kernels do (so both samplers keep the same edges and weights for the same seed),
+      numba kernels do (so both samplers keep the same edges and weights for the same seed;
+      ``variates="rotated"`` keeps the same arcs, found by testing every in-edge),
       temporal
       masks the late edges and sorts by a random key (``uniform``) or by time (``last``).
     """
@@ -259,7 +260,12 @@ class TorchNeighborSampler(Sampler):
             else:
                 d64 = deg.clamp(min=1).to(torch.float64)
                 thr = (fanout / d64 * 4294967296.0).to(torch.int64)
-                keep = every[seg] | (_labor_variate(src, node_key) < thr[seg])
+                if self.method.variates == "rotated":  # the numba arcs, by their definition
+                    bkey, shift = labor_rotation(self.seed, node_key)
+                    r = (_labor_variate(src, bkey) + shift) & _M32
+                else:
+                    r = _labor_variate(src, node_key)
+                keep = every[seg] | (r < thr[seg])
             eids = pos[keep]
             local_dst = seg[keep]
             w = torch.where(every, 1.0 / deg.clamp(min=1).to(torch.float64),

@@ -74,6 +74,7 @@ class TrainConfig:
     sampler: str = "uniform"  # uniform, weighted, labor, temporal
     weight_feature: Optional[str] = None  # weighted: an edge feature; None: the graph's weights
     layer_dependency: bool = False  # labor
+    labor_variates: str = "rotated"  # labor: rotated (fixed base, per-batch shift) or iid
     temporal_strategy: str = "uniform"  # temporal: uniform or last
     strict_time: bool = False  # temporal: strictly earlier edges only
     node_times: Optional[str] = None  # temporal: node feature of node times (None: "timestamp")
@@ -185,7 +186,8 @@ class TrainConfig:
 
         return SamplingMethod(
             kind=self.sampler, weights=self.weight_feature or "graph",
-            layer_dependency=bool(self.layer_dependency), strategy=self.temporal_strategy,
+            layer_dependency=bool(self.layer_dependency), variates=self.labor_variates,
+            strategy=self.temporal_strategy,
             strict=bool(self.strict_time), node_times=self.node_times, edge_times=self.edge_times)
 
     # the fields a checkpoint must agree on to continue a run (the rest may change on resume)
