@@ -100,6 +100,9 @@ def test_resume_refuses_other_settings(tiny_dataset, uninterrupted):
     full_dir, _ = uninterrupted
     with pytest.raises(GraphfeedError, match="hidden"):
         train(TrainConfig(resume=str(full_dir / "ck"), **{**KW, "hidden": 64}), dataset=tiny_dataset)
+    with pytest.raises(GraphfeedError, match="sampler='uniform'.*sampler='labor'"):
+        train(TrainConfig(resume=str(full_dir / "ck"), **{**KW, "sampler": "labor"}),
+              dataset=tiny_dataset)
     with pytest.raises(GraphfeedError, match="no checkpoint"):
         train(TrainConfig(resume=str(full_dir), **KW), dataset=tiny_dataset)
 
@@ -142,3 +145,13 @@ def test_runs_report_mean_and_std(tiny_dataset):
     assert len(set(accs)) > 1 or len({r.epochs[0].loss for r in rr.runs}) > 1  # seeds differ
     with pytest.raises(GraphfeedError, match="train_runs"):
         train(TrainConfig(runs=2, **KW), dataset=tiny_dataset)
+
+
+def test_a_setting_older_than_the_checkpoint_is_not_compared(tmp_path):
+    from graphfeed.trainer.checkpoint import check_compatible
+
+    saved = {"hidden": 32}  # written before "labor_variates" existed
+    check_compatible(tmp_path, saved, {"hidden": 32, "labor_variates": "rotated"},
+                     ("hidden", "labor_variates"))
+    with pytest.raises(GraphfeedError, match="hidden=32"):
+        check_compatible(tmp_path, saved, {"hidden": 64}, ("hidden",))

@@ -81,8 +81,11 @@ def load_checkpoint(folder) -> dict:
 
 
 def check_compatible(path, saved: Mapping, current: Mapping, keys) -> None:
-    """Refuse to continue a run with settings that change what it computes."""
+    """Refuse to continue a run with settings that change what it computes. A key the saved
+    config lacks (a checkpoint older than the setting) is not compared."""
     for k in keys:
+        if k not in saved:
+            continue
         a, b = saved.get(k), current.get(k)
         if isinstance(a, (list, tuple)):
             a = list(a)

@@ -192,7 +192,8 @@ class TrainConfig:
 
     # the fields a checkpoint must agree on to continue a run (the rest may change on resume)
     RESUME_KEYS = ("model", "fanouts", "batch_size", "hidden", "heads", "dropout", "lr",
-                   "weight_decay", "seed", "replace", "eval_fanouts")
+                   "weight_decay", "seed", "replace", "eval_fanouts", "sampler",
+                   "layer_dependency", "labor_variates", "temporal_strategy", "strict_time")
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)

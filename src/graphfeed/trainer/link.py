@@ -43,8 +43,7 @@ from .metrics import format_metrics, roc_auc
 from .result import EpochStats, TrainResult
 
 #: the settings a resumed run must share with its checkpoint (``--resume``)
-LINK_RESUME_KEYS = TrainConfig.RESUME_KEYS + ("decoder", "num_negatives", "eval_negatives",
-                                              "sampler")
+LINK_RESUME_KEYS = TrainConfig.RESUME_KEYS + ("decoder", "num_negatives", "eval_negatives")
 #: Hits@K reported
 HITS_AT = (10, 50, 100)
 #: pair scores computed at once in evaluation (bounds the MLP decoder's activations)
