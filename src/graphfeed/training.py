@@ -241,7 +241,7 @@ def _train_loop(cfg: TrainConfig, dataset, plan, model=None, on_batch=None,
             from .trainer.hetero_link import train_typed_link
 
             return train_typed_link(cfg, dataset, device, rank=rank, world_size=world_size,
-                                    say=say)
+                                    say=say, on_batch=on_batch, on_epoch=on_epoch)
         return train_link(cfg, dataset, plan, rank=rank, world_size=world_size, say=say,
                           model=model, on_batch=on_batch, on_epoch=on_epoch)
 

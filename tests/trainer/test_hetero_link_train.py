@@ -51,8 +51,9 @@ def test_dry_run_and_refusals(data_root, tmp_path):
     from graphfeed.trainer.hetero_link import check_typed_link_dataset
 
     ds = open_dataset("hetero-link", data_root)
-    with pytest.raises(GraphfeedError, match="--save, --resume and --predict"):
-        check_typed_link_dataset(_Cfg(save=str(tmp_path)), ds)
+    with pytest.raises(GraphfeedError, match="--predict is not supported"):
+        check_typed_link_dataset(_Cfg(predict=str(tmp_path / "p.npy")), ds)
+    check_typed_link_dataset(_Cfg(save=str(tmp_path)), ds)  # checkpoints are
     with pytest.raises(GraphfeedError, match="--partitions"):
         check_typed_link_dataset(_Cfg(partitions=2), ds)
     node = open_dataset("hetero", data_root)  # generated next to it: a node dataset
@@ -62,7 +63,7 @@ def test_dry_run_and_refusals(data_root, tmp_path):
 
 class _Cfg:
     """What ``check_typed_link_dataset`` reads, for the refusals ``TrainConfig.validate``
-    already makes on its own (checkpoints of link runs)."""
+    already makes on its own."""
 
     def __init__(self, **kw):
         from graphfeed.training import TrainConfig
@@ -102,3 +103,95 @@ def test_typed_predictor_scores_every_relation_of_a_batch():
         loss.backward()
         # every parameter on a path to the outputs got a gradient (what DDP needs)
         assert all(p.grad is not None for p in net.parameters() if p.requires_grad)
+
+
+# ---------------------------------------------------------------- checkpoints (--save/--resume)
+_CK = dict(epochs=3, batch_size=4096, hidden=16, eval_negatives=20, eval_fanouts=(5, 5),
+           fanouts=(5, 5))
+
+
+class _Killed(Exception):
+    pass
+
+
+def _same_weights(a, b):
+    import torch
+
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+def _same_run(r, full):
+    assert [e.loss for e in r.epochs] == [e.loss for e in full.epochs]
+    assert [e.valid for e in r.epochs] == [e.valid for e in full.epochs]
+    assert (r.best_epoch, r.best_valid, r.test) == (full.best_epoch, full.best_valid, full.test)
+
+
+@pytest.fixture(scope="module")
+def typed_uninterrupted(data_root, tmp_path_factory):
+    from graphfeed.training import train
+
+    d = tmp_path_factory.mktemp("typed-full")
+    return d, train(_cfg(data_root, save=str(d / "ck"), **_CK))
+
+
+def test_typed_kill_after_an_epoch_then_resume_gives_the_same_run(data_root, typed_uninterrupted,
+                                                                  tmp_path):
+    from graphfeed.errors import GraphfeedError
+    from graphfeed.trainer.checkpoint import load_checkpoint
+    from graphfeed.training import train
+
+    full_dir, full = typed_uninterrupted
+    state = load_checkpoint(full_dir / "ck")
+    assert state["trainer"] == "hetero-link" and state["loader"] == {"epoch": 3, "next_batch": 0}
+    assert full.checkpoint == str(full_dir / "ck" / "checkpoint.pt")
+
+    def kill_after_epoch_0(stats):
+        if stats.epoch == 0:
+            raise _Killed
+
+    with pytest.raises(_Killed):
+        train(_cfg(data_root, save=str(tmp_path / "ck"), **_CK), on_epoch=kill_after_epoch_0)
+    r = train(_cfg(data_root, resume=str(tmp_path / "ck"), **_CK))
+    assert r.resumed_from_epoch == 1 and len(r.epochs) == 3
+    _same_weights(load_checkpoint(tmp_path / "ck")["model"], state["model"])
+    _same_run(r, full)
+    with pytest.raises(GraphfeedError, match="num_negatives=1.*num_negatives=2"):
+        train(_cfg(data_root, resume=str(tmp_path / "ck"), **{**_CK, "num_negatives": 2}))
+
+
+def test_typed_signal_mid_epoch_checkpoints_and_resumes(data_root, typed_uninterrupted, tmp_path):
+    import os
+    import signal
+
+    from graphfeed.trainer.checkpoint import load_checkpoint
+    from graphfeed.training import train
+
+    full_dir, full = typed_uninterrupted
+
+    def interrupt(epoch, batch_index):
+        if (epoch, batch_index) == (1, 1):
+            os.kill(os.getpid(), signal.SIGINT)  # the loop stops after this batch
+
+    with pytest.raises(KeyboardInterrupt):
+        train(_cfg(data_root, save=str(tmp_path / "ck"), **_CK), on_batch=interrupt)
+    state = load_checkpoint(tmp_path / "ck")
+    assert state["loader"] == {"epoch": 1, "next_batch": 2} and state["partial"] is not None
+    resumed = []
+    r = train(_cfg(data_root, resume=str(tmp_path / "ck"), **_CK),
+              on_batch=lambda e, b: resumed.append((e, b)))
+    assert resumed[0] == (1, 2)
+    _same_weights(load_checkpoint(tmp_path / "ck")["model"],
+                  load_checkpoint(full_dir / "ck")["model"])
+    _same_run(r, full)
+
+
+def test_typed_resume_refuses_another_trainers_checkpoint(data_root, typed_uninterrupted):
+    from graphfeed.errors import GraphfeedError
+    from graphfeed.training import train
+
+    full_dir, _ = typed_uninterrupted
+    with pytest.raises(GraphfeedError, match="typed link-prediction trainer"):
+        train(_cfg(data_root, dataset="hetero", task="node", resume=str(full_dir / "ck"),
+                   **{**_CK, "eval_fanouts": None}))

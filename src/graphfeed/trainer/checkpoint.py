@@ -99,7 +99,7 @@ def check_compatible(path, saved: Mapping, current: Mapping, keys) -> None:
 
 
 #: which trainer wrote a checkpoint (``"trainer"``; checkpoints without it are the node trainer's)
-TRAINERS = ("node", "link", "hetero")
+TRAINERS = ("node", "link", "hetero", "hetero-link")
 
 
 class GracefulStop:
@@ -323,7 +323,8 @@ class RunState:
 
 
 _TRAINER_NAMES = {"node": "node-classification", "link": "link-prediction",
-                  "hetero": "heterogeneous node-classification"}
+                  "hetero": "heterogeneous node-classification",
+                  "hetero-link": "typed link-prediction"}
 
 
 def _rng_states(world_size: int) -> list:

@@ -17,8 +17,10 @@ node and edge types, :mod:`graphfeed.datasets.hetero_link`).
   relation (:func:`~graphfeed.trainer.link.link_metrics`). A degree baseline scores a pair by
   its destination's in-degree within the relation in the message-passing graph.
 - Sampling on the CPU (``HeteroNeighborSampler``) or, in ``--mode cuda-cuda``/``pinned-cuda``,
-  the torch heterogeneous sampler (as node classification on heterogeneous datasets). Refused:
-  ``--save``/``--resume``/``--predict``, sampling methods other than uniform, partitions.
+  the torch heterogeneous sampler (as node classification on heterogeneous datasets).
+- ``--save``/``--resume`` through :class:`~graphfeed.trainer.checkpoint.RunState` (trainer
+  ``"hetero-link"``, resume keys :data:`TYPED_LINK_RESUME_KEYS`), as the other trainers.
+  Refused: ``--predict``, sampling methods other than uniform, partitions.
 """
 
 from __future__ import annotations
@@ -34,8 +36,18 @@ import torch.nn.functional as F
 
 from ..errors import GraphfeedError
 
-__all__ = ["TypedLinkPredictor", "check_typed_link_dataset", "train_typed_link"]
+__all__ = ["TypedLinkPredictor", "check_typed_link_dataset", "train_typed_link",
+           "TYPED_LINK_RESUME_KEYS"]
 
+def _resume_keys() -> tuple:
+    from .link import LINK_RESUME_KEYS
+
+    # the model is always the R-GCN: --model and --heads do not apply
+    return tuple(k for k in LINK_RESUME_KEYS if k not in ("model", "heads"))
+
+
+#: the settings a resumed run must share with its checkpoint (``--resume``)
+TYPED_LINK_RESUME_KEYS = _resume_keys()
 #: pairs scored at once in evaluation
 _EVAL_PAIRS_PER_CHUNK = 1 << 16
 
@@ -61,7 +73,10 @@ class TypedLinkPredictor(nn.Module):
         h = self.encoder(x_dict, blocks)
         if index_dict is None:
             return h
-        return {et: self.decode(h[et[0]][ei[0]], h[et[2]][ei[1]])
+        # index_select, not h[...][ei]: the backward of advanced indexing accumulates with
+        # atomic adds across torch's CPU threads (a different sum order every run)
+        return {et: self.decode(h[et[0]].index_select(0, ei[0]),
+                                h[et[2]].index_select(0, ei[1]))
                 for et, ei in index_dict.items()}
 
 
@@ -75,9 +90,9 @@ def check_typed_link_dataset(cfg, dataset) -> list:
                              f"{dataset.task_type} dataset (make typed pairs with graphfeed "
                              f"prepare link-split SRC OUT --relation REL, or use the built-in "
                              f"'hetero-link')")
-    if cfg.save or cfg.resume or cfg.predict:
-        raise GraphfeedError("--save, --resume and --predict are not supported for link "
-                             "prediction on typed (heterogeneous) datasets yet")
+    if cfg.predict:
+        raise GraphfeedError("--predict is not supported for link prediction on typed "
+                             "(heterogeneous) datasets yet (--save and --resume are)")
     if cfg.partitions:
         raise GraphfeedError("--partitions: typed link datasets train on one graph")
     from .hetero import _check_cfg
@@ -128,17 +143,6 @@ def _score(net, emb: dict, pairs: dict):
     return torch.cat(pos_all).numpy(), torch.cat(neg_all).numpy()
 
 
-def _take_if_best(result, es) -> bool:
-    """Make epoch ``es`` the run's best when its valid MRR is better; whether it was."""
-    from .metrics import is_better
-
-    better = is_better(es.valid["mrr"], result.best_valid)
-    if better:
-        result.best_epoch, result.best_valid = es.epoch, es.valid["mrr"]
-        result.test = dict(es.test)
-    return better
-
-
 def _epoch_line(es) -> str:
     from .metrics import format_metrics
 
@@ -149,7 +153,7 @@ def _epoch_line(es) -> str:
 
 
 def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: int = 1,
-                     say: Callable[[str], None] = print):
+                     say: Callable[[str], None] = print, on_batch=None, on_epoch=None):
     """One typed link-prediction run of ``cfg`` on ``dataset`` (see the module docstring)."""
     from .._memory import current_rss_bytes, peak_rss_bytes
     from ..datasets.hetero_link import (reverse_edge_types, typed_link_split,
@@ -158,6 +162,7 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
     from ..loader.hetero_link import HeteroLinkDataLoader
     from ..loader.item_sampler import ItemSampler
     from ..sampling.hetero_link import HeteroLinkSampler
+    from .checkpoint import RunState
     from .evaluate import unwrap
     from .hetero import HeteroRGCN, _open_type_features, hetero_sampler
     from .link import link_metrics
@@ -257,53 +262,61 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
                 emb[t] = red.cpu()
         return emb
 
-    bad_epochs = 0
+    state = RunState(cfg, net, opt, result, trainer="hetero-link", keys=TYPED_LINK_RESUME_KEYS,
+                     rank=rank, world_size=world_size, say=say)
     try:
-        for epoch in range(cfg.epochs):
-            loader.set_epoch(epoch)
-            ddp.train()
-            loss_sum = correct = seen = 0.0
-            t0 = time.perf_counter()
-            for mb in loader:
-                mb = mb.to(device)
-                out = ddp({t: v for t, v in mb.x_dict.items()}, mb.blocks,
-                          mb.edge_label_index_dict)
-                labels = mb.edge_label_dict
-                logit = torch.cat([out[et] for et in out])
-                y = torch.cat([labels[et] for et in out]).to(logit.device)
-                loss = F.binary_cross_entropy_with_logits(logit, y)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                loss_sum += float(loss.detach()) * len(y)
-                correct += float(((logit.detach() > 0) == (y > 0.5)).sum())
-                seen += len(y)
-            seconds = time.perf_counter() - t0
-            tot = [loss_sum, correct, seen]
-            tot = _all_reduce(tot) if world_size > 1 else tot
-            loss_avg = tot[0] / max(tot[2], 1)
-            if not math.isfinite(loss_avg):
-                raise GraphfeedError(f"the training loss became {loss_avg} in epoch {epoch}: check "
-                                     f"the input features, or lower --lr (now {cfg.lr:g})")
-            t1 = time.perf_counter()
-            emb = embed()
-            metrics = {name: link_metrics(*_score(unwrap(ddp), emb, pairs))
-                       for name, pairs in splits.items()}
-            es = EpochStats(
-                epoch=epoch, loss=loss_avg, train_acc=tot[1] / max(tot[2], 1),
-                valid_acc=float("nan"), test_acc=float("nan"),
-                seeds_per_s=tot[2] / (1 + cfg.num_negatives) / max(seconds, 1e-9),
-                batches_per_s=len(loader) / max(seconds, 1e-9), seconds=seconds,
-                peak_rss_bytes=peak_rss_bytes(), valid=metrics["valid"], test=metrics["test"],
-                eval_seconds=time.perf_counter() - t1, rss_bytes=current_rss_bytes())
-            result.epochs.append(es)
-            bad_epochs = 0 if _take_if_best(result, es) else bad_epochs + 1
-            say(_epoch_line(es))
-            if cfg.patience and bad_epochs >= cfg.patience:
-                result.stopped_early = epoch < cfg.epochs - 1
-                break
+        state.resume(loader)
+        with state.stop:
+            for epoch in range(state.start_epoch, cfg.epochs):
+                ddp.train()
+                sums, seconds0 = state.begin_epoch(loader, epoch)  # loss sum, correct, seen
+                t0 = time.perf_counter()
+                for mb in loader:
+                    mb = mb.to(device)
+                    out = ddp({t: v for t, v in mb.x_dict.items()}, mb.blocks,
+                              mb.edge_label_index_dict)
+                    labels = mb.edge_label_dict
+                    logit = torch.cat([out[et] for et in out])
+                    y = torch.cat([labels[et] for et in out]).to(logit.device)
+                    loss = F.binary_cross_entropy_with_logits(logit, y)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    sums[0] += float(loss.detach()) * len(y)
+                    sums[1] += float(((logit.detach() > 0) == (y > 0.5)).sum())
+                    sums[2] += len(y)
+                    if on_batch is not None:
+                        on_batch(epoch, mb.batch_index)
+                    if state.stop_requested():
+                        state.stop_mid_epoch(loader, sums, seconds0 + time.perf_counter() - t0)
+                seconds = seconds0 + time.perf_counter() - t0
+                tot = _all_reduce(sums) if world_size > 1 else sums
+                loss_avg = tot[0] / max(tot[2], 1)
+                if not math.isfinite(loss_avg):
+                    raise GraphfeedError(f"the training loss became {loss_avg} in epoch {epoch}: "
+                                         f"check the input features, or lower --lr (now "
+                                         f"{cfg.lr:g})")
+                t1 = time.perf_counter()
+                emb = embed()
+                metrics = {name: link_metrics(*_score(unwrap(ddp), emb, pairs))
+                           for name, pairs in splits.items()}
+                es = EpochStats(
+                    epoch=epoch, loss=loss_avg, train_acc=tot[1] / max(tot[2], 1),
+                    valid_acc=float("nan"), test_acc=float("nan"),
+                    seeds_per_s=tot[2] / (1 + cfg.num_negatives) / max(seconds, 1e-9),
+                    batches_per_s=len(loader) / max(seconds, 1e-9), seconds=seconds,
+                    peak_rss_bytes=peak_rss_bytes(), valid=metrics["valid"],
+                    test=metrics["test"], eval_seconds=time.perf_counter() - t1,
+                    rss_bytes=current_rss_bytes())
+                state.end_epoch(es, es.valid["mrr"])
+                say(_epoch_line(es))
+                if state.finish_epoch(loader, es, on_epoch):
+                    break
+        if not result.epochs:
+            raise GraphfeedError("no epoch was run")
     finally:
         loader.close()
+    result.checkpoint = state.checkpoint
     # degree baseline: the destination's in-degree within the relation (message-passing graph)
     deg = {}
     for et in ets:

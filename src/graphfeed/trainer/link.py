@@ -94,7 +94,10 @@ def _link_predictor_class():
             h = self.encoder(x, blocks)
             if pair_index is None:
                 return h
-            return self.decode(h[pair_index[0]], h[pair_index[1]])
+            # index_select, not h[pair_index[0]]: the backward of advanced indexing
+            # accumulates with atomic adds across torch's CPU threads (run-to-run differences)
+            return self.decode(h.index_select(0, pair_index[0]),
+                               h.index_select(0, pair_index[1]))
 
     return LinkPredictor
 
