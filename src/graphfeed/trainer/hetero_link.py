@@ -39,6 +39,7 @@ from ..errors import GraphfeedError
 __all__ = ["TypedLinkPredictor", "check_typed_link_dataset", "train_typed_link",
            "TYPED_LINK_RESUME_KEYS"]
 
+
 def _resume_keys() -> tuple:
     from .link import LINK_RESUME_KEYS
 
@@ -48,6 +49,7 @@ def _resume_keys() -> tuple:
 
 #: the settings a resumed run must share with its checkpoint (``--resume``)
 TYPED_LINK_RESUME_KEYS = _resume_keys()
+
 #: pairs scored at once in evaluation
 _EVAL_PAIRS_PER_CHUNK = 1 << 16
 
