@@ -213,6 +213,16 @@ class RunState:
                      f"--epochs {cfg.epochs} asks for no more")
 
     # ------------------------------------------------------------------ an epoch
+    def epochs(self, loader):
+        """The epochs left to run: :meth:`resume`, then ``(epoch, sums, seconds)`` for each
+        (:meth:`begin_epoch`), with the graceful stop active until the loop ends (a ``break``
+        or an exception closes the generator, which restores the signal handlers)."""
+        self.resume(loader)
+        with self.stop:
+            for epoch in range(self.start_epoch, self.cfg.epochs):
+                sums, seconds = self.begin_epoch(loader, epoch)
+                yield epoch, sums, seconds
+
     def begin_epoch(self, loader, epoch: int):
         """``(sums, seconds)`` the epoch starts from: zeros after ``loader.set_epoch(epoch)``,
         or an interrupted epoch's (the loader already stands at its next batch)."""

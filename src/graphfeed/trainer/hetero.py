@@ -266,48 +266,45 @@ def run_hetero(cfg, dataset, splits, device: str, rank: int, world_size: int,
     state = RunState(cfg, net, opt, result, trainer="hetero", keys=HETERO_RESUME_KEYS,
                      rank=rank, world_size=world_size, say=say)
     try:
-        state.resume(train_loader)
-        with state.stop:
-            for epoch in range(state.start_epoch, cfg.epochs):
-                model.train()
-                sums, seconds0 = state.begin_epoch(train_loader, epoch)  # loss, correct, seen
-                t0 = time.perf_counter()
-                for batch in train_loader:
-                    x, blocks, batch = step_inputs(batch)
-                    y = batch.labels.to(torch.long).reshape(-1)
-                    out = model(x, blocks)
-                    loss = F.cross_entropy(out, y)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    sums[0] += float(loss.detach()) * len(y)
-                    sums[1] += float((out.detach().argmax(-1) == y).sum())
-                    sums[2] += len(y)
-                    if on_batch is not None:
-                        on_batch(epoch, batch.batch_index)
-                    if state.stop_requested():
-                        state.stop_mid_epoch(train_loader, sums,
-                                             seconds0 + time.perf_counter() - t0)
-                seconds = seconds0 + time.perf_counter() - t0
-                tot = _all_reduce(sums) if world_size > 1 else sums
-                loss_avg = tot[0] / max(tot[2], 1)
-                if not math.isfinite(loss_avg):
-                    raise GraphfeedError(f"the training loss became {loss_avg} in epoch {epoch}")
-                t1 = time.perf_counter()
-                metrics = {n: evaluate(n) for n in ("valid", "test")}
-                es = EpochStats(epoch=epoch, loss=loss_avg, train_acc=tot[1] / max(tot[2], 1),
-                                valid_acc=metrics["valid"]["accuracy"],
-                                test_acc=metrics["test"]["accuracy"],
-                                seeds_per_s=tot[2] / max(seconds, 1e-9),
-                                batches_per_s=len(train_loader) / max(seconds, 1e-9),
-                                seconds=seconds, peak_rss_bytes=peak_rss_bytes(),
-                                valid=metrics["valid"], test=metrics["test"],
-                                eval_seconds=time.perf_counter() - t1,
-                                rss_bytes=current_rss_bytes())
-                state.end_epoch(es, es.valid[task.main])
-                say(_epoch_line(es, task))
-                if state.finish_epoch(train_loader, es, on_epoch):
-                    break
+        for epoch, sums, seconds0 in state.epochs(train_loader):
+            model.train()
+            t0 = time.perf_counter()
+            for batch in train_loader:
+                x, blocks, batch = step_inputs(batch)
+                y = batch.labels.to(torch.long).reshape(-1)
+                out = model(x, blocks)
+                loss = F.cross_entropy(out, y)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                sums[0] += float(loss.detach()) * len(y)
+                sums[1] += float((out.detach().argmax(-1) == y).sum())
+                sums[2] += len(y)
+                if on_batch is not None:
+                    on_batch(epoch, batch.batch_index)
+                if state.stop_requested():
+                    state.stop_mid_epoch(train_loader, sums,
+                                         seconds0 + time.perf_counter() - t0)
+            seconds = seconds0 + time.perf_counter() - t0
+            tot = _all_reduce(sums) if world_size > 1 else sums
+            loss_avg = tot[0] / max(tot[2], 1)
+            if not math.isfinite(loss_avg):
+                raise GraphfeedError(f"the training loss became {loss_avg} in epoch {epoch}")
+            t1 = time.perf_counter()
+            metrics = {n: evaluate(n) for n in ("valid", "test")}
+            es = EpochStats(epoch=epoch, loss=loss_avg, train_acc=tot[1] / max(tot[2], 1),
+                            valid_acc=metrics["valid"]["accuracy"],
+                            test_acc=metrics["test"]["accuracy"],
+                            seeds_per_s=tot[2] / max(seconds, 1e-9),
+                            batches_per_s=len(train_loader) / max(seconds, 1e-9),
+                            seconds=seconds, peak_rss_bytes=peak_rss_bytes(),
+                            valid=metrics["valid"], test=metrics["test"],
+                            eval_seconds=time.perf_counter() - t1,
+                            rss_bytes=current_rss_bytes())
+            state.end_epoch(es, es.valid[task.main])
+            say(_epoch_line(es, task))
+            if state.finish_epoch(train_loader, es, on_epoch):
+                break
         if not result.epochs:
             raise GraphfeedError("no epoch was run")
         if cfg.predict:  # every rank scores its share; rank 0 writes

@@ -267,53 +267,50 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
     state = RunState(cfg, net, opt, result, trainer="hetero-link", keys=TYPED_LINK_RESUME_KEYS,
                      rank=rank, world_size=world_size, say=say)
     try:
-        state.resume(loader)
-        with state.stop:
-            for epoch in range(state.start_epoch, cfg.epochs):
-                ddp.train()
-                sums, seconds0 = state.begin_epoch(loader, epoch)  # loss sum, correct, seen
-                t0 = time.perf_counter()
-                for mb in loader:
-                    mb = mb.to(device)
-                    out = ddp({t: v for t, v in mb.x_dict.items()}, mb.blocks,
-                              mb.edge_label_index_dict)
-                    labels = mb.edge_label_dict
-                    logit = torch.cat([out[et] for et in out])
-                    y = torch.cat([labels[et] for et in out]).to(logit.device)
-                    loss = F.binary_cross_entropy_with_logits(logit, y)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    sums[0] += float(loss.detach()) * len(y)
-                    sums[1] += float(((logit.detach() > 0) == (y > 0.5)).sum())
-                    sums[2] += len(y)
-                    if on_batch is not None:
-                        on_batch(epoch, mb.batch_index)
-                    if state.stop_requested():
-                        state.stop_mid_epoch(loader, sums, seconds0 + time.perf_counter() - t0)
-                seconds = seconds0 + time.perf_counter() - t0
-                tot = _all_reduce(sums) if world_size > 1 else sums
-                loss_avg = tot[0] / max(tot[2], 1)
-                if not math.isfinite(loss_avg):
-                    raise GraphfeedError(f"the training loss became {loss_avg} in epoch {epoch}: "
-                                         f"check the input features, or lower --lr (now "
-                                         f"{cfg.lr:g})")
-                t1 = time.perf_counter()
-                emb = embed()
-                metrics = {name: link_metrics(*_score(unwrap(ddp), emb, pairs))
-                           for name, pairs in splits.items()}
-                es = EpochStats(
-                    epoch=epoch, loss=loss_avg, train_acc=tot[1] / max(tot[2], 1),
-                    valid_acc=float("nan"), test_acc=float("nan"),
-                    seeds_per_s=tot[2] / (1 + cfg.num_negatives) / max(seconds, 1e-9),
-                    batches_per_s=len(loader) / max(seconds, 1e-9), seconds=seconds,
-                    peak_rss_bytes=peak_rss_bytes(), valid=metrics["valid"],
-                    test=metrics["test"], eval_seconds=time.perf_counter() - t1,
-                    rss_bytes=current_rss_bytes())
-                state.end_epoch(es, es.valid["mrr"])
-                say(_epoch_line(es))
-                if state.finish_epoch(loader, es, on_epoch):
-                    break
+        for epoch, sums, seconds0 in state.epochs(loader):
+            ddp.train()
+            t0 = time.perf_counter()
+            for mb in loader:
+                mb = mb.to(device)
+                out = ddp({t: v for t, v in mb.x_dict.items()}, mb.blocks,
+                          mb.edge_label_index_dict)
+                labels = mb.edge_label_dict
+                logit = torch.cat([out[et] for et in out])
+                y = torch.cat([labels[et] for et in out]).to(logit.device)
+                loss = F.binary_cross_entropy_with_logits(logit, y)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                sums[0] += float(loss.detach()) * len(y)
+                sums[1] += float(((logit.detach() > 0) == (y > 0.5)).sum())
+                sums[2] += len(y)
+                if on_batch is not None:
+                    on_batch(epoch, mb.batch_index)
+                if state.stop_requested():
+                    state.stop_mid_epoch(loader, sums, seconds0 + time.perf_counter() - t0)
+            seconds = seconds0 + time.perf_counter() - t0
+            tot = _all_reduce(sums) if world_size > 1 else sums
+            loss_avg = tot[0] / max(tot[2], 1)
+            if not math.isfinite(loss_avg):
+                raise GraphfeedError(f"the training loss became {loss_avg} in epoch {epoch}: "
+                                     f"check the input features, or lower --lr (now "
+                                     f"{cfg.lr:g})")
+            t1 = time.perf_counter()
+            emb = embed()
+            metrics = {name: link_metrics(*_score(unwrap(ddp), emb, pairs))
+                       for name, pairs in splits.items()}
+            es = EpochStats(
+                epoch=epoch, loss=loss_avg, train_acc=tot[1] / max(tot[2], 1),
+                valid_acc=float("nan"), test_acc=float("nan"),
+                seeds_per_s=tot[2] / (1 + cfg.num_negatives) / max(seconds, 1e-9),
+                batches_per_s=len(loader) / max(seconds, 1e-9), seconds=seconds,
+                peak_rss_bytes=peak_rss_bytes(), valid=metrics["valid"],
+                test=metrics["test"], eval_seconds=time.perf_counter() - t1,
+                rss_bytes=current_rss_bytes())
+            state.end_epoch(es, es.valid["mrr"])
+            say(_epoch_line(es))
+            if state.finish_epoch(loader, es, on_epoch):
+                break
         if not result.epochs:
             raise GraphfeedError("no epoch was run")
     finally:

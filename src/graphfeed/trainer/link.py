@@ -153,17 +153,17 @@ def _score(net, h, split: _Split):
     return pos.numpy(), neg.numpy()
 
 
-def _train_epoch(cfg, ddp, opt, loader, state, epoch: int, device: str, rank: int,
-                 world_size: int, on_batch):
-    """One training epoch (or the rest of an interrupted one) -> its ``EpochStats`` without
-    evaluation metrics (``valid``/``test`` filled with NaN, for the caller to update)."""
+def _train_epoch(cfg, ddp, opt, loader, state, epoch: int, start, seconds0: float, device: str,
+                 rank: int, world_size: int, on_batch):
+    """One training epoch (or the rest of an interrupted one, from its sums ``start`` and
+    ``seconds0``) -> its ``EpochStats`` without evaluation metrics (``valid``/``test`` filled
+    with NaN, for the caller to update)."""
     import torch
     import torch.nn.functional as F
 
     from .._progress import bar
 
     ddp.train()
-    start, seconds0 = state.begin_epoch(loader, epoch)
     t0 = time.perf_counter()
     sums = torch.tensor(start, dtype=torch.float64, device=device)  # loss, correct, pairs
     with bar(len(loader), f"epoch {epoch}", enabled=cfg.progress and rank == 0) as pbar:
@@ -325,24 +325,22 @@ def train_link(cfg, dataset, plan, *, rank: int = 0, world_size: int = 1,
         evaluator = Evaluator(placed, {k: s.nodes for k, s in splits.items()}, eval_plan,
                               seed=cfg.seed, rank=rank, world_size=world_size,
                               num_threads=cfg.num_threads, prefetch=cfg.prefetch, labels=False)
-        state.resume(loader)
-        with state.stop:
-            for epoch in range(state.start_epoch, cfg.epochs):
-                es = _train_epoch(cfg, ddp, opt, loader, state, epoch, device, rank, world_size,
-                                  on_batch)
-                t1 = time.perf_counter()
-                for name, split in splits.items():
-                    h, _ = evaluator.logits(ddp, name, progress=cfg.progress and rank == 0)
-                    getattr(es, name).update(link_metrics(*_score(net, h, split)))
-                es.eval_seconds = time.perf_counter() - t1
-                es.peak_rss_bytes, es.rss_bytes = peak_rss_bytes(), current_rss_bytes()
-                state.end_epoch(es, es.valid["mrr"])
-                say(f"epoch {epoch:2d}  loss {es.loss:.4f}  train acc {es.train_acc:.4f}  valid "
-                    f"{format_metrics(es.valid)}  test {format_metrics(es.test)}  "
-                    f"{es.seeds_per_s:,.0f} pairs/s  {es.seconds:.1f}s + eval "
-                    f"{es.eval_seconds:.1f}s")
-                if state.finish_epoch(loader, es, on_epoch):
-                    break
+        for epoch, sums, seconds0 in state.epochs(loader):
+            es = _train_epoch(cfg, ddp, opt, loader, state, epoch, sums, seconds0, device, rank,
+                              world_size, on_batch)
+            t1 = time.perf_counter()
+            for name, split in splits.items():
+                h, _ = evaluator.logits(ddp, name, progress=cfg.progress and rank == 0)
+                getattr(es, name).update(link_metrics(*_score(net, h, split)))
+            es.eval_seconds = time.perf_counter() - t1
+            es.peak_rss_bytes, es.rss_bytes = peak_rss_bytes(), current_rss_bytes()
+            state.end_epoch(es, es.valid["mrr"])
+            say(f"epoch {epoch:2d}  loss {es.loss:.4f}  train acc {es.train_acc:.4f}  valid "
+                f"{format_metrics(es.valid)}  test {format_metrics(es.test)}  "
+                f"{es.seeds_per_s:,.0f} pairs/s  {es.seconds:.1f}s + eval "
+                f"{es.eval_seconds:.1f}s")
+            if state.finish_epoch(loader, es, on_epoch):
+                break
         if not result.epochs:
             raise GraphfeedError("no epoch was run")
         if cfg.predict:

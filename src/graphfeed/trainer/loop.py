@@ -128,68 +128,65 @@ def run(setup: RunSetup, model_factory=None, *, on_batch=None, on_epoch=None) ->
         evaluator = Evaluator(placed, {"valid": setup.valid_ids, "test": setup.test_ids},
                               setup.eval_plan, seed=cfg.seed, rank=rank, world_size=world,
                               num_threads=cfg.num_threads, prefetch=cfg.prefetch)
-        state.resume(loader)
-        with state.stop:
-            for epoch in range(state.start_epoch, cfg.epochs):
-                model.train()
-                sums, seconds0 = state.begin_epoch(loader, epoch)  # loss sum, correct, seen
-                t0 = time.perf_counter()
-                total_loss = torch.tensor(sums[0], dtype=torch.float64, device=device)
-                correct = torch.tensor(sums[1], dtype=torch.float64, device=device)
-                seen = int(sums[2])
-                first = int(loader.state_dict()["next_batch"])  # > 0 when resumed mid-epoch
-                with bar(len(loader), f"epoch {epoch}", enabled=cfg.progress and rank == 0) as pbar:
-                    pbar.update(first)
-                    for batch in loader:
-                        y = batch.labels.to(torch.long).reshape(-1)
-                        out = model(features_as_float(batch.x), batch.blocks)
-                        loss = F.cross_entropy(out, y)
-                        opt.zero_grad(set_to_none=True)
-                        loss.backward()
-                        opt.step()
-                        n = int(y.shape[0])
-                        total_loss += loss.detach().double() * n
-                        correct += (out.detach().argmax(-1) == y).sum().double()
-                        seen += n
-                        pbar.update(1)
-                        if on_batch is not None:
-                            on_batch(epoch, batch.batch_index)
-                        if state.stop_requested():
-                            state.stop_mid_epoch(loader, [float(total_loss), float(correct), seen],
-                                                 seconds0 + time.perf_counter() - t0)
-                seconds = seconds0 + time.perf_counter() - t0
-                local = [float(total_loss), float(correct), float(seen)]
-                tot = _all_reduce(local) if world > 1 else local
-                loss_avg = tot[0] / max(tot[2], 1)
-                if not math.isfinite(loss_avg):
-                    raise GraphfeedError(
-                        f"the training loss became {loss_avg} in epoch {epoch}: check the input "
-                        f"features for NaN or infinite values, or lower --lr (now {cfg.lr:g})"
-                    )
-                t1 = time.perf_counter()
-                metrics = {}
-                for name in ("valid", "test"):
-                    logits, y = evaluator.logits(model, name, progress=cfg.progress and rank == 0)
-                    metrics[name] = (compute_metrics(task, y.numpy(), logits.numpy()) if logits is not None
-                                     else {m: float("nan") for m in task.metrics})
-                eval_seconds = time.perf_counter() - t1
-                release_free_memory()
-                es = EpochStats(
-                    epoch=epoch, loss=loss_avg, train_acc=tot[1] / max(tot[2], 1),
-                    valid_acc=metrics["valid"]["accuracy"], test_acc=metrics["test"]["accuracy"],
-                    seeds_per_s=tot[2] / max(seconds, 1e-9), batches_per_s=len(loader) / max(seconds, 1e-9),
-                    seconds=seconds, peak_rss_bytes=peak_rss_bytes(), valid=metrics["valid"],
-                    test=metrics["test"], eval_seconds=eval_seconds, rss_bytes=current_rss_bytes(),
+        for epoch, sums, seconds0 in state.epochs(loader):
+            model.train()
+            t0 = time.perf_counter()
+            total_loss = torch.tensor(sums[0], dtype=torch.float64, device=device)
+            correct = torch.tensor(sums[1], dtype=torch.float64, device=device)
+            seen = int(sums[2])
+            first = int(loader.state_dict()["next_batch"])  # > 0 when resumed mid-epoch
+            with bar(len(loader), f"epoch {epoch}", enabled=cfg.progress and rank == 0) as pbar:
+                pbar.update(first)
+                for batch in loader:
+                    y = batch.labels.to(torch.long).reshape(-1)
+                    out = model(features_as_float(batch.x), batch.blocks)
+                    loss = F.cross_entropy(out, y)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    n = int(y.shape[0])
+                    total_loss += loss.detach().double() * n
+                    correct += (out.detach().argmax(-1) == y).sum().double()
+                    seen += n
+                    pbar.update(1)
+                    if on_batch is not None:
+                        on_batch(epoch, batch.batch_index)
+                    if state.stop_requested():
+                        state.stop_mid_epoch(loader, [float(total_loss), float(correct), seen],
+                                             seconds0 + time.perf_counter() - t0)
+            seconds = seconds0 + time.perf_counter() - t0
+            local = [float(total_loss), float(correct), float(seen)]
+            tot = _all_reduce(local) if world > 1 else local
+            loss_avg = tot[0] / max(tot[2], 1)
+            if not math.isfinite(loss_avg):
+                raise GraphfeedError(
+                    f"the training loss became {loss_avg} in epoch {epoch}: check the input "
+                    f"features for NaN or infinite values, or lower --lr (now {cfg.lr:g})"
                 )
-                if device.startswith("cuda"):
-                    es.peak_gpu_bytes = int(torch.cuda.max_memory_allocated(device))
-                    es.peak_gpu_reserved_bytes = int(torch.cuda.max_memory_reserved(device))
-                state.end_epoch(es, es.valid[task.main])
-                say(_epoch_line(es, task))
-                if cfg.log and rank == 0:
-                    _append_log(cfg.log, es)
-                if state.finish_epoch(loader, es, on_epoch):
-                    break
+            t1 = time.perf_counter()
+            metrics = {}
+            for name in ("valid", "test"):
+                logits, y = evaluator.logits(model, name, progress=cfg.progress and rank == 0)
+                metrics[name] = (compute_metrics(task, y.numpy(), logits.numpy()) if logits is not None
+                                 else {m: float("nan") for m in task.metrics})
+            eval_seconds = time.perf_counter() - t1
+            release_free_memory()
+            es = EpochStats(
+                epoch=epoch, loss=loss_avg, train_acc=tot[1] / max(tot[2], 1),
+                valid_acc=metrics["valid"]["accuracy"], test_acc=metrics["test"]["accuracy"],
+                seeds_per_s=tot[2] / max(seconds, 1e-9), batches_per_s=len(loader) / max(seconds, 1e-9),
+                seconds=seconds, peak_rss_bytes=peak_rss_bytes(), valid=metrics["valid"],
+                test=metrics["test"], eval_seconds=eval_seconds, rss_bytes=current_rss_bytes(),
+            )
+            if device.startswith("cuda"):
+                es.peak_gpu_bytes = int(torch.cuda.max_memory_allocated(device))
+                es.peak_gpu_reserved_bytes = int(torch.cuda.max_memory_reserved(device))
+            state.end_epoch(es, es.valid[task.main])
+            say(_epoch_line(es, task))
+            if cfg.log and rank == 0:
+                _append_log(cfg.log, es)
+            if state.finish_epoch(loader, es, on_epoch):
+                break
     finally:
         loader.close()
         if evaluator is not None:
