@@ -32,6 +32,7 @@ Costs per destination of in-degree ``d`` and fanout ``k`` (and what is built onc
 from __future__ import annotations
 
 import numpy as np
+from numba.cpython.unsafe.numbers import leading_zeros
 
 from .._numba import kernel
 from ._kernels import (
@@ -42,6 +43,7 @@ _S11 = np.uint64(11)
 _S32 = np.uint64(32)
 _TWO32 = np.uint64(1 << 32)
 _INV53 = 1.0 / 9007199254740992.0  # 2**-53
+_ONE = np.uint64(1)
 
 
 # --------------------------------------------------------------------------- random numbers
@@ -52,9 +54,31 @@ def unit_open1(ctr):
     return np.float64(mix64(ctr) >> _S11) * _INV53, ctr
 
 
+_LN2 = 0.6931471805599453
+_SQRT2 = 1.4142135623730951
+
+
+@_inline_kernel
+def neg_log_unit(x):
+    """``-ln(u)`` for ``u = (x | 1) / 2**64`` in ``(0, 1)``: an exponential variate from one
+    64-bit hash, without a libm call. ``x = m 2**e`` with the exponent from the leading zeros and
+    ``m`` in ``[sqrt(2)/2, sqrt(2))`` (chosen branch-free), ``ln m = 2 atanh(s)``,
+    ``s = (m - 1) / (m + 1)``, ``|s| < 0.172``, by its series to ``s**9``: absolute error below
+    1e-9 (tested against ``np.log``), far below what separates two keys of float32 weights."""
+    x = x | _ONE
+    z = leading_zeros(x)
+    m = np.float64((x << np.uint64(z)) >> _S11) * _INV53 * 2.0  # [1, 2)
+    big = m > _SQRT2
+    m = m * (0.5 if big else 1.0)
+    e = 63 - np.int64(z) + (1 if big else 0)
+    s = (m - 1.0) / (m + 1.0)
+    s2 = s * s
+    lnm = 2.0 * s * (1.0 + s2 * (1.0 / 3 + s2 * (1.0 / 5 + s2 * (1.0 / 7 + s2 * (1.0 / 9)))))
+    return (64 - e) * _LN2 - lnm
+
+
 # --------------------------------------------------------------------------- weighted
 _MASK32 = np.uint64(0xFFFFFFFF)
-_ONE = np.uint64(1)
 _FULL = np.uint64(0xFFFFFFFF)  # threshold of an edge that is always kept (alias: itself)
 # Successive draws that repeat an already chosen edge this many times in a row draw that step by
 # one exact pass over the remaining weights instead (the chosen edges hold most of the weight).
@@ -164,30 +188,42 @@ def _alias_draws(rec, indices, st, d, m, ctr, out, ubuf):
         out[r] = j
         ubuf[r] = coin
         prefetch(indices, st + j)  # the id read after, when the edge is kept (most draws)
+    _alias_resolve(rec, st, m, out, ubuf)
+    return ctr
+
+
+@_inline_kernel
+def _alias_resolve(rec, st, m, out, ubuf):
+    """The alias step of drawn positions ``out[:m]`` with coins ``ubuf[:m]``: each stays, or
+    becomes its record's alias, in place."""
     for r in range(m):
         j = out[r]
         x = rec[st + j]
         out[r] = j if ubuf[r] < (x & _MASK32) else np.int64(x >> _S32)
-    return ctr
 
 
 @kernel
 def count_weighted(indptr, npos, dst, lo, hi, fanout, replace, counts, starts, degs):
     """``counts[i + 1]``: ``min(fanout, #positive weights)`` (every positive one for
-    ``fanout == -1``), or with replacement ``fanout`` if any weight is positive, else 0."""
+    ``fanout == -1``), or with replacement ``fanout`` if any weight is positive, else 0.
+    ``degs[i]`` is the degree, negated (``-d - 1``) when the count is every positive-weight
+    edge of a list that also has zero weights, so the fill pass need not read ``npos``."""
     for i in range(lo, hi):
         if i + PREFETCH_AHEAD < hi:
             prefetch(npos, dst[i + PREFETCH_AHEAD])
         v = dst[i]
         st = indptr[v]
+        d = indptr[v + 1] - st
         starts[i] = st
-        degs[i] = indptr[v + 1] - st
         c = npos[v]
+        allpos = not replace or fanout < 0
         if fanout >= 0:
             if replace:
                 c = fanout if c > 0 else 0
             elif c > fanout:
                 c = fanout
+                allpos = False
+        degs[i] = -d - 1 if allpos and c < d else d
         counts[i + 1] = c
 
 
@@ -200,20 +236,25 @@ def _chosen(rows, off, n, p):
 
 
 @_inline_kernel
-def _weighted_successive(weights, rec, indices, total, st, d, k, ctr, rows, cand, ubuf):
+def _weighted_successive(weights, rec, indices, totals, v, st, d, k, ctr, rows, cand, ubuf,
+                         m0):
     """Successive draws without replacement: i.i.d. draws from the alias table (made in
     batches, see :func:`_alias_draws`) taken in order, an already chosen edge skipped (which
     is exactly drawing from the remaining edges); after ``MAX_REJECTS`` skips in a row one step
     is drawn by a pass over the remaining weights instead. ``k`` relative positions into
-    ``rows``."""
+    ``rows``. ``m0 > 0``: the first batch was drawn ahead (``cand``/``ubuf``, not yet through
+    the alias step, ``ctr`` after them; see :func:`fill_weighted`)."""
     m = 0  # draws in cand, r of them used; each batch holds the steps left plus one
+    if m0 > 0:
+        _alias_resolve(rec, st, m0, cand, ubuf)
+        m = m0
     r = 0
     n = 0
     rejects = 0
     seen = np.uint64(0)
     while n < k:
         if rejects >= MAX_REJECTS:
-            rest = total
+            rest = totals[v]  # read here only: most destinations never fall back
             for q in range(n):
                 rest -= weights[st + rows[q]]
             u, ctr = unit_open1(ctr)
@@ -284,9 +325,69 @@ def _weighted_scan(weights, st, d, k, ctr, pos):
         rest -= weights[st + p]
 
 
+@_inline_kernel
+def _weighted_keys(weights, st, d, k, ctr, pos, kbuf):
+    """Successive draws without replacement by exponential keys (Efraimidis and Spirakis), for
+    ``d <= 64``: every edge ``q`` gets ``E_q / w_q`` with ``E_q ~ Exp(1)`` i.i.d. (``+inf`` for
+    a zero weight); the ``k`` smallest keys in increasing order are ``k`` successive draws (the
+    smallest the first). Each key's rank is counted against all ``d`` keys, ties broken by
+    position (branch-free, O(d^2) compares the compiler vectorises, cheaper at small ``d`` than
+    keeping a sorted top ``k``, whose inserts mispredict); the edge of rank ``r < k`` goes to
+    ``pos[r]``, so positions come in draw order (``pos[k]`` takes the rest). Needs
+    ``k < #positive weights``."""
+    for q in range(d):
+        w = weights[st + q]
+        ctr = ctr + GOLDEN
+        kbuf[q] = neg_log_unit(mix64(ctr)) / w if w > 0 else np.inf
+    for q in range(d):
+        key = kbuf[q]
+        r = 0
+        for j in range(d):
+            x = kbuf[j]
+            r += (x < key) | ((x == key) & (j < q))
+        pos[min(r, k)] = q
+
+
+@_inline_kernel
+def _by_alias(c, d, replace, fanout, scan_max_deg, scan_work, keys_max_deg):
+    """Whether fill_weighted samples a destination (count ``c``, ``degs`` entry ``d``) by
+    successive alias draws without replacement."""
+    if c == 0 or d < 0 or c == d or (replace and fanout >= 0):
+        return False
+    if d <= min(keys_max_deg, 64):
+        return False
+    return not (d <= min(scan_max_deg, 64) and (2 * d <= 3 * c or d * c <= scan_work))
+
+
+@_inline_kernel
+def _draw_ahead(rec, indices, starts, degs, offsets, a, layer_key, fanout, replace,
+                scan_max_deg, scan_work, keys_max_deg, ring_pos, ring_coin, ring_ctr, ring_m):
+    """Destination ``a``'s first batch of alias draws, made ahead into its ring slot with its
+    record and id lines prefetched (``ring_m`` 0 when ``a`` is not sampled by alias draws):
+    the draws are counter-based, so they are the ones :func:`_weighted_successive` would make."""
+    slot = a % ring_m.shape[0]
+    ring_m[slot] = 0
+    c = offsets[a + 1] - offsets[a]
+    d = degs[a]
+    if not _by_alias(c, d, replace, fanout, scan_max_deg, scan_work, keys_max_deg):
+        return
+    st = starts[a]
+    m = min(c + 1, ring_pos.shape[1])
+    ctr = dst_base(layer_key, a)
+    for r in range(m):
+        j, coin, ctr = _pos_and_coin(ctr, d)
+        ring_pos[slot, r] = j
+        ring_coin[slot, r] = coin
+        prefetch(rec, st + j)
+        prefetch(indices, st + j)
+    ring_ctr[slot] = ctr
+    ring_m[slot] = m
+
+
 @kernel
-def fill_weighted(indices, weights, rec, totals, npos, dst, starts, degs, lo, hi, fanout,
-                  replace, layer_key, offsets, edge_index, eids, want_eids, scan_max_deg):
+def fill_weighted(indices, weights, rec, totals, dst, starts, degs, lo, hi, fanout,
+                  replace, layer_key, offsets, edge_index, eids, want_eids, scan_max_deg,
+                  scan_work, keys_max_deg, draw_ahead):
     """Sample destinations ``[lo, hi)`` into their slots (global source ids in row 0, ``i`` in
     row 1, edge positions in ``eids`` when wanted): every positive-weight edge when the count
     is all of them, else alias draws (i.i.d. with replacement, successive without; without
@@ -299,12 +400,36 @@ def fill_weighted(indices, weights, rec, totals, npos, dst, starts, degs, lo, hi
     ubuf = np.empty(k + 1, np.uint64)
     cand = np.empty(k + 1, np.int64)
     pos = np.empty(k + 1, np.int64)
+    kbuf = np.empty(64, np.float64)
+    ahead = max(draw_ahead, 1)
+    ring_pos = np.empty((ahead, k + 1), np.int64)
+    ring_coin = np.empty((ahead, k + 1), np.uint64)
+    ring_ctr = np.empty(ahead, np.uint64)
+    ring_m = np.zeros(ahead, np.int64)
+    if draw_ahead > 0:
+        for a in range(lo, min(lo + draw_ahead, hi)):
+            _draw_ahead(rec, indices, starts, degs, offsets, a, layer_key, fanout, replace,
+                        scan_max_deg, scan_work, keys_max_deg, ring_pos, ring_coin, ring_ctr,
+                        ring_m)
     for i in range(lo, hi):
+        m0 = 0
+        if draw_ahead > 0:  # take i's draws out of the ring, then draw i + ahead's into it
+            slot = i % ahead
+            m0 = ring_m[slot]
+            for r in range(m0):
+                cand[r] = ring_pos[slot, r]
+                ubuf[r] = ring_coin[slot, r]
+            ctr0 = ring_ctr[slot]
+            if i + draw_ahead < hi:
+                _draw_ahead(rec, indices, starts, degs, offsets, i + draw_ahead, layer_key,
+                            fanout, replace, scan_max_deg, scan_work, keys_max_deg, ring_pos,
+                            ring_coin, ring_ctr, ring_m)
         if i + PREFETCH_AHEAD < hi:  # the list read next: records for alias draws, else ids
             a = i + PREFETCH_AHEAD
             if degs[a] > scan_max_deg or replace:
                 prefetch(rec, starts[a])
-            else:
+            else:  # a scan of the weights, or exponential keys, then the chosen ids
+                prefetch(weights, starts[a])
                 prefetch(indices, starts[a])
         off = offsets[i]
         c = offsets[i + 1] - off
@@ -312,8 +437,11 @@ def fill_weighted(indices, weights, rec, totals, npos, dst, starts, degs, lo, hi
             continue
         st = starts[i]
         d = degs[i]
+        allpos = d < 0  # the count is every positive-weight edge (see count_weighted)
+        if allpos:
+            d = -d - 1
         no_repl = not (replace and fanout >= 0)
-        if no_repl and (c == d or c == npos[dst[i]]):  # every positive-weight edge
+        if no_repl and (c == d or allpos):  # every positive-weight edge
             n = off
             for p in range(d):
                 if c == d or weights[st + p] > 0:
@@ -326,11 +454,15 @@ def fill_weighted(indices, weights, rec, totals, npos, dst, starts, degs, lo, hi
         ctr = dst_base(layer_key, i)
         if not no_repl:
             _alias_draws(rec, indices, st, d, c, ctr, pos, ubuf)
-        elif d <= min(scan_max_deg, 64) and 2 * d <= 3 * c:
+        elif d <= min(keys_max_deg, 64):
+            _weighted_keys(weights, st, d, c, ctr, pos, kbuf)
+        elif d <= min(scan_max_deg, 64) and (2 * d <= 3 * c or d * c <= scan_work):
             _weighted_scan(weights, st, d, c, ctr, pos)
         else:
-            _weighted_successive(weights, rec, indices, totals[dst[i]], st, d, c, ctr, pos, cand,
-                                 ubuf)
+            if m0 > 0:
+                ctr = ctr0
+            _weighted_successive(weights, rec, indices, totals, dst[i], st, d, c, ctr, pos,
+                                 cand, ubuf, m0)
         for q in range(c):
             p = st + pos[q]
             rows[off + q] = indices[p]

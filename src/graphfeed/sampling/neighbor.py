@@ -360,8 +360,11 @@ class NeighborSampler(Sampler):
                                           fanout, offsets, edge_index, ew, eids, want)
                 elif kind == "weighted":
                     MK.fill_weighted(indices, pre["weights"], pre["table"], pre["totals"],
-                                     pre["npos"], dst, starts, degs, a, b, fanout, replace, key,
-                                     offsets, edge_index, eids, want, MK.WEIGHTED_SCAN_MAX_DEG)
+                                     dst, starts, degs, a, b, fanout, replace, key,
+                                     offsets, edge_index, eids, want, MK.WEIGHTED_SCAN_MAX_DEG,
+                                     int(__import__("os").environ.get("GF_SCAN_WORK", "0")),
+                                     int(__import__("os").environ.get("GF_KEYS_DEG", "0")),
+                                     int(__import__("os").environ.get("GF_AHEAD", "0")))
                 elif last:
                     MK.fill_last(pre["tsrc"], starts, degs, a, b, offsets, edge_index, eids, want)
                 else:  # uniform sampling of each eligible prefix of the time-sorted columns
