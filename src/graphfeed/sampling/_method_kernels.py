@@ -203,19 +203,21 @@ def _alias_resolve(rec, st, m, out, ubuf):
 
 
 @kernel
-def count_weighted(indptr, npos, dst, lo, hi, fanout, replace, counts, starts, degs):
+def count_weighted(indptr, npos, dst, lo, hi, fanout, replace, counts, starts, degs,
+                   all_positive):
     """``counts[i + 1]``: ``min(fanout, #positive weights)`` (every positive one for
     ``fanout == -1``), or with replacement ``fanout`` if any weight is positive, else 0.
     ``degs[i]`` is the degree, negated (``-d - 1``) when the count is every positive-weight
-    edge of a list that also has zero weights, so the fill pass need not read ``npos``."""
+    edge of a list that also has zero weights, so the fill pass need not read ``npos``.
+    ``all_positive``: no weight of the graph is 0, so ``npos`` is the degree and is not read."""
     for i in range(lo, hi):
-        if i + PREFETCH_AHEAD < hi:
+        if i + PREFETCH_AHEAD < hi and not all_positive:
             prefetch(npos, dst[i + PREFETCH_AHEAD])
         v = dst[i]
         st = indptr[v]
         d = indptr[v + 1] - st
         starts[i] = st
-        c = npos[v]
+        c = d if all_positive else npos[v]
         allpos = not replace or fanout < 0
         if fanout >= 0:
             if replace:
@@ -286,13 +288,21 @@ def _weighted_successive(weights, rec, indices, totals, v, st, d, k, ctr, rows, 
         n += 1
 
 
-# Destinations whose degree d is close to their count k (2 d <= 3 k) and at most
-# WEIGHTED_SCAN_MAX_DEG (<= 64) are sampled by exact successive draws over their contiguous
-# weights (:func:`_weighted_scan`): there, successive alias draws mostly repeat edges already
-# chosen (measured 5.6x uniform's time per destination for degrees 16-23 at fanout 15, the scan
-# 3.6x); from 2 d > 3 k on the alias draws were faster. Exponential keys with an inline
-# logarithm measured slower than both (a key and its sorted insertion cost ~60 ns).
+# How fill_weighted samples a destination of degree d and count k < #positive weights, without
+# replacement (measured per degree class on `medium`, fanout 15, caches flushed as in a real
+# batch; benchmarks/weighted_costs.py and docs/benchmarks.md):
+# - d <= WEIGHTED_KEYS_MAX_DEG: exponential keys over the contiguous weights
+#   (:func:`_weighted_keys`); degrees 16-23 cost 2.1x uniform's time per destination, against
+#   3.2x for successive alias draws, which there mostly repeat edges already chosen. From
+#   degree ~24 on, the keys' O(d) logarithms and O(d^2) rank compares cost as much as the draws.
+# - else d <= WEIGHTED_SCAN_MAX_DEG (<= 64) and 2 d <= 3 k (large fanouts only): exact
+#   successive draws over the weights (:func:`_weighted_scan`), O(k d) on a few cache lines.
+# - else successive alias draws, the first batch drawn WEIGHTED_DRAW_AHEAD destinations ahead
+#   with its record and id lines prefetched (:func:`_draw_ahead`): per destination 1.33x
+#   uniform's time at degrees 64-4095 against 1.45x without. 4 ahead was no better than 2.
+WEIGHTED_KEYS_MAX_DEG = 24
 WEIGHTED_SCAN_MAX_DEG = 64
+WEIGHTED_DRAW_AHEAD = 2
 
 
 @_inline_kernel
@@ -349,19 +359,19 @@ def _weighted_keys(weights, st, d, k, ctr, pos, kbuf):
 
 
 @_inline_kernel
-def _by_alias(c, d, replace, fanout, scan_max_deg, scan_work, keys_max_deg):
+def _by_alias(c, d, replace, fanout, scan_max_deg, keys_max_deg):
     """Whether fill_weighted samples a destination (count ``c``, ``degs`` entry ``d``) by
     successive alias draws without replacement."""
     if c == 0 or d < 0 or c == d or (replace and fanout >= 0):
         return False
     if d <= min(keys_max_deg, 64):
         return False
-    return not (d <= min(scan_max_deg, 64) and (2 * d <= 3 * c or d * c <= scan_work))
+    return not (d <= min(scan_max_deg, 64) and 2 * d <= 3 * c)
 
 
 @_inline_kernel
 def _draw_ahead(rec, indices, starts, degs, offsets, a, layer_key, fanout, replace,
-                scan_max_deg, scan_work, keys_max_deg, ring_pos, ring_coin, ring_ctr, ring_m):
+                scan_max_deg, keys_max_deg, ring_pos, ring_coin, ring_ctr, ring_m):
     """Destination ``a``'s first batch of alias draws, made ahead into its ring slot with its
     record and id lines prefetched (``ring_m`` 0 when ``a`` is not sampled by alias draws):
     the draws are counter-based, so they are the ones :func:`_weighted_successive` would make."""
@@ -369,7 +379,7 @@ def _draw_ahead(rec, indices, starts, degs, offsets, a, layer_key, fanout, repla
     ring_m[slot] = 0
     c = offsets[a + 1] - offsets[a]
     d = degs[a]
-    if not _by_alias(c, d, replace, fanout, scan_max_deg, scan_work, keys_max_deg):
+    if not _by_alias(c, d, replace, fanout, scan_max_deg, keys_max_deg):
         return
     st = starts[a]
     m = min(c + 1, ring_pos.shape[1])
@@ -387,7 +397,7 @@ def _draw_ahead(rec, indices, starts, degs, offsets, a, layer_key, fanout, repla
 @kernel
 def fill_weighted(indices, weights, rec, totals, dst, starts, degs, lo, hi, fanout,
                   replace, layer_key, offsets, edge_index, eids, want_eids, scan_max_deg,
-                  scan_work, keys_max_deg, draw_ahead):
+                  keys_max_deg, draw_ahead):
     """Sample destinations ``[lo, hi)`` into their slots (global source ids in row 0, ``i`` in
     row 1, edge positions in ``eids`` when wanted): every positive-weight edge when the count
     is all of them, else alias draws (i.i.d. with replacement, successive without; without
@@ -409,8 +419,7 @@ def fill_weighted(indices, weights, rec, totals, dst, starts, degs, lo, hi, fano
     if draw_ahead > 0:
         for a in range(lo, min(lo + draw_ahead, hi)):
             _draw_ahead(rec, indices, starts, degs, offsets, a, layer_key, fanout, replace,
-                        scan_max_deg, scan_work, keys_max_deg, ring_pos, ring_coin, ring_ctr,
-                        ring_m)
+                        scan_max_deg, keys_max_deg, ring_pos, ring_coin, ring_ctr, ring_m)
     for i in range(lo, hi):
         m0 = 0
         if draw_ahead > 0:  # take i's draws out of the ring, then draw i + ahead's into it
@@ -422,8 +431,8 @@ def fill_weighted(indices, weights, rec, totals, dst, starts, degs, lo, hi, fano
             ctr0 = ring_ctr[slot]
             if i + draw_ahead < hi:
                 _draw_ahead(rec, indices, starts, degs, offsets, i + draw_ahead, layer_key,
-                            fanout, replace, scan_max_deg, scan_work, keys_max_deg, ring_pos,
-                            ring_coin, ring_ctr, ring_m)
+                            fanout, replace, scan_max_deg, keys_max_deg, ring_pos, ring_coin,
+                            ring_ctr, ring_m)
         if i + PREFETCH_AHEAD < hi:  # the list read next: records for alias draws, else ids
             a = i + PREFETCH_AHEAD
             if degs[a] > scan_max_deg or replace:
@@ -456,7 +465,7 @@ def fill_weighted(indices, weights, rec, totals, dst, starts, degs, lo, hi, fano
             _alias_draws(rec, indices, st, d, c, ctr, pos, ubuf)
         elif d <= min(keys_max_deg, 64):
             _weighted_keys(weights, st, d, c, ctr, pos, kbuf)
-        elif d <= min(scan_max_deg, 64) and (2 * d <= 3 * c or d * c <= scan_work):
+        elif d <= min(scan_max_deg, 64) and 2 * d <= 3 * c:
             _weighted_scan(weights, st, d, c, ctr, pos)
         else:
             if m0 > 0:

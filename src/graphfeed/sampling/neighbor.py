@@ -340,7 +340,7 @@ class NeighborSampler(Sampler):
                                            offsets, starts, degs, first)
                 elif kind == "weighted":
                     MK.count_weighted(indptr, pre["npos"], dst, a, b, fanout, replace, offsets,
-                                      starts, degs)
+                                      starts, degs, pre["all_positive"])
                 else:
                     MK.count_temporal(indptr, pre["tkey"], dst, dst_times, strict, a, b, fanout,
                                       replace, offsets, starts, degs)
@@ -362,9 +362,7 @@ class NeighborSampler(Sampler):
                     MK.fill_weighted(indices, pre["weights"], pre["table"], pre["totals"],
                                      dst, starts, degs, a, b, fanout, replace, key,
                                      offsets, edge_index, eids, want, MK.WEIGHTED_SCAN_MAX_DEG,
-                                     int(__import__("os").environ.get("GF_SCAN_WORK", "0")),
-                                     int(__import__("os").environ.get("GF_KEYS_DEG", "0")),
-                                     int(__import__("os").environ.get("GF_AHEAD", "0")))
+                                     MK.WEIGHTED_KEYS_MAX_DEG, MK.WEIGHTED_DRAW_AHEAD)
                 elif last:
                     MK.fill_last(pre["tsrc"], starts, degs, a, b, offsets, edge_index, eids, want)
                 else:  # uniform sampling of each eligible prefix of the time-sorted columns
@@ -422,7 +420,9 @@ def _prepare(method: SamplingMethod, indptr: np.ndarray, indices: np.ndarray, ar
         bad = MK.build_alias(indptr, arr.weights, rec, totals, npos)
         if bad >= 0:
             raise GraphfeedError(f"weighted sampling: node {bad} has more than 2**31 - 1 in-edges")
-        return {"weights": arr.weights, "table": rec, "totals": totals, "npos": npos}
+        all_positive = bool(np.array_equal(npos, np.diff(indptr)))
+        return {"weights": arr.weights, "table": rec, "totals": totals, "npos": npos,
+                "all_positive": all_positive}
     if kind == "temporal":
         nt, et, has_nt, has_et = _time_args(arr)
         tkey = np.empty(e, dtype=arr.time_dtype)
