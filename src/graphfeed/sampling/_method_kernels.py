@@ -13,10 +13,12 @@ Costs per destination of in-degree ``d`` and fanout ``k`` (and what is built onc
   and a 32-bit alias offset; the chosen edges' ids are read from ``indices`` after the draws):
   with replacement ``k`` i.i.d. draws, O(k); without, successive draws from the same table
   skipping already chosen edges (the standard definition), O(k) expected plus an O(d) exact
-  step when ``MAX_REJECTS`` draws in a row repeat (the chosen edges hold most of the weight);
-  a degree close to the count (``2 d <= 3 k``, ``d <= 64``) is drawn by an exact scan of its
-  weights instead, O(k d) on one or two cache lines. Each alias draw is one 64-bit hash
-  (position and coin) and one 8-byte record read.
+  step when ``MAX_REJECTS`` draws in a row repeat (the chosen edges hold most of the weight),
+  each destination's first draws made ``WEIGHTED_DRAW_AHEAD`` destinations ahead with their
+  lines prefetched; degrees up to ``WEIGHTED_KEYS_MAX_DEG`` by exponential keys, O(d^2)
+  branch-free compares on one or two cache lines; a large count close to the degree
+  (``2 d <= 3 k``, ``d <= 64``) by an exact scan of its weights, O(k d). Each alias draw is one
+  64-bit hash (position and coin) and one 8-byte record read.
 - LABOR: every in-edge's source variate is compared with ``k / d``: O(d) (the definition needs
   each in-neighbour's variate). A first pass caches the neighbour ranges, the second prefetches
   lists ahead and hashes hub lists in blocks (a branch-free pass into a buffer, then only the
@@ -341,8 +343,8 @@ def _weighted_keys(weights, st, d, k, ctr, pos, kbuf):
     ``d <= 64``: every edge ``q`` gets ``E_q / w_q`` with ``E_q ~ Exp(1)`` i.i.d. (``+inf`` for
     a zero weight); the ``k`` smallest keys in increasing order are ``k`` successive draws (the
     smallest the first). Each key's rank is counted against all ``d`` keys, ties broken by
-    position (branch-free, O(d^2) compares the compiler vectorises, cheaper at small ``d`` than
-    keeping a sorted top ``k``, whose inserts mispredict); the edge of rank ``r < k`` goes to
+    position (branch-free O(d^2) compares: cheaper at small ``d`` than keeping a sorted top
+    ``k``, whose inserts mispredict, measured 40 ns per edge); the edge of rank ``r < k`` goes to
     ``pos[r]``, so positions come in draw order (``pos[k]`` takes the rest). Needs
     ``k < #positive weights``."""
     for q in range(d):
