@@ -82,21 +82,26 @@ def test_weighted_subsets_match_successive_sampling(name, k):
     w = [1.0, 2.0, 0.0, 3.0, 4.0, 0.5, 6.0]
     exact = successive_subset_probs(w, k)
     s = build_sampler(name, star(w), [k], method=SamplingMethod("weighted"))
-    n = 4000
+    assert subsets_pvalue(draws(s, 0, 4000), exact, k) > P_MIN
+
+
+def subsets_pvalue(samples, exact, k) -> float:
+    """Chi-square p-value of the sampled k-subsets of star sources (``samples``: source ids
+    per batch) against ``exact`` (subset of positions -> probability), rare subsets pooled
+    so that every expected count is >= 5."""
     seen = {key: 0 for key in exact}
-    for d in draws(s, 0, n):
+    for d in samples:
         key = tuple(sorted((d - 1).tolist()))
         assert len(key) == k and len(set(key)) == k
         seen[key] += 1  # a KeyError would mean a subset with a zero weight
     keys = sorted(exact)
     obs = np.array([seen[key] for key in keys])
-    exp = np.array([exact[key] for key in keys]) * n
-    # pool the rare subsets so every expected count is >= 5
+    exp = np.array([exact[key] for key in keys]) * len(samples)
     big = exp >= 5
     obs_p, exp_p = obs[big], exp[big]
     if (~big).any():
         obs_p, exp_p = np.append(obs_p, obs[~big].sum()), np.append(exp_p, exp[~big].sum())
-    assert stats.chisquare(obs_p, exp_p).pvalue > P_MIN
+    return stats.chisquare(obs_p, exp_p).pvalue
 
 
 @pytest.mark.parametrize("name", SAMPLERS)
