@@ -21,6 +21,13 @@ Triton; it is not a fork of one) and turns a batch of seed pairs ``(2, P)`` into
    neighbour fewer than its fanout (as GraphBolt's ``exclude_seed_edges``); nodes reached only
    through a removed edge stay in ``src_nodes`` without that edge.
 
+**Times** (a temporal node sampler, ``SamplingMethod("temporal")``): ``pair_times`` give each
+seed pair a time (e.g. its edge's timestamp); a negative pair has its positive pair's time. An
+endpoint is sampled once per batch, at the earliest time of the pairs it belongs to, so no pair
+sees an edge later than its own time (a node of several pairs loses the edges between those
+times for the later ones: the price of one neighbourhood per node and batch). Without
+``pair_times`` the node sampler's default applies (the endpoints' node times).
+
 Randomness is a pure function of the keys above (splitmix64 counters in torch ops), so a batch
 is identical whatever the thread count and the same on CPU and CUDA for the negatives. Every
 step is a few vectorised torch ops on the node sampler's device: no host sync per pair (one for
@@ -97,6 +104,8 @@ class LinkMiniBatch(MiniBatch):
     - ``neg_index``: int64 ``(2, P * k)`` the negative pairs in local ids; the negatives of seed
       pair ``i`` are columns ``i * k .. i * k + k - 1`` and share its source.
     - ``num_negatives``: ``k``.
+    - ``pair_times``: the seed pairs' times ``(P,)`` when the batch was sampled with times,
+      else ``None`` (a negative pair's time is its positive pair's).
     """
 
     pairs: Optional[torch.Tensor] = None
@@ -104,6 +113,7 @@ class LinkMiniBatch(MiniBatch):
     pair_labels: Optional[torch.Tensor] = None
     neg_index: Optional[torch.Tensor] = None
     num_negatives: int = 0
+    pair_times: Optional[torch.Tensor] = None
 
     @property
     def num_pairs(self) -> int:
@@ -129,6 +139,8 @@ class LinkMiniBatch(MiniBatch):
             pair_index=self.pair_index.to(device, non_blocking=non_blocking),
             pair_labels=self.pair_labels.to(device, non_blocking=non_blocking),
             neg_index=self.neg_index.to(device, non_blocking=non_blocking),
+            pair_times=None if self.pair_times is None else
+            self.pair_times.to(device, non_blocking=non_blocking),
         )
 
     def __repr__(self) -> str:
@@ -173,6 +185,8 @@ class LinkSampler(Sampler):
       :meth:`sample` takes 1-D positions into it (what ``ItemSampler`` yields); without one, a
       ``(2, P)`` array of pairs. ``fixed_negatives``: int64 ``(P, k)`` negative destinations
       per pair (a dataset's stored ones) used instead of drawing. See :meth:`with_pairs`.
+    - ``pair_times``: one time per pair of the table (temporal node samplers only; see the
+      module docstring); without a table, :meth:`sample` takes ``pair_times=``.
 
     Cost per batch: O(P * k) for the negatives, the node sampler's cost on the endpoints, and
     O(sampled edges) for the filter (a comparison of local ids per edge, then a sorted
@@ -182,7 +196,7 @@ class LinkSampler(Sampler):
     def __init__(self, sampler: Sampler, *, num_negatives: int = 1, negatives: str = "uniform",
                  exclude_positive: bool = True, exclude: str = "self",
                  seed: int = 0, pairs=None, pair_labels=None,
-                 fixed_negatives=None):
+                 fixed_negatives=None, pair_times=None):
         if not isinstance(sampler, Sampler) or isinstance(sampler, LinkSampler):
             raise GraphfeedError(f"sampler must be a node Sampler, got {type(sampler).__name__}")
         if negatives not in NEGATIVES:
@@ -206,11 +220,14 @@ class LinkSampler(Sampler):
         self._pairs: Optional[torch.Tensor] = None
         self._labels: Optional[torch.Tensor] = None
         self._fixed: Optional[torch.Tensor] = None
+        self._times: Optional[torch.Tensor] = None
         if pairs is not None:
             self._bind(pairs, pair_labels, fixed_negatives)
-        elif pair_labels is not None or fixed_negatives is not None:
-            raise GraphfeedError("pair_labels and fixed_negatives describe a table of pairs: "
-                                 "pass pairs= too")
+            if pair_times is not None:
+                self._times = self._check_times(pair_times, int(self._pairs.shape[1]))
+        elif pair_labels is not None or fixed_negatives is not None or pair_times is not None:
+            raise GraphfeedError("pair_labels, fixed_negatives and pair_times describe a table "
+                                 "of pairs: pass pairs= too")
 
     @classmethod
     def _from_graph(cls, graph: CSCGraph, fanouts: Sequence[int], device: torch.device,
@@ -226,7 +243,8 @@ class LinkSampler(Sampler):
         if not (isinstance(inner_cls, type) and issubclass(inner_cls, Sampler)):
             raise GraphfeedError(f"sampler must be a Sampler class, got {inner_cls!r}")
         link = {k: kwargs.pop(k) for k in ("num_negatives", "negatives", "exclude_positive",
-                                           "exclude", "pairs", "pair_labels", "fixed_negatives")
+                                           "exclude", "pairs", "pair_labels", "fixed_negatives",
+                                           "pair_times")
                 if k in kwargs}
         inner = inner_cls.from_graph(graph, fanouts, device=device, uva=uva, **kwargs)
         return cls(inner, seed=kwargs.get("seed", 0), **link)
@@ -264,16 +282,36 @@ class LinkSampler(Sampler):
             fx = f.to(device=dev, dtype=torch.int64)
         self._pairs, self._labels, self._fixed = p, lab, fx
 
-    def with_pairs(self, pairs, pair_labels=None, fixed_negatives=None) -> "LinkSampler":
+    def with_pairs(self, pairs, pair_labels=None, fixed_negatives=None,
+                   pair_times=None) -> "LinkSampler":
         """The same sampler (node sampler shared) over a table of pairs: ``(2, P)`` ids
         checked once here; :meth:`sample` then takes positions into it. A
-        ``fixed_negatives`` table fixes ``num_negatives`` to its width."""
+        ``fixed_negatives`` table fixes ``num_negatives`` to its width; ``pair_times`` (one
+        per pair, temporal node samplers only) the times the pairs are sampled at."""
         opts = self._options()
         if fixed_negatives is not None:
             opts["num_negatives"] = int(np.shape(fixed_negatives)[1]) if np.ndim(
                 fixed_negatives) == 2 else 0
         return LinkSampler(self.sampler, pairs=pairs, pair_labels=pair_labels,
-                           fixed_negatives=fixed_negatives, **opts)
+                           fixed_negatives=fixed_negatives, pair_times=pair_times, **opts)
+
+    def _check_times(self, times, n_pairs: int) -> torch.Tensor:
+        """``times`` as a ``(n_pairs,)`` tensor on the sampler's device, for a temporal node
+        sampler (the node sampler checks their dtype against the graph's times)."""
+        method = getattr(self.sampler, "method", None)
+        if method is None or method.kind != "temporal":
+            desc = "uniform" if method is None else method.describe()
+            raise GraphfeedError(f"pair_times need a temporal node sampler; this one samples "
+                                 f"{desc}")
+        t = times if isinstance(times, torch.Tensor) else torch.as_tensor(np.asarray(times))
+        if tuple(t.shape) != (n_pairs,):
+            raise GraphfeedError(f"pair_times must hold one time per pair: shape "
+                                 f"{tuple(t.shape)} != ({n_pairs},)")
+        if t.dtype == torch.bool or t.dtype.is_complex:
+            raise GraphfeedError(f"pair_times must be numbers, got dtype {t.dtype}")
+        if t.dtype.is_floating_point and t.numel() and not bool(torch.isfinite(t).all()):
+            raise GraphfeedError("pair_times must be finite")
+        return t.to(self.device)
 
     # ------------------------------------------------------------------ Sampler interface
     @property
@@ -299,6 +337,7 @@ class LinkSampler(Sampler):
     def with_fanouts(self, fanouts: Sequence[int]) -> "LinkSampler":
         other = LinkSampler(self.sampler.with_fanouts(fanouts), **self._options())
         other._pairs, other._labels, other._fixed = self._pairs, self._labels, self._fixed
+        other._times = self._times
         return other
 
     def close(self) -> None:
@@ -311,12 +350,15 @@ class LinkSampler(Sampler):
                 f"exclude_positive={self.exclude_positive}{table})")
 
     def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0,
-               executor: Optional[Executor] = None, pair_labels=None) -> LinkMiniBatch:
+               executor: Optional[Executor] = None, pair_labels=None,
+               pair_times=None) -> LinkMiniBatch:
         """The :class:`LinkMiniBatch` of one batch: ``seeds`` are 1-D positions into the bound
         table of pairs, or (no table) a ``(2, P)`` array of pairs with optional
-        ``pair_labels`` ``(P,)``. Pairs may repeat; their endpoints are sampled once."""
+        ``pair_labels`` ``(P,)`` and ``pair_times`` ``(P,)`` (temporal node samplers). Pairs
+        may repeat; their endpoints are sampled once, at their earliest pair's time."""
         dev = self.device
         fixed = None
+        times = None
         if self._pairs is not None:
             pos = seeds if isinstance(seeds, torch.Tensor) else torch.as_tensor(np.asarray(seeds))
             if pos.dim() != 1 or pos.dtype.is_floating_point or pos.dtype == torch.bool:
@@ -327,12 +369,14 @@ class LinkSampler(Sampler):
             if pos.numel() and bool(((pos < 0) | (pos >= n_tab)).any()):
                 bad = int(pos[(pos < 0) | (pos >= n_tab)][0])
                 raise GraphfeedError(f"pair position {bad} is out of range [0, {n_tab})")
-            if pair_labels is not None:
-                raise GraphfeedError("pair_labels come from the bound table; pass them to "
-                                     "with_pairs()")
+            if pair_labels is not None or pair_times is not None:
+                raise GraphfeedError("pair_labels and pair_times come from the bound table; "
+                                     "pass them to with_pairs()")
             pairs, labels = self._pairs[:, pos], self._labels[pos]
             if self._fixed is not None:
                 fixed = self._fixed[pos]
+            if self._times is not None:
+                times = self._times[pos]
         else:
             pairs = _as_pairs(seeds, "seeds", self.num_nodes).to(dev)
             if pair_labels is None:
@@ -342,11 +386,23 @@ class LinkSampler(Sampler):
                 if tuple(labels.shape) != (pairs.shape[1],):
                     raise GraphfeedError(f"pair_labels must hold one label per pair: shape "
                                          f"{tuple(labels.shape)} != ({pairs.shape[1]},)")
+            if pair_times is not None:
+                times = self._check_times(pair_times, int(pairs.shape[1]))
         k = self.num_negatives if fixed is None else int(fixed.shape[1])
         neg_dst = fixed if fixed is not None else self.draw_negatives(pairs, epoch=epoch,
                                                                  batch_index=batch_index)
-        nodes = torch.unique(torch.cat([pairs.reshape(-1), neg_dst.reshape(-1)]))
-        mb = self.sampler.sample(nodes, epoch=epoch, batch_index=batch_index, executor=executor)
+        ends = torch.cat([pairs.reshape(-1), neg_dst.reshape(-1)])
+        if times is None:
+            nodes = torch.unique(ends)
+            mb = self.sampler.sample(nodes, epoch=epoch, batch_index=batch_index,
+                                     executor=executor)
+        else:  # every endpoint at the earliest time of its pairs (negatives: their pair's)
+            nodes, inv = torch.unique(ends, return_inverse=True)
+            t_end = torch.cat([times, times, times.repeat_interleave(k)])
+            node_t = torch.full((int(nodes.shape[0]),), 0, dtype=times.dtype, device=dev)
+            node_t = node_t.scatter_reduce(0, inv, t_end, reduce="amin", include_self=False)
+            mb = self.sampler.sample(nodes, epoch=epoch, batch_index=batch_index,
+                                     executor=executor, seed_times=node_t)
         # the node sampler keeps its seeds' order: local id of a node = its rank in ``nodes``
         pair_index = torch.searchsorted(nodes, pairs.contiguous())
         blocks = self._exclude(mb.blocks, pair_index, int(nodes.shape[0]))
@@ -354,7 +410,8 @@ class LinkSampler(Sampler):
         neg_index = torch.stack([neg_src, torch.searchsorted(nodes, neg_dst.reshape(-1))])
         return LinkMiniBatch(seeds=mb.seeds, blocks=blocks, epoch=int(epoch),
                              batch_index=int(batch_index), pairs=pairs, pair_index=pair_index,
-                             pair_labels=labels, neg_index=neg_index, num_negatives=k)
+                             pair_labels=labels, neg_index=neg_index, num_negatives=k,
+                             pair_times=times)
 
     def draw_negatives(self, pairs: torch.Tensor, *, epoch: int = 0,
                   batch_index: int = 0) -> torch.Tensor:
