@@ -18,8 +18,19 @@ Steps (each with its log in OUTDIR, all summarised in OUTDIR/summary.json):
 8. ``multi-process``: with 2+ GPUs, ``train --nproc 2`` on NCCL and the same under ``torchrun``;
    with one GPU, ``--nproc 2`` must be refused in one line (exit 2), ``--dist-backend gloo`` must
    train two ranks on the one GPU, and ``torchrun --nproc-per-node 1`` must train.
+9. ``methods-<mode>-<method>``: ``bench sample`` with ``--sampler weighted`` (random weights),
+   ``labor`` (both variates) and ``temporal`` (random times) in cuda-cuda and pinned-cuda: the
+   torch sampler's method branches on the GPU (ratio to uniform reported, not judged).
+10. ``task-<dataset>-<mode>``: one epoch of ``train`` on the built-in ``hetero`` (R-GCN, node
+    classification), ``link`` (GraphSAGE link prediction) and ``hetero-link`` (typed link
+    prediction) in cpu-cpu (the reference) and the two GPU-sampling modes; a GPU mode passes
+    when its main test metric is within ``TASK_BAND`` of cpu-cpu's (accuracy) or at least half
+    of it (MRR: other samplers draw other batches).
 
-Exit status 0 when every step passed. Meant to finish in under 8 minutes on 16 cores and one GPU.
+Exit status 0 when every step passed. Steps 1-8 are meant to finish in under 8 minutes on 16
+cores and one GPU, 9-10 in about 5 more. ``gpu_check.sh OUTDIR --only a,b`` runs only the steps
+whose names start with ``a`` or ``b`` (``env`` always runs), e.g. ``--only methods,task`` for
+9-10 as a second call where one call may not run past 10 minutes.
 """
 
 from __future__ import annotations
@@ -38,6 +49,8 @@ MAX_LAUNCHES = 40  # kernel launches per batch of the Triton sampler (fanouts 15
 # issue 14's throughput targets (seeds/s, medium, batch 1024), reported, not judged
 TARGETS = {"triton_cuda_cuda": 1_500_000, "triton_pinned_cuda": 600_000}
 MODES = ("cpu-cuda", "pinned-cuda", "cuda-cuda")
+GPU_SAMPLING = ("cuda-cuda", "pinned-cuda")  # the torch samplers run on the GPU
+TASK_BAND = 0.05  # a GPU mode's test accuracy may differ from cpu-cpu's by this much (1 epoch)
 ALLOC = {"default": "expandable_segments:False", "expandable": None}  # None: graphfeed decides
 
 
@@ -60,11 +73,13 @@ def pytest_counts(text: str) -> dict:
 
 
 class Check:
-    def __init__(self, out: Path, py: str):
-        self.out, self.py = out, py
+    def __init__(self, out: Path, py: str, only=()):
+        self.out, self.py, self.only = out, py, tuple(only)
         self.steps = []
 
     def run(self, name, cmd, *, env=None, timeout=600, judge=None):
+        if self.only and name != "env" and not name.startswith(self.only):
+            return {}
         log = self.out / f"{name}.log"
         t0 = time.monotonic()
         full_env = dict(os.environ, **(env or {}))
@@ -95,14 +110,19 @@ class Check:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    only = ()
+    if len(argv) == 3 and argv[1] == "--only":
+        only = tuple(p for p in argv[2].split(",") if p)
+        argv = argv[:1]
     if len(argv) != 1:
-        print("usage: benchmarks/gpu_check.sh OUTDIR", file=sys.stderr)
+        print("usage: benchmarks/gpu_check.sh OUTDIR [--only PREFIX[,PREFIX...]]",
+              file=sys.stderr)
         return 2
     out = Path(argv[0]).resolve()
     out.mkdir(parents=True, exist_ok=True)
     py = sys.executable
     gf = [py, "-m", "graphfeed"]
-    c = Check(out, py)
+    c = Check(out, py, only)
     t_start = time.monotonic()
 
     env_code = (
@@ -110,7 +130,7 @@ def main(argv=None) -> int:
         "n = c.device_count(); init = c.driver_initialized();"
         "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, 'gpus': n,"
         " 'driver_initialized_by_asking': init,"
-        " 'name': torch.cuda.get_device_name(0) if n else None}))"
+        " 'gpu_name': torch.cuda.get_device_name(0) if n else None}))"
     )
 
     def judge_env(rc, so, se):
@@ -230,14 +250,64 @@ def main(argv=None) -> int:
                                                       "train", "--device", "cuda", "--json"] + small,
               judge=judge_trained)
 
+    def judge_method(rc, so, se):
+        r = last_json(so) or {}
+        keep = {"mode": r.get("mode"), "sampler": r.get("sampler"),
+                "ratio_vs_uniform": r.get("ratio_vs_uniform")}
+        if "sample" in r:
+            keep["seeds_per_s"] = round(r["sample"]["seeds_per_s"])
+        return rc == 0 and "sample" in r, keep
+
+    methods = {
+        "weighted": ["--sampler", "weighted", "--random-weights"],
+        "labor-rotated": ["--sampler", "labor", "--labor-variates", "rotated"],
+        "labor-iid": ["--sampler", "labor", "--labor-variates", "iid"],
+        "temporal": ["--sampler", "temporal", "--random-times"],
+    }
+    for mode in GPU_SAMPLING:
+        for name, opts in methods.items():
+            c.run(f"methods-{mode}-{name}",
+                  gf + ["bench", "sample", "--dataset", "medium", "--mode", mode, "--device",
+                        "cuda", "--features", "none", "--batches", "20", "--rounds", "1",
+                        "--json"] + opts, judge=judge_method)
+
+    task_ref = {}
+
+    def judge_task(ds, mode):
+        def judge(rc, so, se):
+            r = last_json(so) or {}
+            test = r.get("test") or {}
+            metric = r.get("main_metric")
+            value = r.get("test_acc") if metric == "accuracy" else test.get(metric)
+            keep = {"mode": r.get("mode"), "metric": metric, "test": value}
+            ok = rc == 0 and value is not None and r.get("mode") == mode
+            if mode == "cpu-cpu":
+                task_ref[ds] = value
+            elif ok and task_ref.get(ds) is not None:
+                ref = task_ref[ds]
+                keep["cpu_cpu_test"] = ref
+                ok = abs(value - ref) <= TASK_BAND if metric == "accuracy" else value >= ref / 2
+            return ok, keep
+
+        return judge
+
+    for ds, task in (("hetero", "node"), ("link", "link"), ("hetero-link", "link")):
+        for mode in ("cpu-cpu",) + GPU_SAMPLING:
+            device = "cpu" if mode == "cpu-cpu" else "cuda"
+            c.run(f"task-{ds}-{mode}",
+                  gf + ["train", "--dataset", ds, "--task", task, "--mode", mode, "--device",
+                        device, "--epochs", "1", "--no-mlp", "--no-progress", "--json"],
+                  judge=judge_task(ds, mode))
+
     summary = {
         "passed": all(s["ok"] for s in c.steps),
         "seconds": round(time.monotonic() - t_start, 1),
         "gpus": gpus,
-        "env": {k: env_step.get(k) for k in ("torch", "cuda", "name")},
+        "env": {k: env_step.get(k) for k in ("torch", "cuda", "gpu_name")},
         "steps": c.steps,
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    name = "summary.json" if not only else f"summary-{'-'.join(only)}.json"
+    (out / name).write_text(json.dumps(summary, indent=1))
     print(json.dumps({"passed": summary["passed"], "seconds": summary["seconds"],
                       "failed": [s["name"] for s in c.steps if not s["ok"]]}))
     return 0 if summary["passed"] else 1

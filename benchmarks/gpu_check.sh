@@ -2,17 +2,20 @@
 # The whole GPU checklist in one command: CUDA tests, the full suite, bench sample and train in
 # the three CUDA modes on `medium` (with and without expandable segments), the allocator
 # comparison and the multi-process run. Writes OUTDIR/summary.json plus one log per step.
-# Usage (repository root, on a machine with a GPU): benchmarks/gpu_check.sh OUTDIR
+# Usage (repository root, on a machine with a GPU): benchmarks/gpu_check.sh OUTDIR [--only a,b]
+# (--only: the steps whose names start with a or b; see benchmarks/gpu_check.py)
 # Python: $PYTHON, else .venv/bin/python when present, else python3 (with graphfeed's src on the
 # path, so a machine whose python3 already has torch, numba and PyG needs no install; the LMDB
 # tests need the `lmdb` package and skip without it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ $# -ne 1 ]; then echo "usage: benchmarks/gpu_check.sh OUTDIR" >&2; exit 2; fi
+if [ $# -ne 1 ] && [ $# -ne 3 ]; then
+  echo "usage: benchmarks/gpu_check.sh OUTDIR [--only PREFIX[,PREFIX...]]" >&2; exit 2
+fi
 py=${PYTHON:-}
 if [ -z "$py" ]; then
   if [ -x .venv/bin/python ]; then py=.venv/bin/python; else py=python3; fi
 fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$1"
-exec "$py" benchmarks/gpu_check.py "$1"
+exec "$py" benchmarks/gpu_check.py "$@"
