@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from shared_paths import shared_datasets_dir
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -17,11 +18,6 @@ if "TRITON_INTERPRET" not in os.environ:
 
     if not _cuda.cuda_available():
         os.environ["TRITON_INTERPRET"] = "1"
-
-
-def shared_datasets_dir() -> Path:
-    env = os.environ.get("GRAPHFEED_SHARED_DATASETS")
-    return Path(env) if env else (REPO / ".." / "shared" / "datasets").resolve()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import os
 from pathlib import Path
 
 import numpy as np
@@ -20,13 +19,8 @@ from graphfeed.datasets.importers.ogb import prepare_ogb
 from graphfeed.datasets._readers import EdgeSource
 from graphfeed.errors import DatasetError
 from graphfeed.graph.csc import CSCGraph
+from shared_paths import shared_datasets_dir
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def shared_dir() -> Path:
-    env = os.environ.get("GRAPHFEED_SHARED_DATASETS")
-    return Path(env) if env else (REPO / ".." / "shared" / "datasets").resolve()
 
 
 def random_edges(n=50, e=400, seed=0):
@@ -241,7 +235,7 @@ def test_progress_bar_writes_to_stream():
 
 
 # --------------------------------------------------------------------------- real data
-SHARED = shared_dir()
+SHARED = shared_datasets_dir()
 needs_cora = pytest.mark.skipif(not (SHARED / "cora").is_dir(), reason="shared/datasets/cora absent")
 needs_citeseer = pytest.mark.skipif(not (SHARED / "citeseer").is_dir(), reason="shared/datasets/citeseer absent")
 

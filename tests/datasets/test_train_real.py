@@ -3,13 +3,10 @@ mini-batch GraphSAGE on it through graphfeed.training (the full 5-seed table is 
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
+from shared_paths import shared_datasets_dir
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("GRAPHFEED_SHARED_DATASETS") or (REPO / ".." / "shared" / "datasets")).resolve()
+SHARED = shared_datasets_dir()
 
 
 @pytest.mark.skipif(not (SHARED / "cora" / "text").is_dir(), reason="shared/datasets/cora absent")

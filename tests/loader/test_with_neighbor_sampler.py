@@ -4,8 +4,6 @@ match the sampled input nodes, block invariants hold. Also on Cora when the shar
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +13,7 @@ from graphfeed.features.memory import InMemoryFeature
 from graphfeed.graph.csc import CSCGraph
 from graphfeed.loader import DataLoader, ItemSampler
 from graphfeed.sampling.neighbor import NeighborSampler
+from shared_paths import shared_datasets_dir
 
 
 @pytest.fixture(autouse=True)
@@ -69,15 +68,8 @@ def test_neighbor_sampler_same_batches_for_any_thread_count(graph):
     assert not torch.equal(other[0].seeds, ref[0].seeds)
 
 
-def _shared_datasets() -> Path:
-    env = os.environ.get("GRAPHFEED_SHARED_DATASETS")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / ".." / "shared" / "datasets"
-
-
 def test_cora_epoch_covers_train_nodes_with_true_features():
-    text = _shared_datasets() / "cora" / "text"
+    text = shared_datasets_dir() / "cora" / "text"
     if not (text / "cora_edges.csv").exists():
         pytest.skip(f"shared datasets not found at {text}")
     edges = np.loadtxt(text / "cora_edges.csv", delimiter=",", skiprows=1, dtype=np.int64)
