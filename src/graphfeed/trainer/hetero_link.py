@@ -20,7 +20,12 @@ node and edge types, :mod:`graphfeed.datasets.hetero_link`).
   the torch heterogeneous sampler (as node classification on heterogeneous datasets).
 - ``--save``/``--resume`` through :class:`~graphfeed.trainer.checkpoint.RunState` (trainer
   ``"hetero-link"``, resume keys :data:`TYPED_LINK_RESUME_KEYS`), as the other trainers.
-  Refused: ``--predict``, sampling methods other than uniform, partitions.
+  Refused: sampling methods other than uniform, partitions.
+- ``--predict FILE.npz`` writes the best epoch's test-pair scores, one array per predicted
+  relation (:func:`save_typed_predictions`): key ``<src>.<rel>.<dst>``, float32 ``(P_r, 1 + k)``,
+  row ``i`` the relation's test pair ``i`` (the dataset's split order), column 0 its logit,
+  columns ``1..k`` its ``k`` evaluation negatives' (the layout the homogeneous trainer writes
+  for its one relation); saved without pickles, atomically.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import torch.nn.functional as F
 from ..errors import GraphfeedError
 
 __all__ = ["TypedLinkPredictor", "check_typed_link_dataset", "train_typed_link",
-           "TYPED_LINK_RESUME_KEYS"]
+           "TYPED_LINK_RESUME_KEYS", "save_typed_predictions", "predictions_key"]
 
 
 def _resume_keys() -> tuple:
@@ -93,8 +98,10 @@ def check_typed_link_dataset(cfg, dataset) -> list:
                              f"prepare link-split SRC OUT --relation REL, or use the built-in "
                              f"'hetero-link')")
     if cfg.predict:
-        raise GraphfeedError("--predict is not supported for link prediction on typed "
-                             "(heterogeneous) datasets yet (--save and --resume are)")
+        check_typed_predict_path(cfg.predict)
+        if cfg.predict_nodes != "test":
+            raise GraphfeedError(f"--predict-nodes {cfg.predict_nodes} is for node "
+                                 f"classification; --task link --predict scores the test pairs")
     if cfg.partitions:
         raise GraphfeedError("--partitions: typed link datasets train on one graph")
     from .hetero import _check_cfg
@@ -103,7 +110,40 @@ def check_typed_link_dataset(cfg, dataset) -> list:
     ets = typed_link_edge_types(dataset, "train")
     if not ets:
         raise GraphfeedError(f"dataset {dataset.name!r} has no training pairs")
+    if cfg.predict and not set(typed_link_edge_types(dataset, "test")) & set(ets):
+        raise GraphfeedError(f"--predict scores the test pairs, and dataset {dataset.name!r} has "
+                             f"no test pairs of a relation it trains on ({[list(e) for e in ets]})")
     return ets
+
+
+def predictions_key(et) -> str:
+    """The ``--predict`` ``.npz`` key of edge type ``et``: ``"<src>.<rel>.<dst>"`` (the suffix
+    of the dataset's split names)."""
+    return ".".join(et)
+
+
+def check_typed_predict_path(path) -> None:
+    """``--predict`` of typed link prediction writes one ``.npz`` (an array per relation)."""
+    if not str(path).endswith(".npz"):
+        raise GraphfeedError(f"--predict {path}: typed link prediction writes one .npz (an array "
+                             f"per relation, keys <src>.<rel>.<dst>); give a path ending in .npz")
+
+
+def save_typed_predictions(path, scores: dict) -> str:
+    """Write ``scores`` (edge type -> float32 ``(P_r, 1 + k)``) to ``.npz`` file ``path``
+    atomically (temp file, fsync, rename), without pickles: key :func:`predictions_key`, row
+    ``i`` the relation's test pair ``i`` (the dataset's split order), column 0 its logit, columns
+    ``1..k`` its evaluation negatives'. Read back with ``np.load(path, allow_pickle=False)``."""
+    from .._io import atomic_write
+
+    check_typed_predict_path(path)
+    arrays = {predictions_key(et): np.ascontiguousarray(a, dtype=np.float32)
+              for et, a in scores.items()}
+    try:
+        atomic_write(path, lambda f: np.savez(f, allow_pickle=False, **arrays))
+    except OSError as e:
+        raise GraphfeedError(f"cannot write predictions to {path}: {e.strerror or e}") from None
+    return str(path)
 
 
 def _eval_pairs(dataset, name, ets, k, drawer, index) -> dict:
@@ -143,6 +183,27 @@ def _score(net, emb: dict, pairs: dict):
     if not pos_all:
         return np.zeros(0), np.zeros((0, 1))
     return torch.cat(pos_all).numpy(), torch.cat(neg_all).numpy()
+
+
+def _write_typed_pair_scores(path, net, emb: dict, pairs: dict, say) -> str:
+    """``--predict``: per relation of the test split, float32 ``(P_r, 1 + k)`` (column 0 each
+    test pair's logit, columns ``1..k`` its evaluation negatives'), one ``.npz``."""
+    scores = {}
+    for et, pn in pairs.items():
+        pos, neg = _score(net, emb, {et: pn})
+        scores[et] = np.concatenate([pos.reshape(-1, 1), neg.reshape(pos.shape[0], -1)],
+                                    axis=1).astype(np.float32)
+    from .link import link_metrics
+    from .metrics import format_metrics
+
+    save_typed_predictions(path, scores)
+    say(f"graphfeed train: wrote the scores of the test pairs and their negatives to {path}: "
+        + ", ".join(f"{predictions_key(et)} {a.shape[0]:,} x {a.shape[1]}"
+                    for et, a in scores.items()))
+    for et, a in scores.items():  # the test metrics above are over every relation's pairs
+        say(f"  test {predictions_key(et)}: "
+            f"{format_metrics(link_metrics(a[:, 0], a[:, 1:]))}")
+    return str(path)
 
 
 def _epoch_line(es) -> str:
@@ -313,6 +374,12 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
                 break
         if not result.epochs:
             raise GraphfeedError("no epoch was run")
+        if cfg.predict:  # the best epoch's weights; every rank embeds its share, rank 0 writes
+            state.load_best()
+            emb = embed()
+            if rank == 0:
+                result.predictions = _write_typed_pair_scores(cfg.predict, net, emb,
+                                                              splits["test"], say)
     finally:
         loader.close()
     result.checkpoint = state.checkpoint
