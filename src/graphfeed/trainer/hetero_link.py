@@ -17,7 +17,10 @@ node and edge types, :mod:`graphfeed.datasets.hetero_link`).
   relation (:func:`~graphfeed.trainer.link.link_metrics`). A degree baseline scores a pair by
   its destination's in-degree within the relation in the message-passing graph.
 - Sampling on the CPU (``HeteroNeighborSampler``) or, in ``--mode cuda-cuda``/``pinned-cuda``,
-  the torch heterogeneous sampler (as node classification on heterogeneous datasets).
+  the torch heterogeneous sampler with every type's features on the GPU or in pinned host
+  memory read through UVA (as node classification on heterogeneous datasets:
+  :func:`~graphfeed.trainer.hetero.type_placement`, the message-passing graph's bytes and the
+  features' decide whether the mode fits).
 - ``--save``/``--resume`` through :class:`~graphfeed.trainer.checkpoint.RunState` (trainer
   ``"hetero-link"``, resume keys :data:`TYPED_LINK_RESUME_KEYS`), as the other trainers.
   Refused: sampling methods other than uniform, partitions.
@@ -227,7 +230,8 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
     from ..sampling.hetero_link import HeteroLinkSampler
     from .checkpoint import RunState
     from .evaluate import unwrap
-    from .hetero import HeteroRGCN, _open_type_features, hetero_sampler
+    from .hetero import (HeteroRGCN, _open_type_features, hetero_sampler, place_type_features,
+                         type_placement)
     from .link import link_metrics
     from .loop import _all_reduce
     from .result import EpochStats, TrainResult
@@ -244,7 +248,13 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
     mp = without_typed_pairs(h, {et: np.concatenate(v, axis=1) for et, v in held.items()},
                              reverse=rev)
     exclude = "reverse" if any(et in rev for et in ets) else "self"
+    tfeats = _open_type_features(dataset, cfg.features, cfg.cache_size, cfg.cache_policy)
+    # in --mode cuda-cuda/pinned-cuda each type's features sit beside the sampled ids (the
+    # homogeneous modes' placing), decided before the sampler copies the graph; else read by
+    # the CPU
+    where = type_placement(cfg, mp, tfeats, device)
     node_sampler = hetero_sampler(cfg, mp, device)
+    placed = place_type_features(where, tfeats, device)
     sampler = HeteroLinkSampler(node_sampler, num_negatives=cfg.num_negatives, exclude=exclude,
                                 reverse_edge_types=rev, seed=cfg.seed).with_pairs(train)
     drawer = HeteroLinkSampler(node_sampler, num_negatives=cfg.eval_negatives,
@@ -253,7 +263,6 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
               for i, name in enumerate(("valid", "test"))}
     eval_fanouts = list(cfg.eval_fanouts or cfg.fanouts)
     eval_sampler = node_sampler.with_fanouts(eval_fanouts)
-    tfeats = _open_type_features(dataset, cfg.features, cfg.cache_size, cfg.cache_policy)
     in_dims = {t: int(np.prod(f["feat"].row_shape) or 1) for t, f in tfeats.items() if "feat" in f}
     out_types = tuple(t for t in h.node_types if any(t in (et[0], et[2]) for et in ets))
     n_train = sum(int(p.shape[1]) for p in train.values())
@@ -282,13 +291,18 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
     result = TrainResult(mode=cfg.mode if gpu_sampling else
                          ("cpu-cpu" if device == "cpu" else "cpu-cuda"),
                          placement_reason="typed link datasets sample the heterogeneous graph"
-                         + (" on the GPU" if gpu_sampling else " on the CPU"),
+                         + (" on the GPU" if gpu_sampling else " on the CPU")
+                         + (f", per-type features {placed.where} ({where.reason})"
+                            if where is not None else ", per-type features read by the CPU"),
                          world_size=world_size, model=f"rgcn+{cfg.decoder}", seed=cfg.seed,
                          task="link", main_metric="mrr", eval_fanouts=eval_fanouts)
+    if gpu_sampling:
+        say(f"graphfeed: placement {result.placement_reason}")
     loader = HeteroLinkDataLoader(
         ItemSampler(n_train, cfg.batch_size, shuffle=True, seed=cfg.seed, rank=rank,
                     world_size=world_size),
-        sampler, type_features=tfeats, num_threads=cfg.num_threads, prefetch=cfg.prefetch)
+        sampler, type_features=placed.features, num_threads=cfg.num_threads,
+        prefetch=cfg.prefetch)
     # the nodes the splits need embedded (global ids, embedded once per epoch for both
     # splits): this rank embeds its contiguous share
     ids = [np.zeros(0, np.int64)]
@@ -302,8 +316,8 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
         net.eval()
         emb = {t: torch.zeros(h.num_nodes_of(t), cfg.hidden) for t in out_types}
         ld = HeteroDataLoader(ItemSampler(need, cfg.batch_size, shuffle=False, seed=cfg.seed),
-                              eval_sampler, type_features=tfeats, num_threads=cfg.num_threads,
-                              prefetch=cfg.prefetch)
+                              eval_sampler, type_features=placed.features,
+                              num_threads=cfg.num_threads, prefetch=cfg.prefetch)
         try:
             with torch.no_grad():
                 for mb in ld:
