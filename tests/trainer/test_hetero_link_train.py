@@ -51,8 +51,9 @@ def test_dry_run_and_refusals(data_root, tmp_path):
     from graphfeed.trainer.hetero_link import check_typed_link_dataset
 
     ds = open_dataset("hetero-link", data_root)
-    with pytest.raises(GraphfeedError, match="--predict is not supported"):
+    with pytest.raises(GraphfeedError, match="ending in .npz"):  # one array per relation
         check_typed_link_dataset(_Cfg(predict=str(tmp_path / "p.npy")), ds)
+    check_typed_link_dataset(_Cfg(predict=str(tmp_path / "p.npz")), ds)
     check_typed_link_dataset(_Cfg(save=str(tmp_path)), ds)  # checkpoints are
     with pytest.raises(GraphfeedError, match="--partitions"):
         check_typed_link_dataset(_Cfg(partitions=2), ds)

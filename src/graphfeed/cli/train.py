@@ -77,7 +77,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--resume", metavar="DIR", default=None,
                    help="continue the run checkpointed in DIR (and keep checkpointing there)")
     p.add_argument("--predict", metavar="FILE", default=None,
-                   help="write the best epoch's predicted classes as int64 .npy")
+                   help="write the best epoch's predicted classes as int64 .npy (--task link: "
+                        "test-pair scores, float32 .npy; .npz per relation on typed datasets)")
     p.add_argument("--predict-nodes", default="test", choices=list(C.PREDICT_NODES),
                    help="predict the test nodes (in split order) or all nodes (in id order) [test]")
     p.add_argument("--log", metavar="FILE", default=None,

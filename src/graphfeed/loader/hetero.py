@@ -5,6 +5,11 @@ the global ``input_nodes`` / ``seeds``), it reads each node type's features at t
 type-local ``input_nodes_dict[type]`` into ``minibatch.type_features[type][name]`` (pooled
 buffers, the loader's executor for large reads), which ``minibatch.x_dict`` exposes to PyG
 models.
+
+A feature that lives on a GPU (``--mode cuda-cuda``: a copy in GPU memory; ``pinned-cuda``: a
+UVA view of pinned host rows, as ``graphfeed.placement.apply`` places them) is read at
+the batch's own id tensors, which a GPU sampler left on that device: no copy to the host, no
+pooled host buffer. A feature on the CPU gets its ids on the CPU (``FetchFeatures._read``).
 """
 
 from __future__ import annotations

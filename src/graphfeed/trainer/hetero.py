@@ -9,8 +9,13 @@ of the training ids and evaluates its share of each evaluation set; the scores a
 MLP baseline sees only the target type's own features.
 
 ``--mode cuda-cuda``/``pinned-cuda`` sample with the vectorised ``TorchHeteroSampler`` on the
-training device (graph copied there, or UVA views of pinned memory); the per-type features
-are still read by the CPU (:func:`hetero_sampler`).
+training device (graph copied there, or UVA views of pinned memory; :func:`hetero_sampler`), and
+place every type's features (and the labels) as the homogeneous modes place theirs
+(:func:`type_placement`, :func:`place_type_features`): copied to the GPU (``cuda-cuda``) or
+page-locked on the host and read by the GPU through UVA views (``pinned-cuda``), so each
+batch's type-local ids, already on the device, gather there without a trip through the host.
+The homogeneous planner decides whether the data fits and refuses, with the numbers, a mode it
+cannot fit.
 
 ``--save``/``--resume`` use :class:`~graphfeed.trainer.checkpoint.RunState` as the other
 trainers do (resume keys :data:`HETERO_RESUME_KEYS`); ``--predict`` writes the best epoch's class
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import numpy as np
@@ -35,7 +41,8 @@ import torch.nn.functional as F
 from ..errors import GraphfeedError
 from .config import TrainConfig
 
-__all__ = ["HeteroRGCN", "hetero_in_dim", "hetero_sampler", "run_hetero"]
+__all__ = ["HeteroRGCN", "hetero_in_dim", "hetero_sampler", "run_hetero", "type_placement",
+           "place_type_features", "TypeFeatures"]
 
 
 def hetero_in_dim(dataset) -> int:
@@ -166,6 +173,83 @@ def hetero_sampler(cfg, graph, device: str):
     return HeteroNeighborSampler(graph, list(cfg.fanouts), replace=cfg.replace, seed=cfg.seed)
 
 
+def _on_cuda(device) -> bool:
+    return str(device).startswith("cuda")
+
+
+def type_placement(cfg, graph, tfeats: dict, device: str, *, labels=None, hw=None):
+    """Where a heterogeneous run keeps its per-type features ``tfeats`` (type -> name ->
+    ``Feature``) and ``labels``: ``None`` in the modes that sample on the CPU; in
+    ``cuda-cuda``/``pinned-cuda`` the homogeneous planner's
+    :class:`~graphfeed.placement.Placement` for that mode
+    (:func:`~graphfeed.placement.plan_placement` with the graph's and every feature's bytes):
+    ``GraphfeedError`` with the numbers when the data cannot fit at all (``cuda-cuda``: graph +
+    features per rank > the free GPU memory; ``pinned-cuda``: > the free host memory, or no
+    UVA), a ``PlacementWarning`` past the planner's headroom. ``hw``: the
+    :class:`~graphfeed.placement.hardware.Hardware` to decide on; by default measured on a CUDA
+    ``device`` (:func:`~graphfeed.placement.hardware.detect_hardware`). On a CPU ``device``
+    (the GPU modes' logic run without a GPU) and no ``hw``, no memory is checked and the
+    features stay in memory on the CPU."""
+    if cfg.mode not in GPU_SAMPLING_MODES:
+        return None
+    from ..placement.planner import Placement, plan_placement
+
+    feats = [f for fs in tfeats.values() for f in fs.values()]
+    if labels is not None:
+        feats.append(labels)
+    feature_bytes = sum(int(f.nbytes) for f in feats)
+    if hw is None and not _on_cuda(device):
+        return Placement(cfg.mode, f"--mode {cfg.mode} on the CPU device: per-type features in "
+                         f"memory on the CPU (no GPU memory to check)", "cpu",
+                         {"requested": cfg.mode, "graph_bytes": int(graph.nbytes),
+                          "feature_bytes": feature_bytes})
+    if hw is None:
+        from ..distributed.world import World
+        from ..placement.hardware import detect_hardware
+
+        hw = detect_hardware(ranks_per_machine=World.from_env().local_world_size, device=device)
+    return plan_placement(int(graph.nbytes), feature_bytes, hw, requested=cfg.mode)
+
+
+@dataclass
+class TypeFeatures:
+    """A heterogeneous run's placed features: ``features`` type -> name -> ``Feature``,
+    ``labels`` (``None`` when not given), ``keep_alive`` the pinned host tensors that UVA views
+    alias (held for as long as the features are used), ``where`` a phrase for the log."""
+
+    features: dict
+    labels: object = None
+    keep_alive: list = field(default_factory=list, repr=False)
+    where: str = "read by the CPU"
+
+
+def place_type_features(placement, tfeats: dict, device: str, *, labels=None) -> TypeFeatures:
+    """``tfeats`` and ``labels`` where ``placement`` (:func:`type_placement`) says, through the
+    homogeneous modes' placing (``placement.apply``): ``cuda-cuda`` a copy of each array in GPU
+    memory (an ``InMemoryFeature`` on ``device``; disk and LMDB arrays read in chunks of about
+    256 MB), ``pinned-cuda`` each array page-locked in place where possible and read through a
+    UVA view (only the gathered rows cross the bus). ``placement`` ``None``: unchanged (read by
+    the CPU). On a CPU ``device`` both GPU modes keep the rows in memory on the CPU."""
+    if placement is None:
+        return TypeFeatures(dict(tfeats), labels)
+    import torch
+
+    from ..placement.apply import _place_feature
+
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        loc = placement.spec.features
+        where = (f"copied to {dev}" if loc == "device" else
+                 f"in pinned host memory, gathered by {dev} through UVA")
+    else:
+        loc, where = "device", "in memory on the CPU (no GPU)"
+    keep: list = []
+    out = {t: {n: _place_feature(f, loc, dev, keep) for n, f in fs.items()}
+           for t, fs in tfeats.items()}
+    lab = None if labels is None else _place_feature(labels, loc, dev, keep)
+    return TypeFeatures(out, lab, keep, where)
+
+
 def run_hetero(cfg, dataset, splits, device: str, rank: int, world_size: int,
                say: Callable[[str], None], on_epoch=None, *, on_batch=None):
     """Train ``cfg`` on heterogeneous ``dataset`` (``splits``: global train/valid/test ids of
@@ -194,7 +278,9 @@ def run_hetero(cfg, dataset, splits, device: str, rank: int, world_size: int,
     from ..features.memory import InMemoryFeature
 
     labels = InMemoryFeature(dataset.labels)
+    placement = type_placement(cfg, h, tfeats, device, labels=labels)  # before any copy
     sampler = hetero_sampler(cfg, h, device)
+    placed = place_type_features(placement, tfeats, device, labels=labels)
     gpu_sampling = cfg.mode in GPU_SAMPLING_MODES
     eval_sampler = sampler.with_fanouts(list(cfg.eval_fanouts or cfg.fanouts))
     say(f"graphfeed train: heterogeneous dataset {dataset.name} ({h.num_nodes:,} nodes of "
@@ -211,7 +297,7 @@ def run_hetero(cfg, dataset, splits, device: str, rank: int, world_size: int,
         else:  # each rank scores its contiguous share once; the scores are gathered
             share = np.array_split(np.asarray(ids), world_size)[rank]
             items = ItemSampler(share, cfg.batch_size, shuffle=False, seed=cfg.seed)
-        return HeteroDataLoader(items, s, type_features=tfeats, labels=labels,
+        return HeteroDataLoader(items, s, type_features=placed.features, labels=placed.labels,
                                 num_threads=cfg.num_threads, prefetch=cfg.prefetch)
 
     torch.manual_seed(cfg.seed)
@@ -227,10 +313,12 @@ def run_hetero(cfg, dataset, splits, device: str, rank: int, world_size: int,
     result = TrainResult(mode=cfg.mode if gpu_sampling else
                          ("cpu-cpu" if device == "cpu" else "cpu-cuda"),
                          placement_reason=f"--mode {cfg.mode}: the torch heterogeneous sampler "
-                         f"on {device}, features read on the CPU" if gpu_sampling else
-                         "heterogeneous datasets sample on the CPU",
+                         f"on {device}, per-type features {placed.where} ({placement.reason})"
+                         if gpu_sampling else "heterogeneous datasets sample on the CPU",
                          world_size=world_size, model="rgcn", seed=cfg.seed, task=task.kind,
                          main_metric=task.main, eval_fanouts=list(cfg.eval_fanouts or cfg.fanouts))
+    if gpu_sampling:
+        say(f"graphfeed: placement {result.placement_reason}")
     train_loader = loader(train_ids, sampler, True)
     eval_loaders = {n: loader(ids, eval_sampler, False)
                     for n, ids in (("valid", valid_ids), ("test", test_ids))}

@@ -17,10 +17,18 @@ node and edge types, :mod:`graphfeed.datasets.hetero_link`).
   relation (:func:`~graphfeed.trainer.link.link_metrics`). A degree baseline scores a pair by
   its destination's in-degree within the relation in the message-passing graph.
 - Sampling on the CPU (``HeteroNeighborSampler``) or, in ``--mode cuda-cuda``/``pinned-cuda``,
-  the torch heterogeneous sampler (as node classification on heterogeneous datasets).
+  the torch heterogeneous sampler with every type's features on the GPU or in pinned host
+  memory read through UVA (as node classification on heterogeneous datasets:
+  :func:`~graphfeed.trainer.hetero.type_placement`, the message-passing graph's bytes and the
+  features' decide whether the mode fits).
 - ``--save``/``--resume`` through :class:`~graphfeed.trainer.checkpoint.RunState` (trainer
   ``"hetero-link"``, resume keys :data:`TYPED_LINK_RESUME_KEYS`), as the other trainers.
-  Refused: ``--predict``, sampling methods other than uniform, partitions.
+  Refused: sampling methods other than uniform, partitions.
+- ``--predict FILE.npz`` writes the best epoch's test-pair scores, one array per predicted
+  relation (:func:`save_typed_predictions`): key ``<src>.<rel>.<dst>``, float32 ``(P_r, 1 + k)``,
+  row ``i`` the relation's test pair ``i`` (the dataset's split order), column 0 its logit,
+  columns ``1..k`` its ``k`` evaluation negatives' (the layout the homogeneous trainer writes
+  for its one relation); saved without pickles, atomically.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ import torch.nn.functional as F
 from ..errors import GraphfeedError
 
 __all__ = ["TypedLinkPredictor", "check_typed_link_dataset", "train_typed_link",
-           "TYPED_LINK_RESUME_KEYS"]
+           "TYPED_LINK_RESUME_KEYS", "save_typed_predictions", "predictions_key"]
 
 
 def _resume_keys() -> tuple:
@@ -93,8 +101,10 @@ def check_typed_link_dataset(cfg, dataset) -> list:
                              f"prepare link-split SRC OUT --relation REL, or use the built-in "
                              f"'hetero-link')")
     if cfg.predict:
-        raise GraphfeedError("--predict is not supported for link prediction on typed "
-                             "(heterogeneous) datasets yet (--save and --resume are)")
+        check_typed_predict_path(cfg.predict)
+        if cfg.predict_nodes != "test":
+            raise GraphfeedError(f"--predict-nodes {cfg.predict_nodes} is for node "
+                                 f"classification; --task link --predict scores the test pairs")
     if cfg.partitions:
         raise GraphfeedError("--partitions: typed link datasets train on one graph")
     from .hetero import _check_cfg
@@ -103,7 +113,40 @@ def check_typed_link_dataset(cfg, dataset) -> list:
     ets = typed_link_edge_types(dataset, "train")
     if not ets:
         raise GraphfeedError(f"dataset {dataset.name!r} has no training pairs")
+    if cfg.predict and not set(typed_link_edge_types(dataset, "test")) & set(ets):
+        raise GraphfeedError(f"--predict scores the test pairs, and dataset {dataset.name!r} has "
+                             f"no test pairs of a relation it trains on ({[list(e) for e in ets]})")
     return ets
+
+
+def predictions_key(et) -> str:
+    """The ``--predict`` ``.npz`` key of edge type ``et``: ``"<src>.<rel>.<dst>"`` (the suffix
+    of the dataset's split names)."""
+    return ".".join(et)
+
+
+def check_typed_predict_path(path) -> None:
+    """``--predict`` of typed link prediction writes one ``.npz`` (an array per relation)."""
+    if not str(path).endswith(".npz"):
+        raise GraphfeedError(f"--predict {path}: typed link prediction writes one .npz (an array "
+                             f"per relation, keys <src>.<rel>.<dst>); give a path ending in .npz")
+
+
+def save_typed_predictions(path, scores: dict) -> str:
+    """Write ``scores`` (edge type -> float32 ``(P_r, 1 + k)``) to ``.npz`` file ``path``
+    atomically (temp file, fsync, rename), without pickles: key :func:`predictions_key`, row
+    ``i`` the relation's test pair ``i`` (the dataset's split order), column 0 its logit, columns
+    ``1..k`` its evaluation negatives'. Read back with ``np.load(path, allow_pickle=False)``."""
+    from .._io import atomic_write
+
+    check_typed_predict_path(path)
+    arrays = {predictions_key(et): np.ascontiguousarray(a, dtype=np.float32)
+              for et, a in scores.items()}
+    try:
+        atomic_write(path, lambda f: np.savez(f, allow_pickle=False, **arrays))
+    except OSError as e:
+        raise GraphfeedError(f"cannot write predictions to {path}: {e.strerror or e}") from None
+    return str(path)
 
 
 def _eval_pairs(dataset, name, ets, k, drawer, index) -> dict:
@@ -145,6 +188,27 @@ def _score(net, emb: dict, pairs: dict):
     return torch.cat(pos_all).numpy(), torch.cat(neg_all).numpy()
 
 
+def _write_typed_pair_scores(path, net, emb: dict, pairs: dict, say) -> str:
+    """``--predict``: per relation of the test split, float32 ``(P_r, 1 + k)`` (column 0 each
+    test pair's logit, columns ``1..k`` its evaluation negatives'), one ``.npz``."""
+    scores = {}
+    for et, pn in pairs.items():
+        pos, neg = _score(net, emb, {et: pn})
+        scores[et] = np.concatenate([pos.reshape(-1, 1), neg.reshape(pos.shape[0], -1)],
+                                    axis=1).astype(np.float32)
+    from .link import link_metrics
+    from .metrics import format_metrics
+
+    save_typed_predictions(path, scores)
+    say(f"graphfeed train: wrote the scores of the test pairs and their negatives to {path}: "
+        + ", ".join(f"{predictions_key(et)} {a.shape[0]:,} x {a.shape[1]}"
+                    for et, a in scores.items()))
+    for et, a in scores.items():  # the test metrics above are over every relation's pairs
+        say(f"  test {predictions_key(et)}: "
+            f"{format_metrics(link_metrics(a[:, 0], a[:, 1:]))}")
+    return str(path)
+
+
 def _epoch_line(es) -> str:
     from .metrics import format_metrics
 
@@ -166,7 +230,8 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
     from ..sampling.hetero_link import HeteroLinkSampler
     from .checkpoint import RunState
     from .evaluate import unwrap
-    from .hetero import HeteroRGCN, _open_type_features, hetero_sampler
+    from .hetero import (HeteroRGCN, _open_type_features, hetero_sampler, place_type_features,
+                         type_placement)
     from .link import link_metrics
     from .loop import _all_reduce
     from .result import EpochStats, TrainResult
@@ -183,7 +248,13 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
     mp = without_typed_pairs(h, {et: np.concatenate(v, axis=1) for et, v in held.items()},
                              reverse=rev)
     exclude = "reverse" if any(et in rev for et in ets) else "self"
+    tfeats = _open_type_features(dataset, cfg.features, cfg.cache_size, cfg.cache_policy)
+    # in --mode cuda-cuda/pinned-cuda each type's features sit beside the sampled ids (the
+    # homogeneous modes' placing), decided before the sampler copies the graph; else read by
+    # the CPU
+    where = type_placement(cfg, mp, tfeats, device)
     node_sampler = hetero_sampler(cfg, mp, device)
+    placed = place_type_features(where, tfeats, device)
     sampler = HeteroLinkSampler(node_sampler, num_negatives=cfg.num_negatives, exclude=exclude,
                                 reverse_edge_types=rev, seed=cfg.seed).with_pairs(train)
     drawer = HeteroLinkSampler(node_sampler, num_negatives=cfg.eval_negatives,
@@ -192,7 +263,6 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
               for i, name in enumerate(("valid", "test"))}
     eval_fanouts = list(cfg.eval_fanouts or cfg.fanouts)
     eval_sampler = node_sampler.with_fanouts(eval_fanouts)
-    tfeats = _open_type_features(dataset, cfg.features, cfg.cache_size, cfg.cache_policy)
     in_dims = {t: int(np.prod(f["feat"].row_shape) or 1) for t, f in tfeats.items() if "feat" in f}
     out_types = tuple(t for t in h.node_types if any(t in (et[0], et[2]) for et in ets))
     n_train = sum(int(p.shape[1]) for p in train.values())
@@ -221,13 +291,18 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
     result = TrainResult(mode=cfg.mode if gpu_sampling else
                          ("cpu-cpu" if device == "cpu" else "cpu-cuda"),
                          placement_reason="typed link datasets sample the heterogeneous graph"
-                         + (" on the GPU" if gpu_sampling else " on the CPU"),
+                         + (" on the GPU" if gpu_sampling else " on the CPU")
+                         + (f", per-type features {placed.where} ({where.reason})"
+                            if where is not None else ", per-type features read by the CPU"),
                          world_size=world_size, model=f"rgcn+{cfg.decoder}", seed=cfg.seed,
                          task="link", main_metric="mrr", eval_fanouts=eval_fanouts)
+    if gpu_sampling:
+        say(f"graphfeed: placement {result.placement_reason}")
     loader = HeteroLinkDataLoader(
         ItemSampler(n_train, cfg.batch_size, shuffle=True, seed=cfg.seed, rank=rank,
                     world_size=world_size),
-        sampler, type_features=tfeats, num_threads=cfg.num_threads, prefetch=cfg.prefetch)
+        sampler, type_features=placed.features, num_threads=cfg.num_threads,
+        prefetch=cfg.prefetch)
     # the nodes the splits need embedded (global ids, embedded once per epoch for both
     # splits): this rank embeds its contiguous share
     ids = [np.zeros(0, np.int64)]
@@ -241,8 +316,8 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
         net.eval()
         emb = {t: torch.zeros(h.num_nodes_of(t), cfg.hidden) for t in out_types}
         ld = HeteroDataLoader(ItemSampler(need, cfg.batch_size, shuffle=False, seed=cfg.seed),
-                              eval_sampler, type_features=tfeats, num_threads=cfg.num_threads,
-                              prefetch=cfg.prefetch)
+                              eval_sampler, type_features=placed.features,
+                              num_threads=cfg.num_threads, prefetch=cfg.prefetch)
         try:
             with torch.no_grad():
                 for mb in ld:
@@ -313,6 +388,12 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
                 break
         if not result.epochs:
             raise GraphfeedError("no epoch was run")
+        if cfg.predict:  # the best epoch's weights; every rank embeds its share, rank 0 writes
+            state.load_best()
+            emb = embed()
+            if rank == 0:
+                result.predictions = _write_typed_pair_scores(cfg.predict, net, emb,
+                                                              splits["test"], say)
     finally:
         loader.close()
     result.checkpoint = state.checkpoint
