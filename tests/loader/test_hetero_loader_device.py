@@ -67,12 +67,12 @@ def test_device_features_read_at_the_batchs_own_ids(setup):  # noqa: F811
 def test_the_loader_joins_placed_features_like_host_ones(setup):  # noqa: F811
     """Features placed for a GPU mode on the CPU device (in-memory copies) give the loader the
     same batches as the dataset's own, with either sampler."""
-    from graphfeed.placement.apply import _place_feature
+    from graphfeed.placement.apply import place_feature
     from graphfeed.sampling.hetero import HeteroNeighborSampler
 
     g, feats, labels, *_ = setup
     keep: list = []
-    placed = {t: {n: _place_feature(f, "device", torch.device("cpu"), keep)
+    placed = {t: {n: place_feature(f, "device", torch.device("cpu"), keep)
                   for n, f in fs.items()} for t, fs in feats.items()}
     assert all(isinstance(f, InMemoryFeature) for fs in placed.values() for f in fs.values())
     off = int(g.node_offsets[g.type_id("user")])

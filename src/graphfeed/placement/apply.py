@@ -32,7 +32,7 @@ from ..sampling.base import Sampler
 from .modes import ModeSpec
 from .planner import Placement
 
-__all__ = ["PlacedData", "apply_placement", "estimate_bytes"]
+__all__ = ["PlacedData", "apply_placement", "estimate_bytes", "place_feature"]
 
 # Rows copied per step when a feature that is not in memory (disk, LMDB) moves to the GPU or
 # into pinned memory: bounds the extra host memory to about this many bytes.
@@ -126,12 +126,12 @@ def _build(placement: Placement, graph: CSCGraph, feats: dict, fanouts, *, repla
                             device=torch.device(placement.sampling_device),
                             replace=replace, seed=seed, uva=spec.graph == "pinned", method=method)
     keep: list = []
-    placed = {name: _place_feature(f, spec.features, device, keep) for name, f in feats.items()}
+    placed = {name: place_feature(f, spec.features, device, keep) for name, f in feats.items()}
     return PlacedData(placement, sampler, placed, device, keep_alive=keep)
 
 
 # ---------------------------------------------------------------------- helpers
-def _place_feature(feat: Feature, location: str, device: torch.device, keep: list) -> Feature:
+def place_feature(feat: Feature, location: str, device: torch.device, keep: list) -> Feature:
     """``feat`` where ``location`` says: as it is (``host``), pinned host rows seen through a UVA
     view (``pinned``; the pinned tensor goes to ``keep``), or a copy in GPU memory (``device``)."""
     if location == "host":

@@ -234,7 +234,7 @@ def place_type_features(placement, tfeats: dict, device: str, *, labels=None) ->
         return TypeFeatures(dict(tfeats), labels)
     import torch
 
-    from ..placement.apply import _place_feature
+    from ..placement.apply import place_feature
 
     dev = torch.device(device)
     if dev.type == "cuda":
@@ -244,9 +244,9 @@ def place_type_features(placement, tfeats: dict, device: str, *, labels=None) ->
     else:
         loc, where = "device", "in memory on the CPU (no GPU)"
     keep: list = []
-    out = {t: {n: _place_feature(f, loc, dev, keep) for n, f in fs.items()}
+    out = {t: {n: place_feature(f, loc, dev, keep) for n, f in fs.items()}
            for t, fs in tfeats.items()}
-    lab = None if labels is None else _place_feature(labels, loc, dev, keep)
+    lab = None if labels is None else place_feature(labels, loc, dev, keep)
     return TypeFeatures(out, lab, keep, where)
 
 
