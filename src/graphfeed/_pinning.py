@@ -22,6 +22,7 @@ import atexit
 import logging
 import threading
 import warnings
+import weakref
 
 import numpy as np
 import torch
@@ -36,6 +37,10 @@ __all__ = ["cuda_available", "pin_tensor", "unpin", "is_registered", "uva_tensor
 
 _lock = threading.Lock()
 _registered: dict[int, tuple[int, int, torch.Tensor]] = {}  # host ptr -> (nbytes, device, tensor kept alive)
+# UVA views alive per registered host pointer, and the registrations whose unpin waits for them
+# (unregistering pages a GPU kernel may still read through a view is an illegal access)
+_views: dict[int, int] = {}
+_deferred: set[int] = set()
 _warned = False
 _atexit_installed = False
 
@@ -120,19 +125,52 @@ def pin_tensor(t: torch.Tensor) -> torch.Tensor:
 
 
 def unpin(t: torch.Tensor) -> None:
-    """Undo an in-place registration by :func:`pin_tensor` (no-op for copies and on CPU)."""
+    """Undo an in-place registration by :func:`pin_tensor` (no-op for copies and on CPU). While
+    a UVA view of it (:func:`uva_tensor`) is alive the pages stay registered, and are
+    unregistered when the last view is freed."""
     ptr = t.data_ptr()
     with _lock:
+        if _views.get(ptr, 0) > 0 and ptr in _registered:
+            _deferred.add(ptr)
+            return
         entry = _registered.pop(ptr, None)
     if entry is not None:
         _cuda.host_unregister(ptr, device=entry[1])
 
 
+def _view_opened(ptr: int) -> None:
+    with _lock:
+        _views[ptr] = _views.get(ptr, 0) + 1
+
+
+def _view_closed(ptr: int) -> None:
+    """A UVA view of ``ptr`` was freed: the last one carries out an unpin that waited for it."""
+    entry = None
+    with _lock:
+        left = _views.get(ptr, 0) - 1
+        if left > 0:
+            _views[ptr] = left
+            return
+        _views.pop(ptr, None)
+        if ptr in _deferred:
+            _deferred.discard(ptr)
+            entry = _registered.pop(ptr, None)
+    if entry is not None:
+        _cuda.host_unregister(ptr, device=entry[1])
+
+
 class _HostArrayInterface:
-    """Exposes pinned host memory as a CUDA array (UVA: the device address is the host address)."""
+    """Exposes pinned host memory as a CUDA array (UVA: the device address is the host address).
+    The CUDA tensor made from it holds it for as long as its storage lives, so its lifetime is
+    the view's: it counts itself among the views of an in-place registration (see
+    :func:`unpin`)."""
 
     def __init__(self, t: torch.Tensor):
         self._keep = t
+        base = t.untyped_storage().data_ptr()
+        if base in _registered:
+            _view_opened(base)
+            weakref.finalize(self, _view_closed, base)
         typestr = np.dtype(torch.empty((), dtype=t.dtype).numpy().dtype).str
         self.__cuda_array_interface__ = {
             "shape": tuple(t.shape),

@@ -118,3 +118,47 @@ def test_clean_exit_with_registered_memory():
     assert r.returncode == 0, r.stderr
     assert "ok" in r.stdout
     assert "Error" not in r.stderr and "Exception" not in r.stderr
+
+
+# ------------------------------------------------------------------ unpin waits for UVA views
+def _fake_registration(monkeypatch, t):
+    """Record ``t`` as registered in place (as pin_tensor would on a GPU machine) and capture
+    the unregister calls, so the bookkeeping runs without CUDA."""
+    from graphfeed import _pinning
+
+    calls = []
+    monkeypatch.setattr(_pinning._cuda, "host_unregister",
+                        lambda ptr, device=None: calls.append(ptr))
+    monkeypatch.setitem(_pinning._registered, t.data_ptr(), (t.numel() * t.element_size(), 0, t))
+    return _pinning, calls
+
+
+def test_unpin_waits_for_the_last_uva_view(monkeypatch):
+    import gc
+
+    t = torch.arange(64, dtype=torch.float32)
+    P, calls = _fake_registration(monkeypatch, t)
+    views = [P._HostArrayInterface(t), P._HostArrayInterface(t)]  # what uva_tensor's result holds
+    P.unpin(t)
+    assert calls == [] and P.is_registered(t)  # a view may still be read by a kernel
+    views.pop()
+    gc.collect()
+    assert calls == [] and P.is_registered(t)
+    views.pop()
+    gc.collect()
+    assert calls == [t.data_ptr()] and not P.is_registered(t)
+    P.unpin(t)  # idempotent
+    assert calls == [t.data_ptr()]
+
+
+def test_unpin_without_views_is_immediate_and_views_after_do_not_unpin(monkeypatch):
+    import gc
+
+    t = torch.arange(32, dtype=torch.int64)
+    P, calls = _fake_registration(monkeypatch, t)
+    v = P._HostArrayInterface(t)
+    del v
+    gc.collect()
+    assert calls == [] and P.is_registered(t)  # a freed view alone unregisters nothing
+    P.unpin(t)
+    assert calls == [t.data_ptr()]

@@ -69,8 +69,9 @@ class PinnedFeature(WrappedFeature):
         return self.feature.read(ids, out=out, check=False, executor=executor)
 
     def close(self) -> None:
-        """Unregister in-place pinned rows now (otherwise at exit) and close the wrapped feature
-        (the wrapper owns it). Idempotent; later reads still return the rows."""
+        """Unregister in-place pinned rows now (otherwise at exit; while a :meth:`uva` view is
+        alive, when the last one is freed) and close the wrapped feature (the wrapper owns
+        it). Idempotent; later reads still return the rows."""
         if self._data is not None:
             unpin(self._data)
         super().close()
