@@ -106,3 +106,13 @@ def test_pair_time_errors():
     with pytest.raises(GraphfeedError, match="bound table"):
         table.sample(np.array([0]), pair_times=[3])
     assert table.with_fanouts([2]).sample(np.array([0, 1])).pair_times.tolist() == [5, 6]
+
+
+def test_link_trainer_refuses_temporal_without_node_times():
+    from graphfeed.trainer.link import check_link_method
+
+    g, nt, et = temporal_graph()
+    check_link_method(SamplingMethod("temporal").bind({"node_times": nt}), "d")
+    check_link_method(SamplingMethod("uniform"), "d")
+    with pytest.raises(GraphfeedError, match="edge times only.*pair_times"):
+        check_link_method(SamplingMethod("temporal").bind({"edge_times": et}), "d")

@@ -243,6 +243,17 @@ def check_link_dataset(cfg, dataset) -> int:
     return int(np.prod(shape)) if shape else 1
 
 
+def check_link_method(method, name: str) -> None:
+    """``--task link`` with a bound ``method``: temporal sampling needs node times, since the
+    batches and the evaluation sample each endpoint at its node time (pair times, each pair's
+    own edge time, are ``LinkSampler(pair_times=)`` from Python, not this trainer yet)."""
+    if method.kind == "temporal" and method.arrays.get("node_times") is None:
+        raise GraphfeedError(f"--task link --sampler temporal samples each endpoint at its node "
+                             f"time, and dataset {name!r} has edge times only; give it node "
+                             f"times (prepare generic --node-times), or sample pairs at their "
+                             f"own times from Python with LinkSampler(pair_times=...)")
+
+
 def train_link(cfg, dataset, plan, *, rank: int = 0, world_size: int = 1,
                say: Callable[[str], None] = print, model=None, on_batch=None,
                on_epoch=None) -> TrainResult:
@@ -273,6 +284,7 @@ def train_link(cfg, dataset, plan, *, rank: int = 0, world_size: int = 1,
     method = cfg.sampling_method()
     if not method.is_uniform:
         method = method.bind(dataset)
+    check_link_method(method, dataset.name)
     placed = plan.place(mp_graph, {"feat": feats["feat"]}, list(cfg.fanouts),
                         replace=cfg.replace, seed=cfg.seed, placement=placement, method=method)
     device = str(placed.device)
