@@ -1,0 +1,92 @@
+"""One copy per machine of the sampling methods' tables (graphfeed.distributed.share_prepared):
+two gloo ranks sample exactly what one process samples, from one shared segment, and a failure
+on one rank makes every rank raise."""
+
+import numpy as np
+import pytest
+
+import _table_ranks as ranks
+from graphfeed.distributed import launch
+from graphfeed.distributed.tables import share_prepared
+from graphfeed.distributed.world import World
+
+pytestmark = [pytest.mark.dist, pytest.mark.timeout(300)]
+
+N, E = 100_000, 1_500_000
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """Each method's batches in one process (lazy, private tables), and the tables' bytes."""
+    graph = ranks.make_graph(N, E)
+    out = {}
+    for kind in ranks.METHODS:
+        s = ranks.make_sampler(kind, graph)
+        out[kind] = (ranks.digest(s), ranks.digest(s.with_fanouts([4, 4])))
+    return out
+
+
+def test_two_ranks_sample_as_one_process_from_one_copy(reference, no_leftover_segments):
+    out = launch(ranks.shared_tables, 2, N, E, timeout_s=120)
+    for kind in ranks.METHODS:
+        r0, r1 = out[0][kind], out[1][kind]
+        for r in (r0, r1):
+            assert r["how"] == "shm"
+            # identical batches to one process with the same seed, and for with_fanouts copies
+            assert (r["digest"], r["copy_digest"]) == reference[kind], kind
+            assert r["copy_same_tables"], kind
+            # the segment's name is gone once every rank mapped it
+            assert r["segments_during"] == [], kind
+        # both ranks read the same shared segment (same file, same inode), not a copy each
+        path0, inode0 = r0["segment"]
+        assert "graphfeed-" in path0 and "tables" in path0 and "(deleted)" in path0, path0
+        assert r1["segment"] == (path0, inode0) and inode0 != 0
+        # each rank's PSS counts half of the tables; together they count them once
+        size = r0["table_bytes"]
+        assert size > 10 << 20, size
+        added = [r0["pss_added"], r1["pss_added"]]
+        assert all(a < 0.75 * size for a in added), (kind, added, size)
+        assert sum(added) < 1.3 * size, (kind, added, size)
+
+
+def test_private_copy_costs_a_copy_per_rank(reference, no_leftover_segments):
+    """The comparison point: with private_copy each rank builds and holds its own tables."""
+    out = launch(ranks.shared_tables, 2, N, E, ("labor",), True, timeout_s=120)
+    for r in out:
+        rec = r["labor"]
+        assert rec["how"] == "private"
+        assert rec["digest"] == reference["labor"][0]
+        assert "graphfeed-" not in rec["segment"][0]
+        assert rec["pss_added"] > 0.9 * rec["table_bytes"], rec
+
+
+@pytest.mark.parametrize("mode", ["build", "mismatch"])
+def test_a_failing_rank_makes_every_rank_raise(mode, no_leftover_segments):
+    out = launch(ranks.failing_build, 2, mode, timeout_s=60)
+    assert [r["rank"] for r in out] == [0, 1]
+    for r in out:
+        assert r["error"] is not None, r  # no rank went on as if it had shared tables
+        assert r["sum"] == 2.0  # and the group still works: nobody was left in a collective
+    if mode == "build":
+        assert "table build failed on purpose" in out[0]["error"]
+        assert "first rank of machine 0 failed" in out[1]["error"]
+    else:
+        assert "another sampler" in out[1]["error"] and "seed: 7 != 8" in out[1]["error"]
+        assert "another rank could not use" in out[0]["error"]
+    # the sampler falls back to its own lazy tables: rank 0 samples as a fresh sampler would
+    graph = ranks.make_graph(2000, 20000)
+    assert out[0]["digest"] == ranks.digest(ranks.make_sampler("labor", graph, seed=7))
+
+
+def test_one_process_builds_private_tables_and_uniform_has_none():
+    graph = ranks.make_graph(2000, 20000)
+    s = ranks.make_sampler("labor", graph)
+    assert share_prepared(s, World()) == "private"
+    tables = s.prepare()
+    assert tables["lsrc"].shape == (graph.num_edges,) and not tables["lsrc"].flags.writeable
+    assert s.prepare()["lsrc"] is tables["lsrc"]  # built once
+    from graphfeed.sampling.neighbor import NeighborSampler
+
+    u = NeighborSampler(graph, [3, 3])
+    assert not u.needs_tables and share_prepared(u, World()) == "none" and dict(u.prepare()) == {}
+    assert share_prepared(object(), World()) == "none"
