@@ -254,6 +254,10 @@ def _train_loop(cfg: TrainConfig, dataset, plan, model=None, on_batch=None,
                           on_batch=on_batch)
     placed = plan.prepare(dataset, list(cfg.fanouts), replace=cfg.replace, seed=cfg.seed,
                           method=cfg.sampling_method())
+    if world_size > 1:  # the method's tables: built once per machine, before any loader thread
+        from .distributed.tables import share_prepared
+
+        share_prepared(placed.sampler, plan.world, private_copy=plan.private_copy)
     device = str(placed.device)
     feat = placed.features["feat"]
     say(f"graphfeed: placement {placed.placement.reason}")

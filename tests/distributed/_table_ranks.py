@@ -142,3 +142,25 @@ def failing_build(mode: str):
     if mode == "build" and w.rank == 0:
         del sampler._build_tables  # the lazy path builds privately again
     return {"rank": w.rank, "error": error, "sum": float(t.item()), "digest": digest(sampler)}
+
+
+def _tables_mapped() -> list:
+    """Names of this process's mappings of shared sampler tables (unlinked segments)."""
+    with open("/proc/self/maps") as f:
+        return sorted({line.split(maxsplit=5)[5].strip() for line in f
+                       if "graphfeed-" in line and "-tables" in line})
+
+
+def train_and_look(cfg):
+    """Run the real trainer in this rank; after the first optimizer step, note which shared
+    table segments this rank maps."""
+    from graphfeed.training import train
+
+    seen = []
+
+    def on_batch(epoch, batch_index):
+        if not seen:
+            seen.append(_tables_mapped())
+
+    result = train(cfg, on_batch=on_batch)
+    return {"mapped": seen[0] if seen else None, "epochs": len(result.epochs)}

@@ -90,3 +90,30 @@ def test_one_process_builds_private_tables_and_uniform_has_none():
     u = NeighborSampler(graph, [3, 3])
     assert not u.needs_tables and share_prepared(u, World()) == "none" and dict(u.prepare()) == {}
     assert share_prepared(object(), World()) == "none"
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory):
+    from graphfeed.datasets.synthetic import load_builtin
+
+    root = tmp_path_factory.mktemp("gfroot")
+    for name in ("tiny", "link"):
+        load_builtin(name, root)
+    return str(root)
+
+
+@pytest.mark.parametrize("task", ["node", "link"])
+def test_training_under_two_ranks_samples_from_one_shared_copy(task, data_root,
+                                                               no_leftover_segments):
+    """The trainers call share_prepared under DDP: both ranks sample from the same segment."""
+    from graphfeed.training import TrainConfig
+
+    cfg = TrainConfig(dataset="tiny" if task == "node" else "link", task=task, epochs=1,
+                      batch_size=256, hidden=16, fanouts=(5, 5), device="cpu", seed=0,
+                      num_threads=1, nproc=2, dist_timeout=60, mlp_baseline=False,
+                      progress=False, data_root=data_root, sampler="labor", eval_negatives=20)
+    out = launch(ranks.train_and_look, 2, cfg, timeout_s=120)
+    assert [r["epochs"] for r in out] == [1, 1]
+    m0, m1 = out[0]["mapped"], out[1]["mapped"]
+    assert len(m0) == 1 and "(deleted)" in m0[0], m0
+    assert m1 == m0  # the same segment in both ranks

@@ -275,6 +275,10 @@ def train_link(cfg, dataset, plan, *, rank: int = 0, world_size: int = 1,
         method = method.bind(dataset)
     placed = plan.place(mp_graph, {"feat": feats["feat"]}, list(cfg.fanouts),
                         replace=cfg.replace, seed=cfg.seed, placement=placement, method=method)
+    if world_size > 1:  # the method's tables: built once per machine, before any loader thread
+        from ..distributed.tables import share_prepared
+
+        share_prepared(placed.sampler, plan.world, private_copy=plan.private_copy)
     device = str(placed.device)
     eval_plan = plan_eval(len(cfg.fanouts), cfg.batch_size,
                           int(mp_graph.in_degrees.max(initial=0)), cfg.eval_fanouts)
