@@ -10,7 +10,8 @@ For each round and each way (private, shared), ``--nproc`` ranks are launched wi
 builds a ``NeighborSampler`` and then its tables, the way the trainers do. Each rank reports the
 PSS its tables added (every table page touched, after every rank has built or mapped them) and
 the wall time of the step. Weighted sampling draws random float32 weights per rank (seeded; the
-weights are the method's input, not a table, and are not counted).
+weights are the method's input, not a table, and are not counted); temporal sampling random
+int64 edge times the same way.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ def _rank(path: str, methods: list, private: bool) -> dict:
         if kind == "weighted":
             weights = np.random.default_rng(0).random(g.num_edges, dtype=np.float32)
             method = method.bind({"weights": weights})
+        elif kind == "temporal":
+            times = np.random.default_rng(0).integers(0, 1 << 20, g.num_edges)
+            method = method.bind({"edge_times": times})
         return NeighborSampler(g, [10, 5], seed=0, method=method)
 
     # load the table-building kernels first, so that neither the figures nor the times count JIT
