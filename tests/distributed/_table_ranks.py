@@ -164,3 +164,22 @@ def train_and_look(cfg):
 
     result = train(cfg, on_batch=on_batch)
     return {"mapped": seen[0] if seen else None, "epochs": len(result.epochs)}
+
+
+def built_before_sharing(built_on: int):
+    """Rank ``built_on`` samples (so builds private tables) before share_prepared: every rank
+    still runs the same collectives and ends on the shared copy."""
+    from graphfeed.distributed import World, init, share_prepared
+
+    w = init(World.from_env(), timeout_s=60)
+    sampler = make_sampler("labor", make_graph(2000, 20000))
+    early = copy = None
+    if w.rank == built_on:
+        early = digest(sampler)
+        copy = sampler.with_fanouts([4, 4])  # made before sharing: keeps the private tables
+    how = share_prepared(sampler, w)
+    tables = sampler.prepare()
+    return {"how": how, "early": early, "digest": digest(sampler),
+            "segment": _segment_of(tables["lsrc"]),
+            "copy_private": None if copy is None else "graphfeed-" not in _segment_of(
+                copy.prepare()["lsrc"])[0]}

@@ -117,3 +117,15 @@ def test_training_under_two_ranks_samples_from_one_shared_copy(task, data_root,
     m0, m1 = out[0]["mapped"], out[1]["mapped"]
     assert len(m0) == 1 and "(deleted)" in m0[0], m0
     assert m1 == m0  # the same segment in both ranks
+
+
+@pytest.mark.parametrize("built_on", [0, 1])
+def test_tables_built_before_sharing_are_shared_all_the_same(built_on, no_leftover_segments):
+    out = launch(ranks.built_before_sharing, 2, built_on, timeout_s=60)
+    want = ranks.digest(ranks.make_sampler("labor", ranks.make_graph(2000, 20000)))
+    assert out[built_on]["early"] == want
+    for r in out:
+        assert r["how"] == "shm" and r["digest"] == want
+        assert "graphfeed-" in r["segment"][0]
+    assert out[0]["segment"] == out[1]["segment"]
+    assert out[built_on]["copy_private"] is True
