@@ -183,3 +183,23 @@ def built_before_sharing(built_on: int):
             "segment": _segment_of(tables["lsrc"]),
             "copy_private": None if copy is None else "graphfeed-" not in _segment_of(
                 copy.prepare()["lsrc"])[0]}
+
+
+def cached_tables(folder: str, forbid_build: bool):
+    """share_prepared with a table cache in 2 ranks; ``forbid_build``: building fails on every
+    rank (the tables must come from the cache)."""
+    from graphfeed.distributed import World, init, share_prepared
+
+    w = init(World.from_env(), timeout_s=60)
+    sampler = make_sampler("labor", make_graph(2000, 20000))
+    if forbid_build:
+        def boom():
+            raise ValueError("built again")
+
+        sampler._build_tables = boom
+    try:
+        how = share_prepared(sampler, w, cache_dir=folder)
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+    return {"how": how, "digest": digest(sampler), "error": None,
+            "segment": _segment_of(sampler.prepare()["lsrc"])}

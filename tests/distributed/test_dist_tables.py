@@ -129,3 +129,22 @@ def test_tables_built_before_sharing_are_shared_all_the_same(built_on, no_leftov
         assert "graphfeed-" in r["segment"][0]
     assert out[0]["segment"] == out[1]["segment"]
     assert out[built_on]["copy_private"] is True
+
+
+def test_two_ranks_map_one_cached_copy_and_a_second_run_does_not_build(tmp_path,
+                                                                        no_leftover_segments):
+    want = ranks.digest(ranks.make_sampler("labor", ranks.make_graph(2000, 20000)))
+    for forbid_build in (False, True):  # the first run stores, the second only maps
+        out = launch(ranks.cached_tables, 2, str(tmp_path), forbid_build, timeout_s=60)
+        for r in out:
+            assert r["how"] == "cached" and r["digest"] == want
+            path, inode = r["segment"]
+            assert path.startswith(str(tmp_path)) and path.endswith("lsrc.npy"), path
+        assert out[0]["segment"] == out[1]["segment"]  # the same file: one copy in the page cache
+    assert len([p for p in tmp_path.iterdir() if p.name.startswith("tables-")]) == 1
+    # an empty cache and a build that fails: every rank raises, none waits, nothing is stored
+    empty = tmp_path / "empty"
+    out = launch(ranks.cached_tables, 2, str(empty), True, timeout_s=60)
+    assert "built again" in out[0]["error"]
+    assert "the first rank failed" in out[1]["error"]
+    assert not empty.exists() or not any(empty.iterdir())
