@@ -254,10 +254,11 @@ def _train_loop(cfg: TrainConfig, dataset, plan, model=None, on_batch=None,
                           on_batch=on_batch)
     placed = plan.prepare(dataset, list(cfg.fanouts), replace=cfg.replace, seed=cfg.seed,
                           method=cfg.sampling_method())
-    if world_size > 1:  # the method's tables: built once per machine, before any loader thread
-        from .distributed.tables import share_prepared
+    if world_size > 1 or cfg.table_cache:  # the method's tables: once per machine (or from
+        from .distributed.tables import share_prepared  # the cache), before any loader thread
 
-        share_prepared(placed.sampler, plan.world, private_copy=plan.private_copy)
+        share_prepared(placed.sampler, plan.world, private_copy=plan.private_copy,
+                       cache_dir=cfg.table_cache)
     device = str(placed.device)
     feat = placed.features["feat"]
     say(f"graphfeed: placement {placed.placement.reason}")

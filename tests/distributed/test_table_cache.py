@@ -102,3 +102,32 @@ def test_a_file_is_not_a_cache_folder(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(GraphfeedError, match="not a folder"):
         TableCache(tmp_path / "f")
+
+
+def test_train_with_table_cache_builds_once(tmp_path, monkeypatch, builtin_root):
+    """graphfeed train --table-cache DIR: the first run stores the tables, the next maps them."""
+    from graphfeed.cli.main import build_parser
+    from graphfeed.cli.train import config_from_args
+    from graphfeed.sampling.neighbor import NeighborSampler
+    from graphfeed.training import train
+
+    folder = tmp_path / "tables"
+    args = build_parser().parse_args(
+        ["train", "--dataset", "tiny", "--data-root", str(builtin_root("tiny")), "--epochs", "1",
+         "--sampler", "labor", "--fanouts", "5,5", "--hidden", "16", "--no-mlp",
+         "--no-progress", "--threads", "1", "--device", "cpu", "--table-cache", str(folder)])
+    cfg = config_from_args(args)
+    assert cfg.table_cache == str(folder)
+    first = train(cfg)
+    (stored,) = [p.name for p in folder.iterdir()]
+    built = []
+    real = NeighborSampler._build_tables
+
+    def counting(self):
+        built.append(self.method.kind)
+        return real(self)
+
+    monkeypatch.setattr(NeighborSampler, "_build_tables", counting)
+    second = train(cfg)
+    assert built == [] and [p.name for p in folder.iterdir()] == [stored]
+    assert second.epochs[0].loss == pytest.approx(first.epochs[0].loss)

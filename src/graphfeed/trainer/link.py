@@ -275,10 +275,11 @@ def train_link(cfg, dataset, plan, *, rank: int = 0, world_size: int = 1,
         method = method.bind(dataset)
     placed = plan.place(mp_graph, {"feat": feats["feat"]}, list(cfg.fanouts),
                         replace=cfg.replace, seed=cfg.seed, placement=placement, method=method)
-    if world_size > 1:  # the method's tables: built once per machine, before any loader thread
-        from ..distributed.tables import share_prepared
+    if world_size > 1 or cfg.table_cache:  # the method's tables: once per machine (or from
+        from ..distributed.tables import share_prepared  # the cache), before any loader thread
 
-        share_prepared(placed.sampler, plan.world, private_copy=plan.private_copy)
+        share_prepared(placed.sampler, plan.world, private_copy=plan.private_copy,
+                       cache_dir=cfg.table_cache)
     device = str(placed.device)
     eval_plan = plan_eval(len(cfg.fanouts), cfg.batch_size,
                           int(mp_graph.in_degrees.max(initial=0)), cfg.eval_fanouts)
