@@ -4,6 +4,7 @@ against one private copy per rank (what every rank built on its first batch befo
 
     python benchmarks/tables_memory.py [--dataset medium] [--nproc 2] [--methods weighted,labor]
                                        [--rounds 1] [--json OUT]
+    python benchmarks/tables_memory.py --cache DIR [--dataset medium] [--methods ...]
 
 For each round and each way (private, shared), ``--nproc`` ranks are launched with
 ``graphfeed.distributed.launch``; each opens the dataset (memory-mapped), and for each method
@@ -83,6 +84,49 @@ def _rank(path: str, methods: list, private: bool) -> dict:
     return out
 
 
+def _cache_times(path: str, methods: list, folder: str) -> dict:
+    """One process: seconds to build each method's tables, to build and store them in a
+    ``TableCache`` (a miss), and to map them from it (a hit: hashing the inputs, then mapping)."""
+    import shutil
+
+    import numpy as np
+
+    from graphfeed.datasets.format import Dataset
+    from graphfeed.distributed import World, share_prepared
+    from graphfeed.graph.csc import CSCGraph
+    from graphfeed.sampling import SamplingMethod
+    from graphfeed.sampling.neighbor import NeighborSampler
+
+    graph = Dataset.open(path, validate="quick").graph
+    out = {}
+    for kind in methods:
+        def build(g):
+            method = SamplingMethod(kind)
+            if kind == "weighted":
+                method = method.bind({"weights": np.random.default_rng(0).random(
+                    g.num_edges, dtype=np.float32)})
+            elif kind == "temporal":
+                method = method.bind({"edge_times": np.random.default_rng(0).integers(
+                    0, 1 << 20, g.num_edges)})
+            return NeighborSampler(g, [10, 5], seed=0, method=method)
+
+        build(CSCGraph.from_edges(np.arange(100) % 7, np.arange(100) % 5, 10)).prepare()
+        shutil.rmtree(folder, ignore_errors=True)
+        times = {}
+        for label, cache in (("build", None), ("miss", folder), ("hit", folder)):
+            sampler = build(graph)
+            t0 = time.perf_counter()
+            if cache is None:
+                sampler.prepare()
+            else:
+                share_prepared(sampler, World(), cache_dir=cache)
+            times[label] = time.perf_counter() - t0
+            del sampler
+        out[kind] = times
+    shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", default="medium", help="built-in name or a dataset folder")
@@ -90,6 +134,9 @@ def main(argv=None) -> int:
     p.add_argument("--methods", default="weighted,labor")
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--json", default=None, help="write the raw results here")
+    p.add_argument("--cache", default=None, metavar="DIR",
+                   help="instead: one process, seconds to build, to store in and to map from a "
+                        "table cache in DIR (emptied before and after)")
     args = p.parse_args(argv)
 
     from graphfeed.datasets.synthetic import SPECS, builtin_path, load_builtin
@@ -101,6 +148,12 @@ def main(argv=None) -> int:
     else:
         path = args.dataset
     methods = [m for m in args.methods.split(",") if m]
+    if args.cache:
+        times = _cache_times(path, methods, args.cache)
+        print(f"{'method':<9} {'build s':>8} {'miss s':>8} {'hit s':>8}")
+        for kind, t in times.items():
+            print(f"{kind:<9} {t['build']:>8.2f} {t['miss']:>8.2f} {t['hit']:>8.2f}")
+        return 0
     runs = []
     for r in range(args.rounds):
         for private in (True, False):
