@@ -26,7 +26,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     ".launcher": "launch RankFailedError RankFailure LaunchTerminated",
     ".sharing": "share_arrays collective_device share_dataset SharedDataset run_id",
     ".shm": "SharedArrays list_segments remove_segments",
-    ".tables": "share_prepared",
+    ".tables": "share_prepared TableCache",
     ".pss": "pss_bytes",
     ".pinned": "register_pinned",
 })
@@ -38,6 +38,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .pss import pss_bytes
     from .sharing import SharedDataset, collective_device, run_id, share_arrays, share_dataset
     from .shm import SharedArrays, list_segments, remove_segments
-    from .tables import share_prepared
+    from .tables import TableCache, share_prepared
     from .world import (World, barrier, check_gpus_for_ranks, default_backend, init,
                         is_initialized, shutdown)

@@ -2,8 +2,8 @@
 
 ``NeighborSampler`` builds, on its first batch, O(E) tables for its sampling method: weighted
 sampling's alias records and per-node sums (about 8 B per edge), LABOR ``rotated``'s columns
-sorted by base variate (12 B per edge), temporal sampling's columns sorted by time (about 24 B
-per edge). Under several ranks that would be one build and one copy per rank.
+sorted by base variate (12 B per edge), temporal sampling's columns sorted by time (20 B per
+edge with int32 node ids). Under several ranks that would be one build and one copy per rank.
 :func:`share_prepared` makes it one of each per machine: the machine's first rank builds the
 tables and copies them into a shared segment (:func:`~.sharing.share_arrays`), the other ranks
 map that segment, and every rank samples from the mapping.
@@ -19,6 +19,9 @@ copied: each rank points them at its own inputs, already one copy per machine wh
 was shared (:func:`~.sharing.share_dataset`). Scalars travel as 0-d arrays. A small manifest
 (format version, method, seed, graph size, what each entry is) travels with the tables; a rank
 whose own sampler does not match it raises, and so do all the others.
+
+:class:`TableCache` (``share_prepared(..., cache_dir=)``, ``graphfeed train --table-cache``)
+keeps built tables in a folder between runs, keyed by a hash of everything they derive from.
 """
 
 from __future__ import annotations
@@ -278,7 +281,9 @@ class TableCache:
     def sharer(self, sampler, world: World):
         """The ``share`` callable of ``sampler.prepare(share=)``: the machine's first rank (or
         the one process) loads the tables, building and storing them on a miss; then every
-        other local rank loads the same files. Any rank failing makes every rank raise."""
+        other local rank loads the same files. Every rank hashes the inputs itself (O(E) reads
+        of pages the machine holds once), so a rank whose inputs differ from the first rank's
+        finds no tables. Any rank failing makes every rank raise."""
         fingerprint = _fingerprint(sampler)
         collective = world.is_distributed and is_initialized()
         first = world.is_local_main or not collective

@@ -4,6 +4,7 @@ weighted, LABOR and temporal methods of ``SamplingMethod``."""
 from __future__ import annotations
 
 import threading
+import types
 from concurrent.futures import Executor
 from typing import Callable, Optional, Sequence
 
@@ -402,8 +403,6 @@ class NeighborSampler(Sampler):
         With ``share``, the tables are replaced by what it returns even when they exist, so
         that every rank runs the same collectives. Copies made by :meth:`with_fanouts`
         afterwards hold the same tables."""
-        import types
-
         if not self.needs_tables:
             return types.MappingProxyType({})
         return types.MappingProxyType(self._prepared(share))

@@ -275,8 +275,10 @@ def train_link(cfg, dataset, plan, *, rank: int = 0, world_size: int = 1,
         method = method.bind(dataset)
     placed = plan.place(mp_graph, {"feat": feats["feat"]}, list(cfg.fanouts),
                         replace=cfg.replace, seed=cfg.seed, placement=placement, method=method)
-    if world_size > 1 or cfg.table_cache:  # the method's tables: once per machine (or from
-        from ..distributed.tables import share_prepared  # the cache), before any loader thread
+    # the method's tables: once per machine under several ranks (or mapped from --table-cache),
+    # before any loader thread samples
+    if world_size > 1 or cfg.table_cache:
+        from ..distributed.tables import share_prepared
 
         share_prepared(placed.sampler, plan.world, private_copy=plan.private_copy,
                        cache_dir=cfg.table_cache)
