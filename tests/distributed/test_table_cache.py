@@ -131,3 +131,20 @@ def test_train_with_table_cache_builds_once(tmp_path, monkeypatch, builtin_root)
     second = train(cfg)
     assert built == [] and [p.name for p in folder.iterdir()] == [stored]
     assert second.epochs[0].loss == pytest.approx(first.epochs[0].loss)
+
+
+def test_scalars_come_back_with_their_type(tmp_path):
+    from graphfeed.distributed.tables import _decode, _encode
+
+    tables = {"flag": True, "count": 3, "ratio": 0.5, "key": np.uint64(2**63 + 5),
+              "arr": np.arange(4, dtype=np.int32)}
+    fp = {"format": 1}
+    got = _decode(_encode(tables, {}, fp), {}, fp)
+    for k, v in tables.items():
+        assert type(got[k]) is type(v), k
+    assert got["flag"] is True and got["key"] == np.uint64(2**63 + 5)
+    assert got["arr"].tolist() == [0, 1, 2, 3]
+    cache = TableCache(tmp_path)  # through files as well
+    cache.store("k", tables, {}, fp)
+    got = cache.load("k", {}, fp)
+    assert all(type(got[k]) is type(v) for k, v in tables.items())

@@ -19,6 +19,7 @@ copied: each rank points them at its own inputs, already one copy per machine wh
 was shared (:func:`~.sharing.share_dataset`). Scalars travel as 0-d arrays. A small manifest
 (format version, method, seed, graph size, what each entry is) travels with the tables; a rank
 whose own sampler does not match it raises, and so do all the others.
+Scalars come back with their type (``np.uint64`` as ``np.uint64``, a Python ``bool`` as ``bool``).
 
 :class:`TableCache` (``share_prepared(..., cache_dir=)``, ``graphfeed train --table-cache``)
 keeps built tables in a folder between runs, keyed by a hash of everything they derive from.
@@ -145,7 +146,8 @@ def _encode(tables: dict, inputs: dict, fingerprint: dict) -> Dict[str, np.ndarr
             entries[name] = ["array"]
             out[name] = value
         elif isinstance(value, (np.generic, int, float, bool)):
-            entries[name] = ["scalar"]
+            # a Python number comes back as the same Python type, a numpy scalar as numpy's
+            entries[name] = ["scalar", "numpy" if isinstance(value, np.generic) else "python"]
             out[name] = np.asarray(value)
         else:
             raise GraphfeedError(f"share_prepared: table {name!r} is a {type(value).__name__}, "
@@ -174,7 +176,8 @@ def _decode(shared, inputs: dict, fingerprint: dict) -> dict:
                                      f"{entry[1]!r}, which this rank's sampler lacks")
             tables[name] = inputs[entry[1]]
         elif entry[0] == "scalar":
-            tables[name] = shared[name][()]
+            a = shared[name]
+            tables[name] = a[()] if entry[1:] == ["numpy"] else a.item()
         else:
             tables[name] = shared[name]
     return tables
