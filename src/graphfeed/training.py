@@ -254,6 +254,13 @@ def _train_loop(cfg: TrainConfig, dataset, plan, model=None, on_batch=None,
                           on_batch=on_batch)
     placed = plan.prepare(dataset, list(cfg.fanouts), replace=cfg.replace, seed=cfg.seed,
                           method=cfg.sampling_method())
+    # the method's tables: once per machine under several ranks (or mapped from --table-cache),
+    # before any loader thread samples
+    if world_size > 1 or cfg.table_cache:
+        from .distributed.tables import share_prepared
+
+        share_prepared(placed.sampler, plan.world, private_copy=plan.private_copy,
+                       cache_dir=cfg.table_cache)
     device = str(placed.device)
     feat = placed.features["feat"]
     say(f"graphfeed: placement {placed.placement.reason}")

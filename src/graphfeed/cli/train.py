@@ -69,6 +69,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "the number of sets [0]")
     p.add_argument("--private-copy", action="store_true",
                    help="each rank loads its own copy of the data (for memory comparisons)")
+    p.add_argument("--table-cache", metavar="DIR", default=None,
+                   help="keep the tables of --sampler weighted/labor/temporal in DIR, so that the "
+                        "next run with the same graph, method and seed maps them instead of "
+                        "building them (off)")
     p.add_argument("--seed", type=_args.int_range(0, C.MAX_SEED), default=0)
     p.add_argument("--runs", type=_args.int_range(1, C.MAX_RUNS), default=1,
                    help="independent runs with seeds SEED..SEED+RUNS-1; prints mean and std [1]")
@@ -142,6 +146,7 @@ def config_from_args(args):
         dist_backend=args.dist_backend,
         split=args.split,
         private_copy=args.private_copy,
+        table_cache=args.table_cache,
         mlp_baseline=not args.no_mlp,
         progress=not args.no_progress,
         data_root=args.data_root,

@@ -4,8 +4,9 @@ weighted, LABOR and temporal methods of ``SamplingMethod``."""
 from __future__ import annotations
 
 import threading
+import types
 from concurrent.futures import Executor
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -16,7 +17,7 @@ from ..errors import GraphfeedError
 from ..graph.csc import CSCGraph
 from ._common import batch_key, check_fanouts, check_method, labor_key, labor_rotation
 from .base import Block, MiniBatch, Sampler
-from .method import SamplingMethod, method_arrays, resolve_method
+from .method import ARRAY_KEYS, SamplingMethod, method_arrays, resolve_method
 
 # Below this many destinations a layer is sampled on the calling thread even when
 # num_threads > 1: handing work to a pool costs more than it saves.
@@ -383,18 +384,67 @@ class NeighborSampler(Sampler):
             MK.propagate_times(edge_index, n_dst, dst_times, src_times)
         return edge_index, eids, src[:n_src], ew, src_times
 
-    def _prepared(self) -> dict:
+    @property
+    def needs_tables(self) -> bool:
+        """Whether the method samples from per-graph tables built in O(E) (weighted, LABOR with
+        rotated variates, temporal; see :meth:`prepare`)."""
+        return _has_tables(self.method)
+
+    def prepare(self, share: Optional[Callable[[Callable[[], dict], dict], dict]] = None):
+        """Build the method's per-graph tables now rather than on the first batch; returns them
+        (a read-only name -> array mapping; the names are internal). Idempotent; a no-op (empty
+        mapping) for methods without tables. Single process: not needed (the first batch builds
+        them, privately).
+
+        ``share(build, inputs) -> tables`` takes the build over, e.g. to hold one copy per
+        machine (:func:`graphfeed.distributed.share_prepared` passes one). ``build()`` returns
+        the tables (this sampler's own when it has them already, else built now, O(E));
+        ``inputs`` names the sampler's input arrays (``indptr``, ``indices``, and the method's
+        ``weights`` / ``node_times`` / ``edge_times``) that the tables may hold by reference.
+        With ``share``, the tables are replaced by what it returns even when they exist, so
+        that every rank runs the same collectives. Copies made by :meth:`with_fanouts`
+        afterwards hold the same tables."""
+        if not self.needs_tables:
+            return types.MappingProxyType({})
+        return types.MappingProxyType(self._prepared(share))
+
+    def _prepared(self, share=None) -> dict:
         """The per-graph arrays of the method, built once (O(E)) on first use and shared with
         :meth:`with_fanouts` copies: weighted, the alias records (8 B per edge) and per-node
         weight sums and positive counts; LABOR with rotated variates, the columns sorted by
         base variate (source, relative position and base per edge);
         temporal, the columns sorted by time (time, source
-        and position per edge)."""
+        and position per edge). ``share``: see :meth:`prepare`."""
         with self._prep_lock:
-            if self._prep is None:
-                self._prep = _prepare(self.method, self._indptr, self._indices, self._arrays,
-                                      self.seed)
+            if self._prep is None or share is not None:
+                have = self._prep
+                build = self._build_tables if have is None else (lambda: have)
+                self._prep = build() if share is None else share(build, self._table_inputs())
             return self._prep
+
+    def _build_tables(self) -> dict:
+        tables = _prepare(self.method, self._indptr, self._indices, self._arrays, self.seed)
+        for a in tables.values():
+            # read-only like the shared tables (graphfeed.distributed.share_prepared): the
+            # kernels only read them, and numba compiles one variant for both
+            if isinstance(a, np.ndarray):
+                a.flags.writeable = False
+        return tables
+
+    def _table_inputs(self) -> dict:
+        """The arrays the sampler was built on, by name (what a table may alias, not copy)."""
+        out = {"indptr": self._indptr, "indices": self._indices}
+        for name in ARRAY_KEYS:
+            a = getattr(self._arrays, name)
+            if a is not None:
+                out[name] = a
+        return out
+
+
+def _has_tables(method: SamplingMethod) -> bool:
+    """Whether :func:`_prepare` builds anything for ``method``."""
+    return method.kind in ("weighted", "temporal") or (
+        method.kind == "labor" and method.variates == "rotated")
 
 
 def _prepare(method: SamplingMethod, indptr: np.ndarray, indices: np.ndarray, arr,

@@ -86,6 +86,7 @@ class TrainConfig:
     dist_backend: str = "auto"  # auto (nccl on GPUs, gloo on CPUs), gloo or nccl
     split: Optional[int] = None  # stored split set to train on; None: 0, or one per run (--runs)
     private_copy: bool = False  # for memory comparisons: each rank loads its own copy
+    table_cache: Optional[str] = None  # folder keeping the sampling method's tables between runs
     mlp_baseline: bool = True
     progress: bool = True  # tqdm bars on stderr (shown when stderr is a terminal)
     data_root: Optional[str] = None  # where built-in datasets are cached
@@ -160,6 +161,9 @@ class TrainConfig:
                 "save, resume and predict keep one run: use them with runs=1 (run the seeds one "
                 "at a time with --seed S)"
             )
+        if self.table_cache is not None and (not isinstance(self.table_cache, str)
+                                             or not self.table_cache):
+            raise GraphfeedError(f"table_cache must be a folder or None, got {self.table_cache!r}")
         if self.task not in TASKS:
             raise GraphfeedError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
         if self.decoder not in DECODERS:

@@ -287,6 +287,13 @@ def train_link(cfg, dataset, plan, *, rank: int = 0, world_size: int = 1,
     check_link_method(method, dataset.name)
     placed = plan.place(mp_graph, {"feat": feats["feat"]}, list(cfg.fanouts),
                         replace=cfg.replace, seed=cfg.seed, placement=placement, method=method)
+    # the method's tables: once per machine under several ranks (or mapped from --table-cache),
+    # before any loader thread samples
+    if world_size > 1 or cfg.table_cache:
+        from ..distributed.tables import share_prepared
+
+        share_prepared(placed.sampler, plan.world, private_copy=plan.private_copy,
+                       cache_dir=cfg.table_cache)
     device = str(placed.device)
     eval_plan = plan_eval(len(cfg.fanouts), cfg.batch_size,
                           int(mp_graph.in_degrees.max(initial=0)), cfg.eval_fanouts)
