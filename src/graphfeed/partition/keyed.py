@@ -22,7 +22,7 @@ from ..errors import GraphfeedError
 from ..graph.csc import CSCGraph
 from ..sampling._common import batch_key, check_fanouts
 from ..sampling.base import Block, MiniBatch, Sampler
-from ..sampling.neighbor import _MapPool, _readonly_view, seeds_to_numpy
+from ..sampling._cpu_common import MapPool, readonly_view, seeds_to_numpy
 
 
 def sample_keyed(indptr, indices, rows_of, keys, fanout: int, replace: bool, key):
@@ -54,7 +54,7 @@ class KeyedSamplerBase(Sampler):
         self._fanouts = check_fanouts(fanouts)
         self.replace = bool(replace)
         self.seed = int(seed)
-        self._maps = _MapPool(self._num_nodes)
+        self._maps = MapPool(self._num_nodes)
 
     num_nodes = property(lambda self: self._num_nodes, doc="Nodes of the whole graph.")
     fanouts = property(lambda self: self._fanouts, doc="``fanouts[i]`` belongs to ``blocks[i]``.")
@@ -122,8 +122,8 @@ class KeyedNeighborSampler(KeyedSamplerBase):
             raise GraphfeedError(f"graph must be a CSCGraph, got {type(graph).__name__}")
         super().__init__(graph.num_nodes, fanouts, replace=replace, seed=seed)
         self.graph = graph
-        self._indptr = _readonly_view(graph.indptr)
-        self._indices = _readonly_view(graph.indices)
+        self._indptr = readonly_view(graph.indptr)
+        self._indices = readonly_view(graph.indices)
         if keys is not None:
             keys = np.ascontiguousarray(keys, dtype=np.int64)
             if keys.shape != (graph.num_nodes,):

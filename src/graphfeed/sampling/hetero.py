@@ -19,7 +19,7 @@ from ..graph.hetero import HeteroGraph
 from ._common import batch_key, check_fanouts
 from .base import Sampler
 from .hetero_batch import HeteroBlock, HeteroMiniBatch
-from .neighbor import _MapPool, _readonly_view, seeds_to_numpy
+from ._cpu_common import MapPool, readonly_view, seeds_to_numpy
 
 __all__ = ["HeteroNeighborSampler", "group_seeds", "make_block", "resolve_hetero_fanouts"]
 
@@ -122,15 +122,15 @@ class HeteroNeighborSampler(Sampler):
         self.seed = int(seed)
         self.return_edge_ids = bool(return_edge_ids)
         self.num_threads = int(num_threads)  # accepted for the common options; one per batch
-        self._indptr = _readonly_view(graph.csc.indptr)
-        self._indices = _readonly_view(graph.csc.indices)
-        self._etype = _readonly_view(graph.edge_type)
+        self._indptr = readonly_view(graph.csc.indptr)
+        self._indices = readonly_view(graph.csc.indices)
+        self._etype = readonly_view(graph.edge_type)
         rel_src, rel_dst = graph.relation_types
-        self._rel_src = _readonly_view(rel_src)
-        self._rel_dst = _readonly_view(rel_dst)
+        self._rel_src = readonly_view(rel_src)
+        self._rel_dst = readonly_view(rel_dst)
         self._offsets = graph.node_offsets
         self._offsets_t = torch.from_numpy(graph.node_offsets.copy())
-        self._maps = _MapPool(graph.num_nodes)
+        self._maps = MapPool(graph.num_nodes)
 
     @classmethod
     def from_graph(cls, graph, fanouts, *, device="cpu", replace: bool = False, seed: int = 0,

@@ -16,69 +16,13 @@ from .._threads import ChunkPool, run_chunks
 from ..errors import GraphfeedError
 from ..graph.csc import CSCGraph
 from ._common import batch_key, check_fanouts, check_method, labor_key, labor_rotation
+from ._cpu_common import MapPool, readonly_view, seeds_to_numpy
 from .base import Block, MiniBatch, Sampler
 from .method import ARRAY_KEYS, SamplingMethod, method_arrays, resolve_method
 
 # Below this many destinations a layer is sampled on the calling thread even when
 # num_threads > 1: handing work to a pool costs more than it saves.
 _MIN_DST_PER_CHUNK = 2048
-
-
-def _readonly_view(a: np.ndarray) -> np.ndarray:
-    """A plain, C-contiguous, read-only ndarray view of ``a`` (memmaps included), so numba
-    compiles one variant per dtype whether the graph was built in RAM or memory-mapped."""
-    a = np.ascontiguousarray(np.asarray(a))
-    v = a.view(np.ndarray)
-    v.flags.writeable = False
-    return v
-
-
-def seeds_to_numpy(seeds, num_nodes: int) -> np.ndarray:
-    """Seeds as a 1-D int64 numpy array (no copy when already one). Range and duplicate checks
-    happen in the sampling kernel."""
-    if isinstance(seeds, torch.Tensor):
-        seeds = seeds.detach()
-        if seeds.device.type != "cpu":
-            seeds = seeds.cpu()
-        seeds = seeds.numpy()
-    a = np.asarray(seeds)
-    if a.ndim != 1:
-        raise GraphfeedError(f"seeds must be a 1-D array of node ids, got shape {a.shape}")
-    if a.dtype.kind not in "iu":
-        if a.size == 0:
-            a = a.astype(np.int64)
-        else:
-            raise GraphfeedError(f"seeds must be integer node ids, got dtype {a.dtype}")
-    if a.dtype.kind == "u" and a.size and int(a.max()) >= num_nodes:
-        bad = int(a.max())
-        raise GraphfeedError(f"seed id {bad} is out of range [0, {num_nodes})")
-    a = np.ascontiguousarray(a, dtype=np.int64)
-    if not a.flags.writeable:  # e.g. a slice of a memory-mapped id file: keep one kernel variant
-        a = a.copy()
-    return a
-
-
-class _MapPool:
-    """Per-batch ``node -> local id`` maps (int32, ``-1`` = absent) of size ``num_nodes``.
-
-    A map is clean (all ``-1``) whenever it is in the pool; a batch resets only the entries it
-    touched. One map per batch in flight, so concurrent ``sample`` calls never share one.
-    """
-
-    def __init__(self, num_nodes: int):
-        self._num_nodes = num_nodes
-        self._free: list[np.ndarray] = []
-        self._lock = threading.Lock()
-
-    def acquire(self) -> np.ndarray:
-        with self._lock:
-            if self._free:
-                return self._free.pop()
-        return np.full(self._num_nodes, -1, dtype=np.int32)
-
-    def release(self, m: np.ndarray) -> None:
-        with self._lock:
-            self._free.append(m)
 
 
 class NeighborSampler(Sampler):
@@ -141,10 +85,10 @@ class NeighborSampler(Sampler):
         self._arrays = method_arrays(self.method, graph, "NeighborSampler")
         self._prep: Optional[dict] = None
         self._prep_lock = threading.Lock()
-        self._indptr = _readonly_view(graph.indptr)
-        self._indices = _readonly_view(graph.indices)
+        self._indptr = readonly_view(graph.indptr)
+        self._indices = readonly_view(graph.indices)
         self._num_nodes = graph.num_nodes
-        self._maps = _MapPool(self._num_nodes)
+        self._maps = MapPool(self._num_nodes)
         self._pool = ChunkPool(self.num_threads, "graphfeed-sample")
 
     @classmethod

@@ -1,0 +1,71 @@
+"""Plumbing shared by the CPU (numba) samplers: the homogeneous ``NeighborSampler``, the
+heterogeneous ``HeteroNeighborSampler`` and the partitioned ``KeyedSampler``: read-only array
+views for the kernels, seed arrays, and the pool of per-batch node maps."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import torch
+
+from ..errors import GraphfeedError
+
+__all__ = ["MapPool", "readonly_view", "seeds_to_numpy"]
+
+
+def readonly_view(a: np.ndarray) -> np.ndarray:
+    """A plain, C-contiguous, read-only ndarray view of ``a`` (memmaps included), so numba
+    compiles one variant per dtype whether the graph was built in RAM or memory-mapped."""
+    a = np.ascontiguousarray(np.asarray(a))
+    v = a.view(np.ndarray)
+    v.flags.writeable = False
+    return v
+
+
+def seeds_to_numpy(seeds, num_nodes: int) -> np.ndarray:
+    """Seeds as a 1-D int64 numpy array (no copy when already one). Range and duplicate checks
+    happen in the sampling kernel."""
+    if isinstance(seeds, torch.Tensor):
+        seeds = seeds.detach()
+        if seeds.device.type != "cpu":
+            seeds = seeds.cpu()
+        seeds = seeds.numpy()
+    a = np.asarray(seeds)
+    if a.ndim != 1:
+        raise GraphfeedError(f"seeds must be a 1-D array of node ids, got shape {a.shape}")
+    if a.dtype.kind not in "iu":
+        if a.size == 0:
+            a = a.astype(np.int64)
+        else:
+            raise GraphfeedError(f"seeds must be integer node ids, got dtype {a.dtype}")
+    if a.dtype.kind == "u" and a.size and int(a.max()) >= num_nodes:
+        bad = int(a.max())
+        raise GraphfeedError(f"seed id {bad} is out of range [0, {num_nodes})")
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    if not a.flags.writeable:  # e.g. a slice of a memory-mapped id file: keep one kernel variant
+        a = a.copy()
+    return a
+
+
+class MapPool:
+    """Per-batch ``node -> local id`` maps (int32, ``-1`` = absent) of size ``num_nodes``.
+
+    A map is clean (all ``-1``) whenever it is in the pool; a batch resets only the entries it
+    touched. One map per batch in flight, so concurrent ``sample`` calls never share one.
+    """
+
+    def __init__(self, num_nodes: int):
+        self._num_nodes = num_nodes
+        self._free: list[np.ndarray] = []
+        self._lock = threading.Lock()
+
+    def acquire(self) -> np.ndarray:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+        return np.full(self._num_nodes, -1, dtype=np.int32)
+
+    def release(self, m: np.ndarray) -> None:
+        with self._lock:
+            self._free.append(m)
