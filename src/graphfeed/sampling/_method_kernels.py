@@ -360,15 +360,27 @@ def _weighted_keys(weights, st, d, k, ctr, pos, kbuf):
         pos[min(r, k)] = q
 
 
+# How fill_weighted samples one destination (see the comment above the thresholds)
+_ALL, _IID, _KEYS, _SCAN, _ALIAS = 0, 1, 2, 3, 4
+
+
 @_inline_kernel
-def _by_alias(c, d, replace, fanout, scan_max_deg, keys_max_deg):
-    """Whether fill_weighted samples a destination (count ``c``, ``degs`` entry ``d``) by
-    successive alias draws without replacement."""
-    if c == 0 or d < 0 or c == d or (replace and fanout >= 0):
-        return False
-    if d <= min(keys_max_deg, 64):
-        return False
-    return not (d <= min(scan_max_deg, 64) and 2 * d <= 3 * c)
+def _weighted_path(c, deg_entry, replace, fanout, scan_max_deg, keys_max_deg):
+    """The way fill_weighted samples a destination of count ``c`` and ``degs`` entry
+    ``deg_entry`` (negative: every positive-weight edge, see :func:`count_weighted`): ``_ALL``
+    (nothing drawn: every edge, or every positive-weight one, or none), ``_IID`` (with
+    replacement), ``_KEYS``, ``_SCAN`` or ``_ALIAS`` (successive alias draws)."""
+    if c == 0 or deg_entry < 0:
+        return _ALL
+    if replace and fanout >= 0:
+        return _IID
+    if c == deg_entry:
+        return _ALL
+    if deg_entry <= min(keys_max_deg, 64):
+        return _KEYS
+    if deg_entry <= min(scan_max_deg, 64) and 2 * deg_entry <= 3 * c:
+        return _SCAN
+    return _ALIAS
 
 
 @_inline_kernel
@@ -381,7 +393,7 @@ def _draw_ahead(rec, indices, starts, degs, offsets, a, layer_key, fanout, repla
     ring_m[slot] = 0
     c = offsets[a + 1] - offsets[a]
     d = degs[a]
-    if not _by_alias(c, d, replace, fanout, scan_max_deg, keys_max_deg):
+    if _weighted_path(c, d, replace, fanout, scan_max_deg, keys_max_deg) != _ALIAS:
         return
     st = starts[a]
     m = min(c + 1, ring_pos.shape[1])
@@ -401,11 +413,13 @@ def fill_weighted(indices, weights, rec, totals, dst, starts, degs, lo, hi, fano
                   replace, layer_key, offsets, edge_index, eids, want_eids, scan_max_deg,
                   keys_max_deg, draw_ahead):
     """Sample destinations ``[lo, hi)`` into their slots (global source ids in row 0, ``i`` in
-    row 1, edge positions in ``eids`` when wanted): every positive-weight edge when the count
-    is all of them, else alias draws (i.i.d. with replacement, successive without; without
-    replacement, a scan of the weights when the degree is at most ``scan_max_deg`` (and 64) and
-    at most 1.5x the count). Draws give relative positions; the chosen edges' source ids are
-    read from ``indices`` after (independent reads)."""
+    row 1, edge positions in ``eids`` when wanted), each the way :func:`_weighted_path` picks:
+    every positive-weight edge when the count is all of them; with replacement i.i.d. alias
+    draws; without, exponential keys up to degree ``keys_max_deg``, a scan of the weights when
+    the degree is at most ``scan_max_deg`` (and 64) and at most 1.5x the count, else successive
+    alias draws whose first batch is made ``draw_ahead`` destinations ahead (0: none).
+    Draws give relative positions; the chosen edges' source ids are read from ``indices``
+    after (independent reads)."""
     rows = edge_index[0]
     cols = edge_index[1]
     k = max(fanout, 1)
@@ -437,25 +451,28 @@ def fill_weighted(indices, weights, rec, totals, dst, starts, degs, lo, hi, fano
                             ring_ctr, ring_m)
         if i + PREFETCH_AHEAD < hi:  # the list read next: records for alias draws, else ids
             a = i + PREFETCH_AHEAD
-            if degs[a] > scan_max_deg or replace:
+            way = _weighted_path(offsets[a + 1] - offsets[a], degs[a], replace, fanout,
+                                 scan_max_deg, keys_max_deg)
+            if way == _IID or way == _ALIAS:
                 prefetch(rec, starts[a])
-            else:  # a scan of the weights, or exponential keys, then the chosen ids
-                prefetch(weights, starts[a])
+            else:  # the ids, after the weights when the keys, the scan or a filter read them
+                if way != _ALL or degs[a] < 0:
+                    prefetch(weights, starts[a])
                 prefetch(indices, starts[a])
         off = offsets[i]
         c = offsets[i + 1] - off
+        way = _weighted_path(c, degs[i], replace, fanout, scan_max_deg, keys_max_deg)
         if c == 0:
             continue
         st = starts[i]
         d = degs[i]
-        allpos = d < 0  # the count is every positive-weight edge (see count_weighted)
-        if allpos:
-            d = -d - 1
-        no_repl = not (replace and fanout >= 0)
-        if no_repl and (c == d or allpos):  # every positive-weight edge
+        if way == _ALL:  # every edge, or (negative entry) every positive-weight one
+            allpos = d < 0
+            if allpos:
+                d = -d - 1
             n = off
             for p in range(d):
-                if c == d or weights[st + p] > 0:
+                if not allpos or weights[st + p] > 0:
                     rows[n] = indices[st + p]
                     cols[n] = i
                     if want_eids:
@@ -463,11 +480,11 @@ def fill_weighted(indices, weights, rec, totals, dst, starts, degs, lo, hi, fano
                     n += 1
             continue
         ctr = dst_base(layer_key, i)
-        if not no_repl:
+        if way == _IID:
             _alias_draws(rec, indices, st, d, c, ctr, pos, ubuf)
-        elif d <= min(keys_max_deg, 64):
+        elif way == _KEYS:
             _weighted_keys(weights, st, d, c, ctr, pos, kbuf)
-        elif d <= min(scan_max_deg, 64) and 2 * d <= 3 * c:
+        elif way == _SCAN:
             _weighted_scan(weights, st, d, c, ctr, pos)
         else:
             if m0 > 0:
