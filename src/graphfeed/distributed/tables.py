@@ -299,12 +299,9 @@ class TableCache:
                     self.store(key, build(), inputs, fingerprint)
                     release_free_memory()  # the private build, now on disk
 
-            if first:
-                _on_every_rank(ensure, collective,
-                               f"table cache {self.folder}: the first rank failed (see its error)")
-            elif collective:
-                _on_every_rank(lambda: None, True,
-                               f"table cache {self.folder}: the first rank failed (see its error)")
+            # the other ranks (only under a collective) wait for the first rank's store
+            _on_every_rank(ensure if first else (lambda: None), collective,
+                           f"table cache {self.folder}: the first rank failed (see its error)")
 
             def load():
                 tables = self.load(key, inputs, fingerprint)

@@ -393,6 +393,9 @@ def _has_tables(method: SamplingMethod) -> bool:
 
 def _prepare(method: SamplingMethod, indptr: np.ndarray, indices: np.ndarray, arr,
              seed: int) -> dict:
+    """The method's tables (see :meth:`NeighborSampler._prepared`). They are also stored
+    between runs (``graphfeed.distributed.TableCache``): a change to what this returns, or to
+    how the kernels read it, must bump ``graphfeed.distributed.tables.TABLES_FORMAT``."""
     from . import _method_kernels as MK
 
     kind = method.kind
