@@ -138,9 +138,14 @@ def unpin(t: torch.Tensor) -> None:
         _cuda.host_unregister(ptr, device=entry[1])
 
 
-def _view_opened(ptr: int) -> None:
+def _view_opened(ptr: int) -> bool:
+    """Count a new UVA view of ``ptr`` if it is registered in place (checked and counted under
+    one lock, so a concurrent :func:`unpin` sees it); whether it was."""
     with _lock:
+        if ptr not in _registered:
+            return False
         _views[ptr] = _views.get(ptr, 0) + 1
+        return True
 
 
 def _view_closed(ptr: int) -> None:
@@ -168,8 +173,7 @@ class _HostArrayInterface:
     def __init__(self, t: torch.Tensor):
         self._keep = t
         base = t.untyped_storage().data_ptr()
-        if base in _registered:
-            _view_opened(base)
+        if _view_opened(base):
             weakref.finalize(self, _view_closed, base)
         typestr = np.dtype(torch.empty((), dtype=t.dtype).numpy().dtype).str
         self.__cuda_array_interface__ = {
