@@ -143,7 +143,9 @@ def save_typed_predictions(path, scores: dict) -> str:
     arrays = {predictions_key(et): np.ascontiguousarray(a, dtype=np.float32)
               for et, a in scores.items()}
     try:
-        atomic_write(path, lambda f: np.savez(f, allow_pickle=False, **arrays))
+        # float32 arrays: nothing to pickle (older numpy's np.savez has no allow_pickle keyword
+        # and would store it as one more array)
+        atomic_write(path, lambda f: np.savez(f, **arrays))
     except OSError as e:
         raise GraphfeedError(f"cannot write predictions to {path}: {e.strerror or e}") from None
     return str(path)
