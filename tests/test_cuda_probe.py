@@ -159,6 +159,7 @@ class FakeDriver:
     def __init__(self, refuse=()):
         self.calls = []
         self.refuse = set(refuse)
+        self.refuse_ptrs = set()  # addresses refused whatever the flags
 
     def initialized(self):
         return True
@@ -168,7 +169,7 @@ class FakeDriver:
 
     def register(self, ptr, nbytes, flags, device):
         self.calls.append(("register", ptr, nbytes, flags, device))
-        return 1 if flags in self.refuse else 0
+        return 1 if flags in self.refuse or ptr in self.refuse_ptrs else 0
 
     def unregister(self, ptr, device):
         self.calls.append(("unregister", ptr, device))
@@ -228,8 +229,35 @@ def test_refused_registration_falls_back_to_a_copy(fake_driver, monkeypatch):
     t = torch.zeros(1000)
     out = pinned.pin_tensor(t)
     assert out is not t and copies == [1]
-    assert [c[3] for c in fake_driver.calls] == [RW, RO]  # the right flags first, then the other
+    # in place: the right flags first, then the other; then the same for an exact-size copy;
+    # only then torch's pinned allocator
+    assert [c[3] for c in fake_driver.calls] == [RW, RO, RW, RO]
+    assert fake_driver.calls[2][1] != t.data_ptr()
     assert not pinned.is_registered(t)
+
+
+def test_refused_in_place_registration_pins_an_exact_size_copy(fake_driver, monkeypatch):
+    """Where a tensor's own pages cannot be registered, the copy is host memory of exactly its
+    size registered through the driver, not torch's pinned allocator (which rounds a block up
+    to a power of two: 9 GB would take 16 GB); it is unregistered when it is freed."""
+    import gc
+
+    from graphfeed import _pinning as pinned
+
+    monkeypatch.setattr(torch.Tensor, "pin_memory",
+                        lambda self: pytest.fail("torch's pinned allocator must not be used"))
+    t = torch.arange(9000, dtype=torch.float32)
+    fake_driver.refuse_ptrs = {t.data_ptr()}
+    out = pinned.pin_tensor(t)
+    assert out is not t and torch.equal(out, t)
+    assert out.untyped_storage().nbytes() == t.untyped_storage().nbytes() == 36_000
+    assert fake_driver.calls[-1] == ("register", out.data_ptr(), 36_000, RW, 0)
+    assert pinned.is_registered(out) and not pinned.is_registered(t)
+    ptr = out.data_ptr()
+    del out
+    gc.collect()
+    assert fake_driver.calls[-1] == ("unregister", ptr, 0)
+    assert ptr not in pinned._registered
 
 
 def test_register_pinned_reports_the_refusal(fake_driver, tmp_path):
@@ -296,3 +324,29 @@ def test_driver_wrapper_pushes_and_pops_the_primary_context():
     assert drv.initialized()
     assert not _cuda._Driver(FakeLib(initialized=False)).initialized()
     assert lib.cuMemHostRegister_v2.argtypes[1] is ctypes.c_size_t
+
+
+def test_a_registration_keeps_the_primary_context_retained_until_unregistered():
+    """Releasing the primary context right after cuMemHostRegister would reset it where torch
+    had not created it yet, and the registration would silently go with it: a successful
+    registration holds its retain until it is unregistered; a refused one holds nothing."""
+    lib = FakeLib()
+    drv = _cuda._Driver(lib)
+
+    def balance():
+        return lib.log.count("cuDevicePrimaryCtxRetain") - lib.log.count("cuDevicePrimaryCtxRelease_v2")
+
+    assert drv.register(0x1000, 4096, RW, 0) == 0
+    assert balance() == 1 and drv.held() == 1
+    assert lib.log[-2:] == ["cuMemHostRegister_v2", "cuCtxPopCurrent_v2"]  # no release after it
+    assert drv.register(0x9000, 4096, RW, 0) == 0
+    assert balance() == 2
+    assert drv.unregister(0x1000, 0) == 0
+    assert balance() == 1 and drv.held() == 1
+    assert drv.unregister(0x9000, 0) == 0
+    assert balance() == 0 and drv.held() == 0
+    lib._reg = 201  # refused: the retain taken for the call is given back at once
+    assert drv.register(0x5000, 4096, RW, 0) == 201
+    assert balance() == 0 and drv.held() == 0
+    assert drv.unregister(0x5000, 0) == 0  # never registered: nothing held to release
+    assert balance() == 0

@@ -183,6 +183,9 @@ class _Driver:
         for name, (args, res) in sigs.items():
             fn = getattr(lib, name)
             fn.argtypes, fn.restype = args, res
+        # per registered address, the device handles whose primary context it keeps retained
+        self._held: dict = {}
+        self._held_lock = threading.Lock()
 
     def initialized(self) -> bool:
         ctx = ctypes.c_void_p()
@@ -194,35 +197,68 @@ class _Driver:
             return s.value.decode()
         return f"CUresult {code}"
 
-    def _in_primary_context(self, ordinal: int, call):
-        """Run ``call`` with device ``ordinal``'s primary context (the one torch uses) current."""
+    def _in_primary_context(self, ordinal: int, call, *, keep: bool = False):
+        """Run ``call`` with device ``ordinal``'s primary context (the one torch uses) current.
+
+        Returns ``(status, device)``. With ``keep``, a call that succeeds leaves the context
+        retained (the caller releases ``device`` later); otherwise the retain is released here.
+        """
         device = ctypes.c_int()
         err = self._lib.cuDeviceGet(ctypes.byref(device), int(ordinal))
         if err != _CUDA_SUCCESS:
-            return err
+            return err, None
         ctx = ctypes.c_void_p()
         err = self._lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), device)
         if err != _CUDA_SUCCESS:
-            return err
+            return err, None
         try:
             err = self._lib.cuCtxPushCurrent_v2(ctx)
-            if err != _CUDA_SUCCESS:
-                return err
-            try:
-                return call()
-            finally:
-                popped = ctypes.c_void_p()
-                self._lib.cuCtxPopCurrent_v2(ctypes.byref(popped))
-        finally:
+            if err == _CUDA_SUCCESS:
+                try:
+                    err = call()
+                finally:
+                    popped = ctypes.c_void_p()
+                    self._lib.cuCtxPopCurrent_v2(ctypes.byref(popped))
+        except BaseException:
             self._lib.cuDevicePrimaryCtxRelease_v2(device)
+            raise
+        if keep and err == _CUDA_SUCCESS:
+            return err, device
+        self._lib.cuDevicePrimaryCtxRelease_v2(device)
+        return err, None
 
     def register(self, ptr: int, nbytes: int, flags: int, device: int) -> int:
-        return self._in_primary_context(
-            device, lambda: self._lib.cuMemHostRegister_v2(ctypes.c_void_p(ptr), nbytes, flags))
+        """``cuMemHostRegister`` in ``device``'s primary context, which stays retained for as
+        long as the registration lives: released at once, it would be reset if nothing else
+        held it (torch had not created it yet), and the registration would go with it, without
+        an error."""
+        err, handle = self._in_primary_context(
+            device, lambda: self._lib.cuMemHostRegister_v2(ctypes.c_void_p(ptr), nbytes, flags),
+            keep=True)
+        if err == _CUDA_SUCCESS:
+            with self._held_lock:
+                self._held.setdefault(int(ptr), []).append(handle)
+        return err
 
     def unregister(self, ptr: int, device: int) -> int:
-        return self._in_primary_context(
+        """``cuMemHostUnregister``; then releases the primary context that the registration
+        held (:meth:`register`)."""
+        err, _ = self._in_primary_context(
             device, lambda: self._lib.cuMemHostUnregister(ctypes.c_void_p(ptr)))
+        if err == _CUDA_SUCCESS:
+            with self._held_lock:
+                handles = self._held.get(int(ptr))
+                handle = handles.pop() if handles else None
+                if handles == []:
+                    del self._held[int(ptr)]
+            if handle is not None:
+                self._lib.cuDevicePrimaryCtxRelease_v2(handle)
+        return err
+
+    def held(self) -> int:
+        """How many registrations hold a primary context retained (for tests)."""
+        with self._held_lock:
+            return sum(len(h) for h in self._held.values())
 
 
 def _load_driver() -> Optional[_Driver]:
@@ -302,7 +338,8 @@ def host_register(ptr: int, nbytes: int, *, device: int = 0,
     ``read_only``: ``None`` decides from the mapping (:func:`mapping_writable`); a read-only
     mapping is registered with ``CU_MEMHOSTREGISTER_READ_ONLY``. When the first choice is refused
     the other is tried once. A refusal leaves no CUDA error state behind (driver API). The caller
-    must have let torch initialise CUDA on ``device`` (the primary context is retained here).
+    must have let torch initialise CUDA on ``device``; the registration keeps its primary context
+    retained until :func:`host_unregister` (so it cannot be reset under it).
     """
     drv = _driver()
     if drv is None:

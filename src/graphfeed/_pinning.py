@@ -91,7 +91,9 @@ def pin_tensor(t: torch.Tensor) -> torch.Tensor:
     read-only mapping (``np.load(..., mmap_mode="r")``, a segment attached read-only) is
     registered read-only from the start. A refusal (locked-memory limit, a driver without
     read-only registration, an overlapping registration) leaves no CUDA error behind and falls
-    back to ``t.pin_memory()``, a pinned copy.
+    back to a pinned copy of exactly ``t``'s size (host memory registered the same way, unpinned
+    when the copy is freed; ``t.pin_memory()``, which rounds up to a power of two, only where
+    that is refused too).
 
     CPU-only: returns ``t`` unchanged (and warns once). Already pinned tensors are returned as
     they are. A tensor registered in place stays alive until :func:`unpin` or exit.
@@ -114,13 +116,41 @@ def pin_tensor(t: torch.Tensor) -> torch.Tensor:
         with _lock:
             if ptr in _registered:
                 return t
-            reg = _cuda.host_register(ptr, nbytes, device=device)
-            if reg.ok:
-                _registered[ptr] = (nbytes, device, t)
-                _install_atexit()
-                return t
+        reg = _register(t, nbytes, device)
+        if reg.ok:
+            return t
         logger.debug("pin_tensor: in-place registration of %d bytes refused (%s); pinning a copy",
                      nbytes, reg.error)
+    return _pinned_copy(t, nbytes, device)
+
+
+def _register(t: torch.Tensor, nbytes: int, device: int, read_only=None, *,
+              keep_alive: bool = True) -> "_cuda.HostRegistration":
+    """Register ``t``'s own pages and record it: kept alive until :func:`unpin` or exit, or
+    (``keep_alive=False``) unregistered when ``t`` is freed."""
+    ptr = t.data_ptr()
+    with _lock:
+        reg = _cuda.host_register(ptr, nbytes, device=device, read_only=read_only)
+        if reg.ok:
+            _registered[ptr] = (nbytes, device, t if keep_alive else None)
+            _install_atexit()
+    if reg.ok and not keep_alive:
+        weakref.finalize(t, _unpin_ptr, ptr)
+    return reg
+
+
+def _pinned_copy(t: torch.Tensor, nbytes: int, device: int) -> torch.Tensor:
+    """A page-locked copy of ``t`` of exactly its size: ordinary host memory, registered with the
+    driver. ``t.pin_memory()`` goes through torch's caching host allocator, which rounds every
+    block up to a power of two (a 9 GB graph would take 16 GB of page-locked memory); it is only
+    the last resort, where the copy cannot be registered either."""
+    copy = torch.empty(t.shape, dtype=t.dtype)
+    copy.copy_(t)
+    reg = _register(copy, nbytes, device, read_only=False, keep_alive=False)
+    if reg.ok:
+        return copy
+    logger.debug("pin_tensor: registering a %d-byte copy refused too (%s); torch's pinned "
+                 "allocator rounds it up to a power of two", nbytes, reg.error)
     return t.pin_memory()
 
 
@@ -128,7 +158,10 @@ def unpin(t: torch.Tensor) -> None:
     """Undo an in-place registration by :func:`pin_tensor` (no-op for copies and on CPU). While
     a UVA view of it (:func:`uva_tensor`) is alive the pages stay registered, and are
     unregistered when the last view is freed."""
-    ptr = t.data_ptr()
+    _unpin_ptr(t.data_ptr())
+
+
+def _unpin_ptr(ptr: int) -> None:
     with _lock:
         if _views.get(ptr, 0) > 0 and ptr in _registered:
             _deferred.add(ptr)
