@@ -11,9 +11,17 @@ STAMP := $(VENV)/.graphfeed-installed
 # Otherwise a machine without an NVIDIA driver gets the CPU build; a machine with one gets pip's default.
 TORCH_CPU_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
+# triton for the tests on a CPU torch build (CUDA builds bring their own): the release the lent
+# GPU machines carry with torch 2.11, so `make test` compiles every Triton kernel variant for
+# sm_90 with it (tests/sampling/test_triton_compile.py). Its interpreter, which runs the kernels
+# on CPU tensors in the tests, needs numpy < 2.4 (numpy 2.4 refuses the 1-element arrays it
+# turns into Python ints). `make triton-compile TRITON=X.Y.Z` checks another release.
+TRITON_TEST_SPEC ?= triton==3.6.0
+TRITON_TEST_NUMPY ?= numpy<2.4
+TRITON ?= 3.9.0
 PYTEST_ARGS ?=
 
-.PHONY: demo test venv bench clean
+.PHONY: demo test venv bench clean triton-compile
 
 venv: $(STAMP)
 
@@ -36,6 +44,11 @@ $(STAMP): pyproject.toml Makefile
 	    $(PY) -m pip install -q "$(TORCH_CPU_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)); \
 	  fi; \
 	fi; \
+	if [ "$$(uname -s)-$$(uname -m)" = "Linux-x86_64" ] && \
+	   $(PY) -c "import sys, torch; sys.exit(torch.version.cuda is not None)" >/dev/null 2>&1; then \
+	  echo "graphfeed: CPU torch: installing $(TRITON_TEST_SPEC) for the Triton kernel tests"; \
+	  $(PY) -m pip install -q "$(TRITON_TEST_SPEC)" "$(TRITON_TEST_NUMPY)"; \
+	fi; \
 	$(PY) -m pip install -q -e ".[pyg,lmdb,dev]"; \
 	touch $(STAMP)
 
@@ -48,5 +61,12 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m graphfeed bench sample --dataset medium
 
+# compile every Triton kernel variant the sampler launches for sm_90 with another triton release
+# (installed beside the venv in .triton-envs/, not into it): make triton-compile TRITON=3.9.0
+triton-compile: $(STAMP)
+	$(PY) -m pip install -q --target .triton-envs/$(TRITON) "triton==$(TRITON)"
+	GRAPHFEED_COMPILE_TRITON=.triton-envs/$(TRITON) $(PY) -m pytest -q -p no:cacheprovider \
+	  tests/sampling/test_triton_compile.py -k sm90
+
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .hypothesis .triton-envs

@@ -12,6 +12,7 @@ import itertools
 import os
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -139,7 +140,8 @@ def test_sample_many_equals_one_batch_at_a_time(replace, monkeypatch):
 
     monkeypatch.setattr(torch.Tensor, "tolist", counted_tolist)
     many = s.sample_many([torch.from_numpy(b) for b in batches], epoch=3, first_batch_index=7)
-    assert reads == [(4, 3)] * 3  # one read per layer, every batch's sizes at once
+    # one read per layer, every batch's sizes at once (E, new nodes, seed error, padding)
+    assert reads == [(4, 4)] * 3
     assert [mb.batch_index for mb in many] == [7, 8, 9, 10]
     for mb, ref, b in zip(many, one_by_one, batches, strict=True):
         _same(mb, ref)
@@ -176,6 +178,8 @@ def test_kernel_launches_and_host_reads_per_layer(monkeypatch):
                  "final_kernel"):
         monkeypatch.setattr(K, name, Counted(getattr(K, name)))
     cumsum, tolist, to_int = torch.cumsum, torch.Tensor.tolist, torch.Tensor.__int__
+    # built before counting: a sampler reads the graph's largest in-degree once, when built
+    per_layer, all_neighbours = make(fanouts=[15, 10, 5]), make(fanouts=[-1, 3])
 
     def counted_cumsum(*a, **k):
         calls["cumsum"] += 1
@@ -193,10 +197,10 @@ def test_kernel_launches_and_host_reads_per_layer(monkeypatch):
     monkeypatch.setattr(torch.Tensor, "tolist", counted_tolist)
     monkeypatch.setattr(torch.Tensor, "__int__", counted_int)
     seeds = torch.arange(0, 300, 9)
-    make(fanouts=[15, 10, 5]).sample(seeds)
+    per_layer.sample(seeds)
     assert calls == {"kernels": 12, "cumsum": 6, "tolist": 3, "int": 0}
     calls.update(kernels=0, cumsum=0, tolist=0)
-    make(fanouts=[-1, 3]).sample(seeds)
+    all_neighbours.sample(seeds)
     assert calls == {"kernels": 8, "cumsum": 4, "tolist": 2, "int": 1}
 
 
@@ -239,18 +243,7 @@ def test_bad_construction(monkeypatch):
         TritonNeighborSampler(indptr, indices, [2])
 
 
-def test_kernels_compile_for_a_gpu(tmp_path):
-    """The kernels compile for sm_90 (no GPU needed): the interpreter alone would miss what only
-    the compiler refuses."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(tmp_path)
-    script = os.path.join(os.path.dirname(__file__), "triton_compile.py")
-    proc = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True,
-                          timeout=300)
-    if proc.returncode == 77:
-        pytest.skip("triton has no CUDA backend to compile with")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.count("compiled") == 8
+# (compiling every kernel variant for a GPU: test_triton_compile.py)
 
 
 # ------------------------------------------------------------------------- placement
@@ -318,6 +311,58 @@ def test_gpu_entry_chooses_triton_only_where_it_runs(monkeypatch):
     s = build_sampler("gpu", GRAPH, [3, 2], device=DEVICE, seed=7, block_size=256)
     assert isinstance(s, TritonNeighborSampler) and s.block_size == 256
     check_minibatch(GRAPH, s.sample([5, 6]), [5, 6], [3, 2], False)
+
+
+def test_gpu_entry_falls_back_to_torch_once_when_the_kernels_do_not_compile(monkeypatch):
+    """A kernel that does not compile here (e.g. an older triton without a ``tl`` function the
+    kernels call): the warm-up at build time fails, the "gpu" entry returns the torch sampler
+    with one warning naming the root error, and later builds go to torch without a warning."""
+    from graphfeed.sampling import triton_sampler as ts
+
+    class Broken:
+        __name__ = "count_kernel"
+
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                try:
+                    raise AttributeError("module 'triton.language' has no attribute 'to_tensor'")
+                except AttributeError as e:
+                    raise RuntimeError("at 23:19:\n    _, found = _insert(...)\n    ^") from e
+            return launch
+
+    monkeypatch.setattr(K, "count_kernel", Broken())
+    monkeypatch.setattr(ts, "_triton_failure", "")
+    monkeypatch.setattr(GPUSampler, "uses_triton",
+                        staticmethod(lambda *a, **k: not ts._triton_failure))
+    with pytest.warns(RuntimeWarning, match=r"do not work here \(triton .*RuntimeError: module "
+                      r"'triton.language' has no attribute 'to_tensor'.*torch sampler instead"):
+        s = build_sampler("gpu", GRAPH, [3, 2], device=DEVICE, seed=7)
+    assert type(s) is TorchNeighborSampler and s.seed == 7
+    assert "to_tensor" in ts.triton_failure()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = build_sampler("gpu", GRAPH, [3, 2], device=DEVICE)
+    assert type(s) is TorchNeighborSampler
+    # bad arguments are the caller's error, not a reason to fall back
+    monkeypatch.setattr(ts, "_triton_failure", "")
+    with pytest.raises(GraphfeedError, match="block_size must be a power of two"):
+        build_sampler("gpu", GRAPH, [3, 2], device=DEVICE, block_size=100)
+
+
+def test_fanout_minus_one_sizes_the_table_by_the_largest_in_degree():
+    """The relabel table of a batch with a fanout -1 layer: bounded by the graph's largest
+    in-degree, not the whole graph (a ring of 100k nodes, in-degree 2)."""
+    n = 100_000
+    src = np.concatenate([np.arange(n), np.arange(n)])
+    dst = np.concatenate([(np.arange(n) + 1) % n, (np.arange(n) + 2) % n])
+    ring = CSCGraph.from_edges(src, dst, n)
+    s = make(ring, [-1, -1])
+    assert s._max_degree == 2
+    assert s._table_capacity(1024) == 32768  # 2 * 1024 * 3 * 3 rounded up, not 2 * 100k
+    assert make(ring, [-1, 5])._table_capacity(1) == 64  # 1 * 6 * 3
+    assert make(GRAPH, [-1, -1])._table_capacity(100) == 1024  # capped by the graph's 300 nodes
+    seeds = np.arange(0, n, 97)[:40]
+    check_minibatch(ring, s.sample(torch.from_numpy(seeds)), seeds, [-1, -1], False)
 
 
 def test_choosing_on_cpu_does_not_import_triton():

@@ -47,7 +47,11 @@ MAX_FANOUT = 1024
 KEY_BITS = 22
 KEY_MASK = (1 << KEY_BITS) - 1
 
-_SIZES = ["n_dst", "cap", "mask_bits", "shift", "num_nodes"]
+#: Integer arguments that vary from batch to batch or graph to graph: kept out of Triton's value
+#: specialisation (a value of 1 would otherwise become a constexpr, a multiple of 16 an
+#: alignment hint), so one compiled variant serves every batch and the sampler's warm-up
+#: compiles every variant it will launch. Only their type (int32/int64, by value) still varies.
+_SIZES = ["n_dst", "cap", "mask_bits", "shift", "num_nodes", "fanout"]
 _KEY = ["key_a", "key_b", "key_c"]
 
 
@@ -58,9 +62,11 @@ def split_key(key: int) -> tuple[int, int, int]:
 
 @triton.jit
 def _philox_key(key_a, key_b, key_c):
-    ka = tl.to_tensor(key_a).to(tl.int64).to(tl.uint64)
-    kb = tl.to_tensor(key_b).to(tl.int64).to(tl.uint64)
-    kc = tl.to_tensor(key_c).to(tl.int64).to(tl.uint64)
+    # tl.cast, not tl.to_tensor (exported from triton 3.7 on only): the key pieces are
+    # non-negative, so int32 -> int64 -> uint64 keeps their value
+    ka = tl.cast(tl.cast(key_a, tl.int64), tl.uint64)
+    kb = tl.cast(tl.cast(key_b, tl.int64), tl.uint64)
+    kc = tl.cast(tl.cast(key_c, tl.int64), tl.uint64)
     return (ka << 44) | (kb << 22) | kc
 
 
@@ -93,7 +99,7 @@ def _insert(keys, vals, key, val, active, spread, mask_bits, shift):
     val)``. Returns ``(slot, found)``: ``found`` where the key was already there. Inactive
     lanes compare-and-swap their own ``spread`` slot with an impossible expected value (a no-op
     that writes nothing and contends with nobody): ``atomic_cas`` takes no mask."""
-    h = ((key.to(tl.uint64) * 0x9E3779B97F4A7C15) >> tl.to_tensor(shift).to(tl.uint64)).to(tl.int64)
+    h = ((key.to(tl.uint64) * 0x9E3779B97F4A7C15) >> tl.cast(shift, tl.uint64)).to(tl.int64)
     slot = tl.where(active, h, spread & mask_bits)
     done = active == 0
     found = active & (key != key)

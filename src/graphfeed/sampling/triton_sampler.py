@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import os
+import threading
+import warnings
 from concurrent.futures import Executor
 from typing import Optional, Sequence
 
@@ -81,11 +83,15 @@ class TritonNeighborSampler(TorchNeighborSampler):
       position); other inputs (lists, arrays) go through the torch sampler's checks.
     - ``block_size``: lanes per program of the per-destination and per-edge kernels (a power of
       two; the sampling kernel's tile is ``block_size`` draws). A tuning knob only.
+    - ``warm_up``: compile every kernel variant the sampler will launch when it is built
+      (:meth:`warm_up`; ``None``, the default, does so unless the kernels are interpreted), so
+      compilation happens once, in the building thread, before any timed or concurrent batch.
     """
 
     def __init__(self, indptr: torch.Tensor, indices: torch.Tensor, fanouts: Sequence[int], *,
                  replace: bool = False, seed: int = 0, return_edge_ids: bool = False,
-                 method=None, block_size: int = 1024, trusted: bool = False):
+                 method=None, block_size: int = 1024, trusted: bool = False,
+                 warm_up: Optional[bool] = None):
         kind = method_kind(method)
         if kind != "uniform":
             raise GraphfeedError(
@@ -102,16 +108,47 @@ class TritonNeighborSampler(TorchNeighborSampler):
                 f"TritonNeighborSampler runs on a CUDA device; the graph tensors are on "
                 f"{self.device} (CPU tensors only under TRITON_INTERPRET=1)"
             )
-        if indices.numel() >= 1 << 32 and int(torch.diff(indptr).max()) >= 1 << 32:
+        # the largest in-degree and a node that has it, computed once: the hash table of a layer
+        # of fanout -1 is sized by it, and warm_up samples from that node
+        if self.num_nodes:
+            degrees = torch.diff(self.indptr)
+            self._max_degree = int(degrees.max())
+            self._hub = int(degrees.argmax())
+        else:
+            self._max_degree = self._hub = 0
+        if self._max_degree >= 1 << 32:
             raise GraphfeedError("TritonNeighborSampler needs in-degrees below 2**32")
         self.block_size = check_int("block_size", block_size, 1)
         if self.block_size & (self.block_size - 1):
             raise GraphfeedError(f"block_size must be a power of two, got {block_size}")
+        if warm_up is None:
+            warm_up = not K.INTERPRETED
+        if warm_up:
+            self.warm_up()
 
     def with_fanouts(self, fanouts: Sequence[int]) -> "TritonNeighborSampler":
         other = copy.copy(self)  # the same tensors, pinned host arrays and options
         other._fanouts = check_fanouts(fanouts, max_fanout=MAX_FANOUT)
+        from . import _triton_kernels as K
+
+        if not K.INTERPRETED:
+            other.warm_up()  # other fanouts: other tile shapes to compile
         return other
+
+    def warm_up(self) -> None:
+        """Compile (on a GPU; under the interpreter: run) every kernel variant this sampler
+        launches, by sampling one batch of one seed, a node of the largest in-degree, with this
+        sampler's fanouts: every layer then has edges, so each layer launches all of its kernels
+        with the argument types and constexprs of any real batch (no argument is specialised on
+        its value: ``_triton_kernels._SIZES``). Kernels already compiled in this process (or in
+        Triton's disk cache) cost a cache lookup. Raises what Triton raises when a kernel does
+        not compile (:class:`GPUSampler` then falls back to the torch sampler)."""
+        if not self.num_nodes:
+            return
+        seeds = torch.tensor([self._hub], dtype=torch.int64, device=self.device)
+        self.sample_many([seeds], epoch=0, first_batch_index=0)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     def __repr__(self) -> str:
         return (f"TritonNeighborSampler(fanouts={self.fanouts}, replace={self.replace}, "
@@ -134,16 +171,16 @@ class TritonNeighborSampler(TorchNeighborSampler):
         return self._check_seeds(seeds).contiguous()
 
     def _table_capacity(self, num_seeds: int) -> int:
-        """A power of two >= twice the most nodes one batch can hold (load factor <= 1/2)."""
+        """A power of two >= twice the most nodes one batch can hold (load factor <= 1/2): each
+        layer adds at most ``fanout`` new nodes per destination, the graph's largest in-degree
+        for a fanout of -1, and never more nodes than the graph has."""
+        limit = max(1, self.num_nodes)
         bound = num_seeds
         for f in self._fanouts:
-            if f < 0:
-                bound = self.num_nodes
+            bound *= 1 + (self._max_degree if f < 0 else f)
+            if bound >= limit:
                 break
-            bound *= 1 + f
-            if bound >= self.num_nodes:
-                break
-        return max(2, _next_pow2(2 * min(bound, max(1, self.num_nodes))))
+        return max(2, _next_pow2(2 * min(bound, limit)))
 
     def sample_many(self, seed_batches: Sequence, *, epoch: int = 0, first_batch_index: int = 0,
                     executor: Optional[Executor] = None) -> list[MiniBatch]:
@@ -170,7 +207,9 @@ class TritonNeighborSampler(TorchNeighborSampler):
         n_layers = len(self._fanouts)
         dev = self.device
         k = len(seeds)
-        sizes = torch.zeros((n_layers, k, 3), dtype=torch.int64, device=dev)
+        # (E, new nodes, seed error, padding): 32 bytes a batch, so every batch's slice is as
+        # aligned as the first one and all launches share one compiled variant
+        sizes = torch.zeros((n_layers, k, 4), dtype=torch.int64, device=dev)
         tables = [self._new_table(s.numel()) for s in seeds]
         dsts = list(seeds)
         blocks: list[list[Block]] = [[] for _ in range(k)]
@@ -257,7 +296,7 @@ class TritonNeighborSampler(TorchNeighborSampler):
         """The ``Block`` of a launched layer, given its ``sizes`` as read by the host (views of
         the buffers, no copy); raises for seeds the first kernel flagged."""
         n_dst = int(dst.numel())
-        num_edges, n_new, err = (0, 0, read[2]) if out is None or not out["cap"] else read
+        num_edges, n_new, err = (0, 0, read[2]) if out is None or not out["cap"] else read[:3]
         if err:
             raise _seed_error(dst.cpu().numpy(), self.num_nodes)
         if out is None:
@@ -315,14 +354,21 @@ class GPUSampler:
 
     ``GRAPHFEED_GPU_SAMPLER=torch`` in the environment always picks the torch sampler (the
     escape hatch while the Triton kernels await their first GPU run; ``auto``, the default,
-    chooses as above)."""
+    chooses as above).
+
+    The Triton sampler compiles its kernels when it is built (``warm_up``). Where they do not
+    compile (a triton release or GPU the kernels were not written for), the torch sampler is
+    used instead, with one warning naming the error; later samplers of this process go straight
+    to torch (:func:`triton_failure` says why). Bad arguments (``GraphfeedError``) are raised,
+    not fallen back from."""
 
     @staticmethod
     def from_graph(graph: CSCGraph, fanouts: Sequence[int], *, device="cpu", method=None,
                    **kwargs) -> Sampler:
         if GPUSampler.uses_triton(fanouts, device=device, method=method):
-            return TritonNeighborSampler.from_graph(graph, fanouts, device=device, method=method,
-                                                    **kwargs)
+            sampler = _build_triton(graph, fanouts, device=device, method=method, **kwargs)
+            if sampler is not None:
+                return sampler
         if method is not None:
             kwargs["method"] = method
         return TorchNeighborSampler.from_graph(graph, fanouts, device=device, **kwargs)
@@ -339,7 +385,59 @@ class GPUSampler:
             raise GraphfeedError(
                 f"{GPU_SAMPLER_ENV}={os.environ[GPU_SAMPLER_ENV]!r}: use 'auto' (Triton where it "
                 f"can run, else torch) or 'torch'")
-        if choice == "torch":
+        if choice == "torch" or _triton_failure:
             return False
         return (torch.device(device).type == "cuda" and method_kind(method) == "uniform"
                 and max(fanouts) <= MAX_FANOUT and _cuda.cuda_available() and triton_importable())
+
+
+#: Why the Triton kernels could not be used in this process ("" while they can); set once, by
+#: the first failed warm-up.
+_triton_failure = ""
+_failure_lock = threading.Lock()
+
+
+def triton_failure() -> str:
+    """Why this process samples on the GPU with torch instead of Triton ("" when it does not)."""
+    return _triton_failure
+
+
+def _describe_failure(e: BaseException) -> str:
+    """One line naming a compile failure: the exception's type and the root cause's message
+    (Triton's ``CompilationError`` wraps the real error, e.g. an unknown ``tl`` function, in
+    ``__cause__``/``error_message`` under lines of kernel source)."""
+    root, seen = e, set()
+    while root.__cause__ is not None and id(root) not in seen:
+        seen.add(id(root))
+        root = root.__cause__
+    message = getattr(root, "error_message", None)
+    if not message:
+        lines = [ln.strip() for ln in str(root).splitlines() if ln.strip()]
+        message = lines[-1] if lines else ""
+    message = str(message)[:300]
+    return f"{type(e).__name__}: {message}" if message else type(e).__name__
+
+
+def _build_triton(graph: CSCGraph, fanouts: Sequence[int], **kwargs) -> Optional[Sampler]:
+    """A warmed-up ``TritonNeighborSampler``, or ``None`` (after one warning per process) when
+    its kernels fail to compile or run here."""
+    global _triton_failure
+    try:
+        return TritonNeighborSampler.from_graph(graph, fanouts, warm_up=True, **kwargs)
+    except GraphfeedError:
+        raise  # the arguments are wrong: the torch sampler would refuse them too
+    except Exception as e:  # noqa: BLE001 - any compiler/driver failure: fall back, say which
+        why = _describe_failure(e)
+        with _failure_lock:
+            first = not _triton_failure
+            if first:
+                _triton_failure = why
+        if first:
+            import triton
+
+            warnings.warn(
+                f"graphfeed: the Triton sampling kernels do not work here (triton "
+                f"{triton.__version__}; {why}); sampling on the GPU with the torch sampler "
+                f"instead. Set {GPU_SAMPLER_ENV}=torch to choose it without trying Triton.",
+                RuntimeWarning, stacklevel=3)
+        return None
