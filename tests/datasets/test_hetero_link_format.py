@@ -281,3 +281,41 @@ def test_prepare_link_split_of_a_relation(builtin_root, tmp_path, capsys):
                  "paper:sells:paper"]) != 0
     assert "unknown edge type" in capsys.readouterr().err
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_inspect_describes_a_typed_link_dataset(tmp_path, capsys):
+    """Issue 29: inspect on a typed link dataset died with KeyError: ''. It now shows the node
+    and edge types, the pairs per predicted relation and the per-type features (counted in the
+    memory estimate)."""
+    from graphfeed.cli.main import main
+
+    g = _graph()
+    splits = random_relation_split(g, [B, K], (0.6, 0.2, 0.2), seed=3)
+    neg = {B: np.random.default_rng(0).integers(0, 20, (splits["test"][B].shape[1], 4))}
+    path, g, splits = _write(tmp_path / "ds", negatives={"test": neg})
+    assert main(["inspect", str(path), "--json", "--nproc", "1"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    rels = {".".join(et): {"pairs": {s: int(splits[s][et].shape[1]) for s in splits},
+                           "negatives_per_pair": {"test": 4} if et == B else {}}
+            for et in (B, K)}
+    t = info["task"]
+    assert t["type"] == "link_prediction" and t["relations"] == rels
+    assert t["pairs"] == {s: sum(int(splits[s][et].shape[1]) for et in (B, K)) for s in splits}
+    assert t["negatives_per_pair"] == {"test": 4}
+    et = np.asarray(g.edge_type)
+    assert info["types"] == {
+        "node_types": {"user": 30, "item": 20},
+        "edge_types": {".".join(e): int(np.count_nonzero(et == i))
+                       for i, e in enumerate(g.edge_types)},
+        "target_type": None}
+    assert info["features"]["user/feat"] == {"dtype": "float32", "shape": [30, 3], "bytes": 360}
+    assert info["features"]["item/feat"]["bytes"] == 160
+    assert info["estimates"][0]["feature_bytes"] == 520
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "  node types user 30, item 20\n" in out
+    assert "task link_prediction over 2 relations\n" in out
+    b = rels["user.buys.item"]["pairs"]
+    assert (f"    user.buys.item: pairs train {b['train']}, valid {b['valid']}, test {b['test']}; "
+            f"fixed negatives per pair: test 4\n") in out
+    assert "    user.knows.user: pairs " in out and "negatives drawn while training" in out

@@ -152,6 +152,49 @@ def test_a_malformed_first_line_is_an_error_not_a_header(inputs):
         prepare_generic(tmp / "o3", edges=tmp / "cr.csv", labels=tmp / "y.npy")
 
 
+
+@pytest.mark.parametrize("first", ["1:2", "1|2", "1-2", "src", "a b c", "nan,inf", "1,2x"])
+def test_only_a_header_naming_every_column_is_skipped(inputs, capsys, first):
+    """Issue 29: a malformed first edge line was skipped as if it were a header whenever it
+    held no number (``1:2``, one field for two columns). Only names, one per column of the
+    data lines, are a header; anything else is data, and bad data is an error naming line 1."""
+    tmp, _, _ = inputs
+    (tmp / "e.txt").write_text(f"{first}\n0 1\n1 2\n2 3\n")
+    rc, _, err = run_cli(_generic(tmp, edges="e.txt"), capsys)
+    assert_one_line_error(rc, err, "e.txt: line 1: ", repr(first))
+    assert not (tmp / "out").exists()
+
+
+@pytest.mark.parametrize("header,extra", [
+    ("src,dst", ()), ("src dst", ()), ('"src","dst"', ()), ("id_1\tid_2", ()),
+    ("src,dst,weight", ("--weight-col", "2")), ("# a comment\nsource;target", ()),
+])
+def test_a_header_naming_every_column_is_skipped(inputs, header, extra):
+    from graphfeed.datasets._readers import TextBlocks
+
+    tmp, _, _ = inputs
+    delim = "," if "," in header else ";" if ";" in header else "\t" if "\t" in header else " "
+    cols = 3 if extra else 2
+    rows = "".join(delim.join(str(v) for v in (i, (i + 1) % 4, 1.5)[:cols]) + "\n"
+                   for i in range(4))
+    (tmp / "e.txt").write_text(f"{header}\n{rows}")
+    rep = prepare_generic(tmp / "o", edges=tmp / "e.txt", labels=tmp / "y.npy", num_nodes=N,
+                          **({"weight_col": 2} if extra else {}))
+    assert rep.input_edges == 4
+    # a block that ends after the header (the data line not in view): still a header
+    tb = TextBlocks(tmp / "e.txt", block_bytes=len(header) + 1, columns=cols)
+    assert sum(len(bytes(b).split()) for b, _ in tb) >= 4 and tb.header == header.splitlines()[-1]
+
+
+def test_looks_like_header():
+    from graphfeed.datasets._readers import looks_like_header
+
+    assert looks_like_header("src,dst", 2) and looks_like_header("src,dst,w", 2)
+    assert looks_like_header("src,dst", 2, 2) and not looks_like_header("src,dst,w", 2, 2)
+    for line in ("1:2", "src", "1,2", "nan,inf", "1,2x", "#src,dst", "", "-,-"):
+        assert not looks_like_header(line, 2), line
+
+
 def test_duplicate_labels_are_an_error_naming_both_lines(inputs):
     tmp, _, _ = inputs
     (tmp / "y.csv").write_text("id,label\n0,1\n1,2\n2,0\n1,3\n")

@@ -234,3 +234,29 @@ def test_prepare_cli_link_split_and_ogbl(tmp_path, capsys):
         _gz(src / "split" / "s" / f"{k}.csv.gz", want[k].T)
     assert main(["prepare", "ogbl", str(src), str(tmp_path / "o"), "--undirected"]) == 0
     assert np.array_equal(Dataset.open(tmp_path / "o").link_split("valid")[0], want["valid"])
+
+
+def test_inspect_describes_a_link_dataset(tmp_path, capsys):
+    """Issue 29: inspect on any link-prediction dataset died with KeyError: '' (it looked up
+    the labels of a task that has none). It now summarises the pairs and fixed negatives."""
+    from graphfeed.cli.main import main
+
+    g = small_graph()
+    splits = random_edge_split(g, (0.7, 0.1, 0.2), seed=1, undirected=True)
+    neg = np.random.default_rng(0).integers(0, 60, (splits["test"].shape[1], 5))
+    path, g, splits = write_small(tmp_path, negatives={"test": neg})
+    assert main(["inspect", str(path), "--json", "--nproc", "2"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    P = {k: int(v.shape[1]) for k, v in splits.items()}
+    assert info["task"] == {"type": "link_prediction", "target": None, "num_classes": None,
+                            "labelled": None, "pairs": P, "negatives_per_pair": {"test": 5},
+                            "relations": None}
+    assert info["types"] is None and info["class_balance"] == {} and info["warnings"] == []
+    assert info["splits"] == {**P, "test_neg": P["test"]}
+    assert info["features"] == {"feat": {"dtype": "float32", "shape": [60, 4], "bytes": 960}}
+    assert [e["nproc"] for e in info["estimates"]] == [1, 2]
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert (f"task link_prediction: pairs train {P['train']}, valid {P['valid']}, test "
+            f"{P['test']}; fixed negatives per pair: test 5\n") in out
+    assert "class balance" not in out and "memory estimate" in out

@@ -15,6 +15,22 @@ def test_nproc_list_parsing():
             bm._nproc_list(bad)
 
 
+def test_an_empty_process_count_is_refused_not_dropped(capsys):
+    """Issue 29: --nproc 1,,2 measured 1 and 2 (the empty item dropped). It is a one-line
+    error naming the option and the value, exit status 2."""
+    from graphfeed.cli.main import main
+
+    for bad in ("1,,2", "1,2,", ",1", " , "):
+        with pytest.raises(argparse.ArgumentTypeError, match="no empty item"):
+            bm._nproc_list(bad)
+        with pytest.raises(SystemExit) as e:
+            main(["bench", "memory", "--nproc", bad])
+        assert e.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--nproc" in err[0] and "no empty item" in err[0], err
+        assert repr(bad) in err[0]
+
+
 def test_table_reports_ratio_and_memory_per_extra_process_without_a_verdict():
     runs = [bm.MemoryRun(1, False, 1_000_000_000), bm.MemoryRun(2, False, 1_300_000_000),
             bm.MemoryRun(4, False, 2_500_000_000)]

@@ -2,6 +2,9 @@
 maps what the first stored instead of building, a changed input, seed or method is never served
 stale tables, and a store is all or nothing."""
 
+import json
+import warnings
+
 import numpy as np
 import pytest
 
@@ -9,7 +12,7 @@ import _table_ranks as ranks
 from graphfeed.distributed.shm import in_shared_file_mapping
 from graphfeed.distributed.tables import TableCache, share_prepared
 from graphfeed.distributed.world import World
-from graphfeed.errors import GraphfeedError
+from graphfeed.errors import GraphfeedError, GraphfeedWarning
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +97,7 @@ def test_store_is_all_or_nothing(graph, tmp_path):
     with pytest.raises(GraphfeedError, match="another sampler"):
         cache.load("abc", inputs, {**fp, "seed": 1})
     (tmp_path / "tables-abc" / "lsrc.npy").unlink()
-    with pytest.raises(GraphfeedError, match="tables-abc: unreadable"):
+    with pytest.raises(GraphfeedError, match=r"tables-abc: damaged \(.*lsrc.npy: .npy file not found"):
         cache.load("abc", inputs, fp)
 
 
@@ -148,3 +151,88 @@ def test_scalars_come_back_with_their_type(tmp_path):
     cache.store("k", tables, {}, fp)
     got = cache.load("k", {}, fp)
     assert all(type(got[k]) is type(v) for k, v in tables.items())
+
+
+def _damage(folder, how):
+    """Rewrite every table array file of ``folder`` (as a user editing the cache would, with
+    np.save): ``huge`` values, or ``half`` of their rows."""
+    for f in sorted(folder.glob("*.npy")):
+        if f.name == "__manifest__.npy":
+            continue
+        a = np.load(f)
+        if a.ndim != 1:
+            continue
+        if how == "huge":
+            big = np.iinfo(a.dtype).max if a.dtype.kind in "iu" else 1e300
+            a = np.full_like(a, big)
+        else:
+            a = a[: len(a) // 2]
+        np.save(f, a)
+
+
+@pytest.mark.parametrize("how", ["huge", "half"])
+@pytest.mark.parametrize("kind", ranks.METHODS)
+def test_an_edited_entry_is_rebuilt_with_a_warning_never_used(kind, how, graph, tmp_path):
+    """Issue 29: edited table files used to reach the kernels unchecked (a segfault). Now the
+    entry is checked when loaded: a bad one is a miss, named in a warning, removed and built
+    again; the next run maps the rebuilt one."""
+    want = ranks.digest(ranks.make_sampler(kind, graph))
+    share_prepared(ranks.make_sampler(kind, graph), World(), cache_dir=tmp_path)
+    (stored,) = _entries(tmp_path)
+    _damage(tmp_path / stored, how)
+    second = ranks.make_sampler(kind, graph)
+    with pytest.warns(GraphfeedWarning, match=rf"{stored}: damaged \(table '.*'.*treated as a miss"):
+        assert share_prepared(second, World(), cache_dir=tmp_path) == "cached"
+    assert ranks.digest(second) == want
+    assert _entries(tmp_path) == [stored]  # rebuilt under its key, nothing left aside
+    third = _no_build(ranks.make_sampler(kind, graph))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        share_prepared(third, World(), cache_dir=tmp_path)
+    assert ranks.digest(third) == want
+
+
+def test_a_damaged_manifest_or_scalar_is_a_miss(graph, tmp_path):
+    cache = TableCache(tmp_path)
+    want = ranks.digest(ranks.make_sampler("weighted", graph))
+    share_prepared(ranks.make_sampler("weighted", graph), World(), cache_dir=tmp_path)
+    (stored,) = _entries(tmp_path)
+    folder = tmp_path / stored
+    manifest = folder / "__manifest__.npy"
+    good = np.load(manifest)
+    bad_entries = json.loads(good.tobytes())
+    bad_entries["entries"]["table"] = ["input", 3]
+    for bad in (np.frombuffer(b"not json", np.uint8), np.zeros(3, np.float64),
+                np.frombuffer(json.dumps(bad_entries).encode(), np.uint8),
+                np.frombuffer(json.dumps({"entries": {"../x": ["array"]}}).encode(), np.uint8)):
+        np.save(manifest, bad)
+        s = ranks.make_sampler("weighted", graph)
+        with pytest.raises(GraphfeedError, match=rf"{stored}: damaged \(.*manifest"):
+            cache.load(stored[len("tables-"):], s._table_inputs(), {}, check=s.check_tables)
+    np.save(manifest, good)
+    np.save(folder / "all_positive.npy", np.zeros(5, bool))  # a scalar that is not one
+    s = ranks.make_sampler("weighted", graph)
+    with pytest.warns(GraphfeedWarning, match=r"all_positive.npy: a scalar of shape \(5,\)"):
+        share_prepared(s, World(), cache_dir=tmp_path)
+    assert ranks.digest(s) == want
+
+
+def test_train_rebuilds_an_edited_table_cache(tmp_path, builtin_root):
+    """The issue's report: train --sampler labor --table-cache C, then edit C's files and train
+    again: a warning and the same run, not a segfault."""
+    from graphfeed.cli.main import build_parser
+    from graphfeed.cli.train import config_from_args
+    from graphfeed.training import train
+
+    folder = tmp_path / "tables"
+    args = build_parser().parse_args(
+        ["train", "--dataset", "tiny", "--data-root", str(builtin_root("tiny")), "--epochs", "1",
+         "--sampler", "labor", "--fanouts", "5,5", "--hidden", "16", "--no-mlp",
+         "--no-progress", "--threads", "1", "--device", "cpu", "--table-cache", str(folder)])
+    cfg = config_from_args(args)
+    first = train(cfg)
+    (stored,) = [p for p in folder.iterdir()]
+    _damage(stored, "huge")
+    with pytest.warns(GraphfeedWarning, match="damaged"):
+        second = train(cfg)
+    assert second.epochs[0].loss == pytest.approx(first.epochs[0].loss)

@@ -41,7 +41,7 @@ def test_read_back_loses_nothing(tiny_dataset, tmp_path, method, parts):
     whole = _edges(ds.graph.indptr, ds.graph.indices)
     got, cut = [], 0
     for k in range(parts):
-        p = load_part(book, k, full=True)
+        p = load_part(book, k)
         assert (p.lo, p.hi) == (int(book.offsets[k]), int(book.offsets[k + 1]))
         assert np.array_equal(p.orig_ids, orig[p.lo:p.hi])
         # each part owns its range: destinations local, sources global (new ids)
@@ -152,3 +152,46 @@ def test_refuses_what_it_cannot_split(name, tmp_path):
     with pytest.raises(GraphfeedError, match="partitioning supports"):
         partition_dataset(ds, tmp_path / "out", 2, method="random")
     assert not (tmp_path / "out").exists()
+
+
+
+def _set(i, value):
+    return lambda a, root: a.__setitem__(i, value)
+
+
+def _train_id(j):
+    return lambda a, root: a.__setitem__(0, np.load(root / "splits" / "train.npy")[j])
+
+
+# (file of part 1, edit, what the error says): each reached the kernels or the loader unchecked
+# (issue 29: train --partitions died with SIGABRT, bench dist reported throughput)
+_PART_DAMAGE = [
+    ("indices.npy", _set(0, 2**31 - 5), r"indices\[0\] = 2147483643 is out of range \[0, 3000\)"),
+    ("indices.npy", _set(3, 3000), r"indices\[3\] = 3000 is out of range"),
+    ("indices.npy", _set(4, -1), r"indices\[4\] = -1 is out of range"),
+    ("indptr.npy", _set(5, 10**6), r"indptr decreases at position 5"),
+    ("orig_ids.npy", _set(1, 3000), r"ids outside \[0, 3000\)"),
+    ("splits/train.npy", _set(0, 0), r"id 0 \(position 0\) is outside the part's range"),
+    ("splits/train.npy", _train_id(1), r"repeats id .* \(position 1\)"),
+    ("splits/valid.npy", _train_id(0), "is also in split 'train'; splits must be disjoint"),
+    ("node_features/label.npy", lambda a, root: a.fill(99),
+     r"label of node .* is 99, outside \[0, num_classes = 5\)"),
+]
+
+
+@pytest.mark.parametrize("file,edit,msg", _PART_DAMAGE,
+                         ids=[f"{f}-{i}" for i, (f, _, _) in enumerate(_PART_DAMAGE)])
+def test_load_part_checks_every_value_the_kernels_index_with(tiny_dataset, tmp_path, file, edit,
+                                                             msg):
+    book = partition_dataset(tiny_dataset, tmp_path / "p", 2, method="random")
+    root = tmp_path / "p" / "part-00001"
+    load_part(book, 1)  # the part as written opens
+    a = np.load(root / file)
+    edit(a, root)
+    np.save(root / file, a)
+    load_part(book, 0)  # the other part is untouched
+    with pytest.raises(DatasetError, match=msg) as e:
+        load_part(book, 1)
+    assert str(e.value).startswith(f"{root / file}: ")  # names the file
+    with pytest.raises(DatasetError, match=f"{root / file}: "):
+        check_partition(tmp_path / "p")

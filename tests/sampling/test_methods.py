@@ -474,3 +474,74 @@ def test_methods_on_int64_indices_match_int32():
             b = build_sampler("neighbor", g64, [4, 6], method=method, replace=replace).sample(np.arange(300))
             for x, y in zip(a.blocks, b.blocks):
                 assert torch.equal(x.edge_index, y.edge_index) and torch.equal(x.src_nodes, y.src_nodes)
+
+
+def _with(tables, name, value):
+    return {**tables, name: value}
+
+
+def _edited(a, edit):
+    b = np.array(a)  # a writable copy of the built table
+    edit(b)
+    return b
+
+
+# (table, edit of a copy of it, what the error says): each would make a kernel index out of
+# bounds, or sample other edges than the tables say, if the tables were used unchecked
+_DAMAGE = {
+    "labor": [
+        ("lsrc", lambda a: a.fill(2**30), "'lsrc': edge 0: not the edge's source"),
+        ("lpos", lambda a: a.__setitem__(5, 10**6), "'lpos': edge 5: a position outside"),
+        ("lpos", lambda a: a.__setitem__(7, -1), "'lpos': edge 7: a position outside"),
+        ("lbase", lambda a: a.__setitem__(slice(None), a[::-1]), "'lbase'"),
+    ],
+    "weighted": [
+        ("table", lambda a: a.__setitem__(3, a[3] | np.uint64(2**62)),
+         "'table': node .*: an alias offset outside"),
+        ("totals", lambda a: a.__setitem__(-1, a[-1] + 1), "'totals': node 19999: not"),
+        ("npos", lambda a: a.__setitem__(0, a[0] + 1), "'npos': node 0: not"),
+    ],
+    "temporal": [
+        ("tpos", lambda a: a.__setitem__(9, 2**40), "'tpos': edge 9: a position outside"),
+        ("tsrc", lambda a: a.fill(2**30), "'tsrc': edge 0: not the edge's source"),
+        ("tkey", lambda a: a.__setitem__(slice(None), a[::-1]), "'tkey'"),
+    ],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_DAMAGE))
+def test_check_tables_refuses_tables_the_kernels_cannot_trust(kind):
+    """NeighborSampler.check_tables: the tables the sampler built pass; edited ones (values out
+    of range, other rows, other shapes or dtypes, missing or extra names) are refused naming the
+    table, before any kernel indexes with them."""
+    g, nt, et = big_graph()
+    method = {"labor": SamplingMethod("labor", variates="rotated"),
+              "weighted": SamplingMethod("weighted"),
+              "temporal": SamplingMethod("temporal").bind({"node_times": nt, "edge_times": et})}[kind]
+    s = build_sampler("neighbor", g, [4, 6], method=method)
+    tables = dict(s.prepare())
+    s.check_tables(tables)
+    for name, edit, msg in _DAMAGE[kind]:
+        with pytest.raises(GraphfeedError, match=msg):
+            s.check_tables(_with(tables, name, _edited(tables[name], edit)))
+    arrays = [k for k, v in tables.items() if isinstance(v, np.ndarray) and v.ndim == 1
+              and k != "weights"]  # the input itself, checked by identity below
+    for name in arrays:
+        a = tables[name]
+        with pytest.raises(GraphfeedError, match=rf"table '{name}' has shape \({len(a) // 2},\)"):
+            s.check_tables(_with(tables, name, a[: len(a) // 2]))
+        other = np.float32 if a.dtype != np.float32 else np.float64
+        with pytest.raises(GraphfeedError, match=rf"table '{name}' has shape .*, dtype {np.dtype(other)}"):
+            s.check_tables(_with(tables, name, a.astype(other)))
+    with pytest.raises(GraphfeedError, match="expected"):
+        s.check_tables({k: v for k, v in tables.items() if k != arrays[0]})
+    with pytest.raises(GraphfeedError, match="expected"):
+        s.check_tables({**tables, "extra": np.zeros(1)})
+    if kind == "labor":
+        with pytest.raises(GraphfeedError, match="'bkey'.*not the base key of seed"):
+            s.check_tables(_with(tables, "bkey", tables["bkey"] + np.uint64(1)))
+    if kind == "weighted":
+        with pytest.raises(GraphfeedError, match="'all_positive' is True"):
+            s.check_tables(_with(tables, "all_positive", True))
+        with pytest.raises(GraphfeedError, match="'weights' is not the sampler's weights"):
+            s.check_tables(_with(tables, "weights", np.array(tables["weights"])))

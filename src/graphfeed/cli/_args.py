@@ -17,18 +17,37 @@ def _int(text: str, what: str) -> int:
         raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
 
 
-def fanouts(text: str) -> list[int]:
-    """``"15,10,5"``: one integer per layer, each in ``[1, MAX_FANOUT]`` or ``-1`` (every
-    neighbour). An empty item (``"15,,5"``) is an error, not a dropped layer."""
+def _int_items(text: str, what: str) -> list[int]:
+    """The integers of a comma-separated list; an empty item (``"1,,2"``, a trailing comma) is
+    an error, never dropped."""
     items = text.replace(" ", "").split(",")
     if text.strip() == "" or any(t == "" for t in items):
         raise argparse.ArgumentTypeError(
-            f"fanouts must be comma-separated integers, one per layer, with no empty item; got {text!r}"
-        )
+            f"{what} must be comma-separated integers with no empty item; got {text!r}")
     try:
-        vals = [int(t) for t in items]
+        return [int(t) for t in items]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"fanouts must be comma-separated integers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"{what} must be comma-separated integers, got {text!r}") from None
+
+
+def positive_int_list(what: str):
+    """An argparse type: comma-separated integers ``>= 1`` (``"1,2,4"``), in the order given;
+    ``what`` names them in errors."""
+
+    def parse(text: str) -> list[int]:
+        vals = _int_items(text, what)
+        if any(v < 1 for v in vals):
+            raise argparse.ArgumentTypeError(f"{what} must be integers >= 1, got {text!r}")
+        return vals
+
+    parse.__name__ = what
+    return parse
+
+
+def fanouts(text: str) -> list[int]:
+    """``"15,10,5"``: one integer per layer, each in ``[1, MAX_FANOUT]`` or ``-1`` (every
+    neighbour). An empty item (``"15,,5"``) is an error, not a dropped layer."""
+    vals = _int_items(text, "fanouts (one per layer)")
     from ..errors import GraphfeedError
     from ..trainer.config import check_fanouts
 

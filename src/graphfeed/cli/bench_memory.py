@@ -23,14 +23,13 @@ from typing import Optional
 
 from . import _args
 
+_process_counts = _args.positive_int_list("process counts (like 1,2,4)")
+
+
 def _nproc_list(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected process counts like 1,2,4, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"process counts must be >= 1, got {text!r}")
-    return sorted(set(values))
+    """``--nproc``: process counts, each once, in increasing order; an empty item (``1,,2``)
+    is an error."""
+    return sorted(set(_process_counts(text)))
 
 
 HELP = "summed PSS of all ranks during training, for 1, 2, 4 ... processes"

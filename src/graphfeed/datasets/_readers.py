@@ -68,12 +68,23 @@ def _is_number(tok: str) -> bool:
     return True
 
 
-def looks_like_header(line: str) -> bool:
-    """A first line is a header when every one of its fields is not a number (``src,dst``,
-    ``id,target``). A line that mixes numbers and junk (``1,2x``) is a malformed data line: the
-    parser reports it instead of dropping it as a header."""
-    toks = [t for t in _SPLIT_RE.split(line.strip()) if t]
-    return bool(toks) and not toks[0].startswith("#") and not any(_is_number(t) for t in toks)
+def _fields(line: str) -> list:
+    return [t for t in _SPLIT_RE.split(line.strip()) if t]
+
+
+def looks_like_header(line: str, min_fields: int = 1, num_fields: Optional[int] = None) -> bool:
+    """A first line is a header when it has the columns of a data line (at least
+    ``min_fields``, the columns the reader reads; exactly ``num_fields``, the fields of the data
+    line after it, when known) and every field is a name: not a number, with a letter in it
+    (``src,dst``, ``id,target``). Anything else is a malformed data line, which the parser
+    reports with its line number instead of dropping it: ``1,2x``, ``1:2`` (one field for two
+    columns), ``src`` alone above ``src dst`` lines."""
+    toks = _fields(line)
+    if not toks or toks[0].startswith("#") or len(toks) < min_fields:
+        return False
+    if num_fields is not None and len(toks) != num_fields:
+        return False
+    return all(not _is_number(t) and any(c.isalpha() for c in t) for t in toks)
 
 
 def is_gzip(path: Path) -> bool:
@@ -85,14 +96,18 @@ class TextBlocks:
     """Iterate a text file as byte blocks that end on a line boundary.
 
     ``bytes_done`` tracks the (compressed) bytes consumed, for progress. The first data line is
-    treated as a header and skipped when none of its fields is a number (``id_1,id_2``) and
-    ``skip_header`` is ``"auto"``; ``True`` always skips it, ``False`` never.
+    treated as a header and skipped when ``skip_header`` is ``"auto"`` and it looks like one
+    (:func:`looks_like_header`: names, at least ``columns`` of them, as many as the next data
+    line's fields; ``id_1,id_2``); ``True`` always skips it, ``False`` never. A first line that
+    does not look like a header is data, so a malformed one is an error naming line 1.
     """
 
-    def __init__(self, path, *, block_bytes: int = DEFAULT_BLOCK, skip_header="auto"):
+    def __init__(self, path, *, block_bytes: int = DEFAULT_BLOCK, skip_header="auto",
+                 columns: int = 1):
         self.path = check_input_file(path)
         self.block_bytes = check_block_bytes(block_bytes)
         self.skip_header = skip_header
+        self.columns = columns
         self.total_bytes = self.path.stat().st_size
         self.bytes_done = 0
         self.header: Optional[str] = None
@@ -152,12 +167,25 @@ class TextBlocks:
             line = bytes(buf[pos:nl]).strip()
             if line and not line.startswith(b"#"):
                 text = line.decode("utf-8", "replace")
-                if self.skip_header is True or (self.skip_header == "auto" and looks_like_header(text)):
+                if self.skip_header is True or (self.skip_header == "auto" and looks_like_header(
+                        text, self.columns, self._next_fields(buf, nl + 1, end))):
                     self.header = text
                     buf[pos:nl] = b" " * (nl - pos)
                 return False
             pos = nl + 1
         return True
+
+    @staticmethod
+    def _next_fields(buf: bytearray, pos: int, end: int) -> Optional[int]:
+        """How many fields the first data line of ``buf[pos:end]`` has (``None``: none there)."""
+        while pos < end:
+            nl = buf.find(b"\n", pos, end)
+            nl = end if nl < 0 else nl
+            line = bytes(buf[pos:nl]).strip()
+            if line and not line.startswith(b"#"):
+                return len(_fields(line.decode("utf-8", "replace")))
+            pos = nl + 1
+        return None
 
 
 def _bad_line_reason(text: str) -> str:
@@ -188,6 +216,9 @@ def parse_block(block: np.ndarray, kinds: np.ndarray, path: Path, first_line: in
         text = bytes(block[err:end]).decode("utf-8", "replace")
         want = ", ".join({COL_INT: "int", COL_FLOAT: "number"}.get(int(k), "any") for k in kinds)
         why = _bad_line_reason(text)
+        if not why and line == 1:
+            why = ("nor is it a header, which names every column (as many names as the data "
+                   "lines have fields, e.g. 'src,dst')")
         raise DatasetError(
             f"{path}: line {line}: expected {len(kinds)} column(s) ({want}), got {text!r}"
             + (f": {why}" if why else "")
@@ -202,7 +233,7 @@ def parse_int_block(block: np.ndarray, ncols: int, path: Path, first_line: int) 
 
 def read_int_table(path, ncols: int, *, block_bytes: int = DEFAULT_BLOCK) -> np.ndarray:
     """A whole (small) integer table, e.g. labels or split ids."""
-    tb = TextBlocks(path, block_bytes=block_bytes)
+    tb = TextBlocks(path, block_bytes=block_bytes, columns=ncols)
     parts = [parse_int_block(b, ncols, tb.path, ln).T.copy() for b, ln in tb]
     return np.concatenate(parts) if parts else np.zeros((0, ncols), dtype=np.int64)
 
@@ -688,7 +719,7 @@ class EdgeSource:
                            as_int64_ids(self._read_flat(r, e + a, e + b), str(r.path)), np.zeros((0, b - a)))
                     self.bytes_done = r.offset + 2 * b * item
             return
-        tb = TextBlocks(self.path, block_bytes=self.block_bytes)
+        tb = TextBlocks(self.path, block_bytes=self.block_bytes, columns=len(self._kinds))
         swap = self._cols[0] > self._cols[1]  # int columns come out in column order
         for block, line_no in tb:
             ints, floats = parse_block(block, self._kinds, self.path, line_no)

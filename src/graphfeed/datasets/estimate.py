@@ -51,8 +51,9 @@ class PlacementMemory:
 class MemoryEstimate:
     """Data sizes of a dataset and its footprint per placement.
 
-    ``graph_bytes``: indptr + indices (+ weights); ``feature_bytes``: every node feature,
-    labels included. ``placements`` holds the rows for ``nproc`` processes per machine and
+    ``graph_bytes``: indptr + indices (+ weights, + a typed graph's relation ids);
+    ``feature_bytes``: every node feature, labels included (a typed graph's per-type features
+    named ``type/name``). ``placements`` holds the rows for ``nproc`` processes per machine and
     ``cache_bytes`` of feature cache per process.
     """
 
@@ -124,9 +125,14 @@ def estimate_memory(dataset_or_path: Union[Dataset, LoadedArrays, str, os.PathLi
         arrays = load_folder(Path(dataset_or_path), mmap=True, full=False)
     meta = arrays.metadata
     g = int(arrays.indptr.nbytes + arrays.indices.nbytes + (arrays.weights.nbytes if arrays.weights is not None else 0))
+    feats = dict(arrays.node_features)
+    if arrays.hetero is not None:  # the relation ids, and the per-type features as "type/name"
+        g += int(arrays.hetero["edge_type"].nbytes)
+        feats.update({f"{t}/{k}": a for t, fs in arrays.hetero["node_features"].items()
+                      for k, a in fs.items()})
     sizes = {
         k: {"dtype": str(a.dtype), "shape": list(a.shape), "bytes": int(a.nbytes)}
-        for k, a in arrays.node_features.items()
+        for k, a in feats.items()
     }
     f = sum(v["bytes"] for v in sizes.values())
     return MemoryEstimate(

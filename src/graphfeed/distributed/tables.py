@@ -35,13 +35,15 @@ import re
 import shutil
 import tempfile
 import threading
+import warnings
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 import numpy as np
 
+from .._io import load_npy
 from .._memory import release_free_memory
-from ..errors import GraphfeedError
+from ..errors import GraphfeedError, GraphfeedWarning
 from .sharing import _agree_failed, share_arrays
 from .world import World, is_initialized
 
@@ -202,6 +204,26 @@ def _cache_key(fingerprint: dict, inputs: dict) -> str:
     return h.hexdigest()
 
 
+def _manifest_entries(manifest: np.ndarray) -> dict:
+    """The ``entries`` of a stored manifest (a uint8 array of JSON), checked for shape:
+    ``{name: ["array"] | ["scalar", "numpy" | "python"] | ["input", input name]}``, every name
+    a plain file name; ``GraphfeedError`` otherwise."""
+    try:
+        if manifest.dtype != np.uint8 or manifest.ndim != 1:
+            raise ValueError(f"a {manifest.dtype} array of shape {manifest.shape}")
+        entries = json.loads(manifest.tobytes().decode())["entries"]
+        ok = isinstance(entries, dict) and all(
+            isinstance(n, str) and _NAME.match(n) and isinstance(e, list)
+            and (e == ["array"] or (len(e) == 2 and e[0] == "scalar" and e[1] in ("numpy", "python"))
+                 or (len(e) == 2 and e[0] == "input" and isinstance(e[1], str)))
+            for n, e in entries.items())
+        if not ok:
+            raise ValueError("unexpected entries")
+    except (ValueError, KeyError, TypeError) as e:
+        raise GraphfeedError(f"{_MANIFEST}.npy: not a manifest of tables ({e})") from None
+    return entries
+
+
 def _fsync(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -222,7 +244,12 @@ class TableCache:
     temporary name (``.tmp-...``, fsynced) and renamed into place in one step, so a reader sees
     a complete one or none; a crash leaves at most a ``.tmp-`` folder, which nothing reads (it
     can be deleted). Cached tables are mapped read-only from their files (shared between
-    processes by the page cache). Nothing is ever evicted: delete the folder to reclaim space.
+    processes by the page cache). The key says what the tables were built from, not that the
+    files still hold them: the sampling kernels index with the tables unchecked, so every load
+    checks them (:meth:`NeighborSampler.check_tables <graphfeed.sampling.neighbor.NeighborSampler.check_tables>`:
+    names, shapes, dtypes, ranges and order, O(E), no O(E) allocation), and :meth:`sharer`
+    treats a damaged folder as a miss (a ``GraphfeedWarning`` names it and the problem; it is
+    removed and built again). Nothing is ever evicted: delete the folder to reclaim space.
     """
 
     def __init__(self, folder):
@@ -233,24 +260,44 @@ class TableCache:
     def path(self, key: str) -> Path:
         return self.folder / f"tables-{key}"
 
-    def load(self, key: str, inputs: dict, fingerprint: dict) -> Optional[dict]:
-        """The tables stored under ``key`` (memory-mapped), or ``None`` if there are none."""
+    def load(self, key: str, inputs: dict, fingerprint: dict,
+             check: Optional[Callable[[dict], None]] = None) -> Optional[dict]:
+        """The tables stored under ``key`` (memory-mapped), or ``None`` if there are none.
+
+        ``check(tables)`` raises ``GraphfeedError`` unless the tables are what the sampler
+        expects (``NeighborSampler.check_tables``: shapes, dtypes, index ranges, order, O(E));
+        the kernels index with them unchecked, and files can be edited or damaged after they
+        were stored. A folder that cannot be read, is for another sampler or fails ``check``
+        raises ``GraphfeedError`` naming it (:meth:`sharer` then rebuilds it)."""
         where = self.path(key)
         if not where.is_dir():
             return None
         try:
-            manifest = np.load(where / f"{_MANIFEST}.npy")
-            names = json.loads(bytes(manifest).decode())["entries"]
+            manifest = load_npy(where / f"{_MANIFEST}.npy", mmap=False)
+            names = _manifest_entries(manifest)
             arrays = {_MANIFEST: manifest}
             for name, entry in names.items():
                 if entry[0] != "input":
-                    if not _NAME.match(name):
-                        raise GraphfeedError(f"bad table name {name!r}")
-                    arrays[name] = np.load(where / f"{name}.npy", mmap_mode="r").view(np.ndarray)
-        except (OSError, ValueError, KeyError, GraphfeedError) as e:
-            raise GraphfeedError(f"table cache {where}: unreadable ({e}); delete that folder "
-                                 "to rebuild it") from None
-        return _decode(arrays, inputs, {**fingerprint, "key": key})
+                    arrays[name] = load_npy(where / f"{name}.npy").view(np.ndarray)
+                    if entry[0] == "scalar" and arrays[name].shape != ():
+                        raise GraphfeedError(f"{name}.npy: a scalar of shape {arrays[name].shape}")
+            tables = _decode(arrays, inputs, {**fingerprint, "key": key})
+            if check is not None:
+                check(tables)
+        except (OSError, GraphfeedError) as e:
+            raise GraphfeedError(f"table cache {where}: damaged ({e})") from None
+        return tables
+
+    def discard(self, key: str) -> None:
+        """Remove the folder under ``key``: renamed out of the way in one step (a process that
+        maps its files keeps them), then deleted."""
+        final = self.path(key)
+        aside = Path(tempfile.mkdtemp(prefix=f".bad-{final.name}-", dir=self.folder))
+        try:
+            os.rename(final, aside / final.name)
+        except FileNotFoundError:
+            pass  # another process discarded it first
+        shutil.rmtree(aside, ignore_errors=True)
 
     def store(self, key: str, tables: dict, inputs: dict, fingerprint: dict) -> Path:
         """Write ``tables`` under ``key`` atomically; a concurrent writer that finishes first
@@ -283,8 +330,9 @@ class TableCache:
 
     def sharer(self, sampler, world: World):
         """The ``share`` callable of ``sampler.prepare(share=)``: the machine's first rank (or
-        the one process) loads the tables, building and storing them on a miss; then every
-        other local rank loads the same files. Every rank hashes the inputs itself (O(E) reads
+        the one process) loads the tables, building and storing them on a miss (a folder that
+        fails its checks is a miss too, named in a ``GraphfeedWarning`` and removed first); then
+        every other local rank loads the same files, and checks them. Every rank hashes the inputs itself (O(E) reads
         of pages the machine holds once), so a rank whose inputs differ from the first rank's
         finds no tables. Any rank failing makes every rank raise."""
         fingerprint = _fingerprint(sampler)
@@ -295,16 +343,27 @@ class TableCache:
             key = _cache_key(fingerprint, inputs)
 
             def ensure():
-                if self.load(key, inputs, fingerprint) is None:
+                try:
+                    found = self.load(key, inputs, fingerprint, check=sampler.check_tables)
+                except GraphfeedError as e:
+                    warnings.warn(f"{e}; treated as a miss: removed, and the tables are "
+                                  "built and stored again", GraphfeedWarning)
+                    self.discard(key)
+                    found = None
+                if found is None:
                     self.store(key, build(), inputs, fingerprint)
                     release_free_memory()  # the private build, now on disk
+                return found
 
             # the other ranks (only under a collective) wait for the first rank's store
-            _on_every_rank(ensure if first else (lambda: None), collective,
-                           f"table cache {self.folder}: the first rank failed (see its error)")
+            found = _on_every_rank(ensure if first else (lambda: None), collective,
+                                   f"table cache {self.folder}: the first rank failed (see its "
+                                   "error)")
 
             def load():
-                tables = self.load(key, inputs, fingerprint)
+                if found is not None:  # loaded and checked above
+                    return found
+                tables = self.load(key, inputs, fingerprint, check=sampler.check_tables)
                 if tables is None:
                     raise GraphfeedError(
                         f"table cache {self.path(key)}: not found after the first rank stored "

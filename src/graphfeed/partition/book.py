@@ -152,9 +152,16 @@ class Part:
         return self.hi - self.lo
 
 
-def load_part(book: PartitionBook, k: int, *, mmap: bool = True, full: bool = False) -> Part:
-    """Open part ``k`` (memory-mapped unless ``mmap=False``). Shapes and dtypes are always
-    checked; ``full=True`` also reads every value (monotone ``indptr``, ids in range), O(part)."""
+def load_part(book: PartitionBook, k: int, *, mmap: bool = True) -> Part:
+    """Open part ``k`` (memory-mapped unless ``mmap=False``) and check it, as a dataset is
+    checked when opened: shapes and dtypes, and every value the kernels and the loader index
+    with (they do not check): ``indptr`` non-decreasing, in-neighbour ids in
+    ``[0, num_nodes)``, ``orig_ids`` in range, split ids inside the part's range, without
+    repeats and disjoint, and the labels of split nodes in ``[0, num_classes)``. One pass over
+    the part's graph and splits, O(part); ``DatasetError`` naming the file and the value."""
+    from ..datasets._kernels import check_labels, mark_split
+    from ..graph.csc import content_error
+
     if not 0 <= k < book.num_parts:
         raise DatasetError(f"{book.path}: part {k} does not exist (num_parts={book.num_parts})")
     lo, hi = book.part_range(k)
@@ -174,15 +181,36 @@ def load_part(book: PartitionBook, k: int, *, mmap: bool = True, full: bool = Fa
                                f"says {spec['dtype']}")
         feats[name] = a
     splits = {s: _load(root, f"splits/{s}.npy", None, "i", mmap) for s in book.splits}
-    if full:
-        if np.any(np.diff(indptr) < 0):
-            raise DatasetError(f"{root / 'indptr.npy'}: not monotone")
-        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= book.num_nodes):
-            raise DatasetError(f"{root / 'indices.npy'}: ids outside [0, {book.num_nodes})")
-        for s, ids in splits.items():
-            if ids.size and (int(ids.min()) < lo or int(ids.max()) >= hi):
-                raise DatasetError(f"{root}/splits/{s}.npy: ids outside the part's range "
-                                   f"[{lo}, {hi})")
+    bad = content_error(indptr, indices, book.num_nodes)
+    if bad is not None:
+        role, name, msg = bad
+        raise DatasetError(f"{root / (role + '.npy')}: {name}{msg}")
+    if orig.size and (int(orig.min()) < 0 or int(orig.max()) >= book.num_nodes):
+        raise DatasetError(f"{root / 'orig_ids.npy'}: ids outside [0, {book.num_nodes})")
+    target = feats[book.target]
+    if target.ndim != 1 or target.dtype.kind not in "iu":
+        raise DatasetError(f"{root}/node_features/{book.target}.npy: the target must be a 1-D "
+                           f"integer array, got {target.dtype} {target.shape}")
+    marks = np.zeros(n, dtype=np.uint8)
+    for t, (s, ids) in enumerate(splits.items(), start=1):
+        p = f"{root}/splits/{s}.npy"
+        if ids.ndim != 1:
+            raise DatasetError(f"{p}: split ids must be 1-D, got shape {ids.shape}")
+        local = np.asarray(ids, dtype=np.int64) - lo
+        code, pos, other = mark_split(local, marks, t, n)
+        if code == 1:
+            raise DatasetError(f"{p}: id {int(ids[pos])} (position {pos}) is outside the part's "
+                               f"range [{lo}, {hi})")
+        if code == 2:
+            raise DatasetError(f"{p}: repeats id {int(ids[pos])} (position {pos})")
+        if code == 3:
+            raise DatasetError(f"{p}: id {int(ids[pos])} is also in split "
+                               f"{list(splits)[other - 1]!r}; splits must be disjoint")
+        at = check_labels(target, local, book.num_classes)
+        if at >= 0:
+            raise DatasetError(f"{root}/node_features/{book.target}.npy: label of node "
+                               f"{int(ids[at])} (in split {s!r}) is {int(target[local[at]])}, "
+                               f"outside [0, num_classes = {book.num_classes})")
     return Part(book, k, lo, hi, indptr, indices, orig, feats, splits)
 
 
@@ -194,13 +222,10 @@ def check_partition(path) -> PartitionBook:
     seen = np.zeros(book.num_nodes, dtype=bool)
     edges = 0
     for k in range(book.num_parts):
-        p = load_part(book, k, full=True)
+        p = load_part(book, k)
         if not np.array_equal(p.orig_ids, orig[p.lo:p.hi]):
             raise DatasetError(f"{book.path / part_dir(k) / 'orig_ids.npy'}: differs from the "
                                f"book's relabelling")
-        if p.orig_ids.size and (int(p.orig_ids.min()) < 0
-                                or int(p.orig_ids.max()) >= book.num_nodes):
-            raise DatasetError(f"{book.path / part_dir(k) / 'orig_ids.npy'}: ids out of range")
         seen[p.orig_ids] = True
         edges += p.indices.shape[0]
     if not seen.all():

@@ -165,6 +165,33 @@ def build_alias(indptr, weights, rec, totals, npos):
     return -1
 
 
+
+@kernel
+def check_alias(indptr, weights, rec, totals, npos):
+    """Check tables that :func:`build_alias` wrote (or that claim to be its output, e.g. read
+    back from a file) where the sampling kernels rely on them: every record's alias offset
+    within its row, and each row's weight sum and positive count exactly as the build computes
+    them (the same additions in the same order). ``(node, problem)`` of the first row that
+    differs, ``problem`` 1 (alias offset), 2 (sum) or 3 (positive count); ``(-1, 0)`` if none.
+    O(E), no allocation."""
+    for v in range(indptr.shape[0] - 1):
+        st = indptr[v]
+        d = indptr[v + 1] - st
+        total = 0.0
+        c = 0
+        for p in range(d):
+            w = weights[st + p]
+            total += w
+            if w > 0:
+                c += 1
+            if np.int64(rec[st + p] >> _S32) >= d:
+                return v, 1
+        if totals[v] != total:
+            return v, 2
+        if npos[v] != c:
+            return v, 3
+    return -1, 0
+
 @kernel
 def _pos_and_coin(ctr, d):
     """A uniform position in ``[0, d)`` (``1 <= d < 2**31``) and an independent uniform 32-bit
@@ -676,6 +703,29 @@ def build_base_order(indptr, indices, base_key32, lsrc, lpos, lbase):
     return -1
 
 
+
+@kernel
+def check_base_order(indptr, indices, base_key32, lsrc, lpos, lbase):
+    """Check tables that claim to be :func:`build_base_order`'s output where the kernels rely
+    on them: per row, every relative position ``lpos`` within the row, the source ``lsrc`` the
+    edge's at that position in ``indices``, its base the source's variate, and the bases
+    sorted. ``(edge position, problem)`` of the first edge that differs, ``problem`` 1
+    (position), 2 (source), 3 (base) or 4 (order); ``(-1, 0)`` if none. O(E), no allocation."""
+    for v in range(indptr.shape[0] - 1):
+        st = indptr[v]
+        d = indptr[v + 1] - st
+        for p in range(st, st + d):
+            q = np.int64(lpos[p])
+            if q < 0 or q >= d:
+                return p, 1
+            if lsrc[p] != indices[st + q]:
+                return p, 2
+            if lbase[p] != labor_variate(indices[st + q], base_key32):
+                return p, 3
+            if p > st and lbase[p - 1] > lbase[p]:
+                return p, 4
+    return -1, 0
+
 @kernel
 def count_labor_rotated(indptr, lbase, dst, lo, hi, fanout, shift32, counts, starts, degs,
                         first):
@@ -779,6 +829,36 @@ def build_time_order(indptr, indices, node_times, edge_times, has_nt, has_et, tk
             tsrc[st + q] = indices[p]
             tpos[st + q] = p
 
+
+
+@kernel
+def check_time_order(indptr, indices, node_times, edge_times, has_nt, has_et, tkey, tsrc, tpos):
+    """Check tables that claim to be :func:`build_time_order`'s output where the kernels rely
+    on them: per row, every position ``tpos`` within the row, the source ``tsrc`` the one at
+    that position in ``indices``, the time ``tkey`` that edge's time, and the times sorted.
+    ``(edge position, problem)`` of the first edge that differs, ``problem`` 1 (position), 2
+    (source), 3 (time) or 4 (order); ``(-1, 0)`` if none. O(E), no allocation."""
+    for v in range(indptr.shape[0] - 1):
+        st = indptr[v]
+        end = indptr[v + 1]
+        for p in range(st, end):
+            q = tpos[p]
+            if q < st or q >= end:
+                return p, 1
+            t = indices[q]
+            if tsrc[p] != t:
+                return p, 2
+            if has_et and has_nt:
+                te = max(edge_times[q], node_times[t])
+            elif has_et:
+                te = edge_times[q]
+            else:
+                te = node_times[t]
+            if tkey[p] != te:
+                return p, 3
+            if p > st and tkey[p - 1] > tkey[p]:
+                return p, 4
+    return -1, 0
 
 @kernel
 def _eligible_prefix(tkey, st, d, t, strict):

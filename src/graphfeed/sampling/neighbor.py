@@ -375,6 +375,16 @@ class NeighborSampler(Sampler):
                 a.flags.writeable = False
         return tables
 
+    def check_tables(self, tables) -> None:
+        """Raise ``GraphfeedError`` unless ``tables`` (a name -> array mapping, e.g. read back
+        from files by :class:`graphfeed.distributed.TableCache`) is what :meth:`prepare` builds
+        for this sampler, as far as the kernels rely on it: the same names, shapes and dtypes,
+        positions and source ids within each node's in-edges, the values derived from the inputs
+        (bases, times, weight sums and counts) equal to them, and each column's order. The
+        kernels index with these tables unchecked, so tables from outside must pass this first.
+        O(E) reads, no O(E) allocation; far cheaper than a build."""
+        _check_tables(self.method, self._indptr, self._indices, self._arrays, self.seed, tables)
+
     def _table_inputs(self) -> dict:
         """The arrays the sampler was built on, by name (what a table may alias, not copy)."""
         out = {"indptr": self._indptr, "indices": self._indices}
@@ -399,35 +409,111 @@ def _prepare(method: SamplingMethod, indptr: np.ndarray, indices: np.ndarray, ar
     from . import _method_kernels as MK
 
     kind = method.kind
-    n = indptr.shape[0] - 1
-    e = indices.shape[0]
+    t = {name: np.empty(shape, dtype) for name, (shape, dtype)
+         in _table_layout(method, indptr, indices, arr).items()}
     if kind == "labor" and method.variates == "rotated":
-        lsrc = np.empty(e, dtype=indices.dtype)
-        lpos = np.empty(e, dtype=np.int32)
-        lbase = np.empty(e, dtype=np.uint32)
         bkey = np.uint64(labor_rotation(seed, 0)[0])
-        bad = MK.build_base_order(indptr, indices, bkey, lsrc, lpos, lbase)
+        bad = MK.build_base_order(indptr, indices, bkey, t["lsrc"], t["lpos"], t["lbase"])
         if bad >= 0:
             raise GraphfeedError(f"LABOR (rotated): node {bad} has more than 2**31 - 1 in-edges")
-        return {"lsrc": lsrc, "lpos": lpos, "lbase": lbase, "bkey": bkey}
+        return {**t, "bkey": bkey}
     if kind == "weighted":
-        rec = np.empty(e, dtype=np.uint64)  # threshold | alias offset << 32
-        totals = np.empty(n, dtype=np.float64)
-        npos = np.empty(n, dtype=np.int64)
-        bad = MK.build_alias(indptr, arr.weights, rec, totals, npos)
+        # table: threshold | alias offset << 32
+        bad = MK.build_alias(indptr, arr.weights, t["table"], t["totals"], t["npos"])
         if bad >= 0:
             raise GraphfeedError(f"weighted sampling: node {bad} has more than 2**31 - 1 in-edges")
-        all_positive = bool(np.array_equal(npos, np.diff(indptr)))
-        return {"weights": arr.weights, "table": rec, "totals": totals, "npos": npos,
-                "all_positive": all_positive}
+        all_positive = bool(np.array_equal(t["npos"], np.diff(indptr)))
+        return {"weights": arr.weights, **t, "all_positive": all_positive}
     if kind == "temporal":
         nt, et, has_nt, has_et = _time_args(arr)
-        tkey = np.empty(e, dtype=arr.time_dtype)
-        tsrc = np.empty(e, dtype=indices.dtype)
-        tpos = np.empty(e, dtype=np.int64)
-        MK.build_time_order(indptr, indices, nt, et, has_nt, has_et, tkey, tsrc, tpos)
-        return {"tkey": tkey, "tsrc": tsrc, "tpos": tpos}
+        MK.build_time_order(indptr, indices, nt, et, has_nt, has_et, t["tkey"], t["tsrc"],
+                            t["tpos"])
+        return t
     return {}
+
+
+def _table_layout(method: SamplingMethod, indptr: np.ndarray, indices: np.ndarray,
+                  arr) -> dict:
+    """``{name: (shape, dtype)}`` of the arrays :func:`_prepare` builds for ``method`` (its
+    scalars and the inputs it hands on are not in it): what the build allocates and what
+    :func:`_check_tables` expects of tables from elsewhere."""
+    n = indptr.shape[0] - 1
+    e = indices.shape[0]
+    if method.kind == "labor" and method.variates == "rotated":
+        return {"lsrc": ((e,), indices.dtype), "lpos": ((e,), np.dtype(np.int32)),
+                "lbase": ((e,), np.dtype(np.uint32))}
+    if method.kind == "weighted":
+        return {"table": ((e,), np.dtype(np.uint64)), "totals": ((n,), np.dtype(np.float64)),
+                "npos": ((n,), np.dtype(np.int64))}
+    if method.kind == "temporal":
+        return {"tkey": ((e,), arr.time_dtype), "tsrc": ((e,), indices.dtype),
+                "tpos": ((e,), np.dtype(np.int64))}
+    return {}
+
+
+_TABLE_PROBLEMS = {
+    "labor": ("lpos", "a position outside its node's in-edges", "lsrc", "not the edge's source",
+              "lbase", "not the source's base variate", "lbase", "out of order in its column"),
+    "weighted": ("table", "an alias offset outside its node's in-edges", "totals",
+                 "not the node's weight sum", "npos", "not the node's count of positive weights"),
+    "temporal": ("tpos", "a position outside its node's in-edges", "tsrc", "not the edge's source",
+                 "tkey", "not the edge's time", "tkey", "out of order in its column"),
+}
+
+
+def _check_tables(method: SamplingMethod, indptr: np.ndarray, indices: np.ndarray, arr,
+                  seed: int, tables) -> None:
+    """Raise ``GraphfeedError`` naming the table and the problem unless ``tables`` is what
+    :func:`_prepare` returns for these inputs, as far as the kernels rely on it (see
+    :meth:`NeighborSampler.check_tables`). ``indptr``/``indices`` are the checked graph's."""
+    from . import _method_kernels as MK
+
+    kind = method.kind
+    layout = _table_layout(method, indptr, indices, arr)
+    want = set(layout)
+    if kind == "labor" and layout:  # rotated variates
+        want.add("bkey")
+    elif kind == "weighted":
+        want |= {"weights", "all_positive"}
+    got = set(tables)
+    if got != want:
+        raise GraphfeedError(f"the {kind} tables are {sorted(got)}, expected {sorted(want)}")
+    for name, (shape, dtype) in layout.items():
+        a = tables[name]
+        if not isinstance(a, np.ndarray) or a.shape != shape or a.dtype != dtype:
+            what = (f"shape {a.shape}, dtype {a.dtype}" if isinstance(a, np.ndarray)
+                    else type(a).__name__)
+            raise GraphfeedError(f"table {name!r} has {what}; expected shape {shape}, dtype "
+                                 f"{np.dtype(dtype)}")
+    if not want:
+        return
+    if kind == "labor":
+        bkey = tables["bkey"]
+        if not isinstance(bkey, np.uint64) or bkey != np.uint64(labor_rotation(seed, 0)[0]):
+            raise GraphfeedError(f"table 'bkey' is {bkey!r}, not the base key of seed {seed}")
+        at, problem = MK.check_base_order(indptr, indices, bkey, tables["lsrc"], tables["lpos"],
+                                          tables["lbase"])
+        where = "edge"
+    elif kind == "weighted":
+        if tables["weights"] is not arr.weights:
+            raise GraphfeedError("table 'weights' is not the sampler's weights")
+        at, problem = MK.check_alias(indptr, arr.weights, tables["table"], tables["totals"],
+                                     tables["npos"])
+        where = "node"
+    else:
+        nt, et, has_nt, has_et = _time_args(arr)
+        at, problem = MK.check_time_order(indptr, indices, nt, et, has_nt, has_et,
+                                          tables["tkey"], tables["tsrc"], tables["tpos"])
+        where = "edge"
+    if at >= 0:
+        names = _TABLE_PROBLEMS[kind]
+        raise GraphfeedError(f"table {names[2 * problem - 2]!r}: {where} {at}: "
+                             f"{names[2 * problem - 1]}")
+    if kind == "weighted":
+        all_positive = bool(np.array_equal(tables["npos"], np.diff(indptr)))
+        if tables["all_positive"] is not all_positive:
+            raise GraphfeedError(f"table 'all_positive' is {tables['all_positive']!r}, not "
+                                 f"{all_positive}")
 
 
 def _latest(dtype) -> object:
