@@ -34,7 +34,7 @@ from .evaluate import default_eval_fanouts
 from .result import EpochStats, TrainResult
 
 #: what the fork server imports for the ranks besides graphfeed's core
-PRELOAD = ("graphfeed.models", "graphfeed.trainer.partitioned", "graphfeed.partition.dist")
+PRELOAD = ("graphfeed.models.gnn", "graphfeed.trainer.partitioned", "graphfeed.partition.dist")
 
 
 def check_config(cfg: TrainConfig) -> None:
