@@ -88,6 +88,8 @@ def train(cfg: TrainConfig, *, dataset=None, model: Optional[Callable] = None, o
     if cfg.partitions:
         from .trainer.partitioned import train_partitioned
 
+        if cfg.log:  # --partitions refuses --predict, --save and --resume itself
+            _check_output_path("--log", cfg.log)
         return train_partitioned(cfg, model=model, on_epoch=on_epoch)
     if cfg.nproc > 1 and int(os.environ.get("WORLD_SIZE", "1")) == 1:
         from .distributed import check_gpus_for_ranks, launch
