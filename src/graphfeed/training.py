@@ -46,7 +46,7 @@ def resolve_device(device: str, mode: str = "auto") -> str:
 
 
 #: what the ranks' fork server imports beyond graphfeed's core, so every rank shares those pages
-PRELOAD = ("graphfeed.training", "graphfeed.models", "graphfeed.trainer.loop")
+PRELOAD = ("graphfeed.training", "graphfeed.models.gnn", "graphfeed.trainer.loop")
 
 
 def _backend(cfg: TrainConfig, device: str) -> str:
@@ -77,7 +77,7 @@ def train(cfg: TrainConfig, *, dataset=None, model: Optional[Callable] = None, o
     - ``dataset``: an opened ``Dataset`` instead of ``cfg.dataset``.
     - ``model``: ``factory(in_dim, num_classes) -> nn.Module`` called as ``module(x, blocks)``
       (e.g. ``lambda i, c: StockModel(torch_geometric.nn.models.GCN(i, 64, 2, c))``, see
-      :mod:`graphfeed.trainer.adapter`); default: ``cfg.model`` from :mod:`graphfeed.models`.
+      :mod:`graphfeed.models.adapter`); default: ``cfg.model`` from :mod:`graphfeed.models`.
       With ``nproc > 1`` it must be picklable (a module-level function).
     - ``on_batch(epoch, batch_index)`` after each optimizer step; ``on_epoch(stats)`` after
       each epoch (its checkpoint is written by then). Either may raise to stop the run.
@@ -88,6 +88,8 @@ def train(cfg: TrainConfig, *, dataset=None, model: Optional[Callable] = None, o
     if cfg.partitions:
         from .trainer.partitioned import train_partitioned
 
+        if cfg.log:  # --partitions refuses --predict, --save and --resume itself
+            _check_output_path("--log", cfg.log)
         return train_partitioned(cfg, model=model, on_epoch=on_epoch)
     if cfg.nproc > 1 and int(os.environ.get("WORLD_SIZE", "1")) == 1:
         from .distributed import check_gpus_for_ranks, launch

@@ -92,6 +92,32 @@ def test_one_process_builds_private_tables_and_uniform_has_none():
     assert share_prepared(object(), World()) == "none"
 
 
+def test_share_prepared_asks_the_sampler_whether_it_has_tables():
+    """Not its class: a sampler says ``needs_tables`` (the interface's default is False)."""
+    import torch
+
+    from graphfeed.sampling.base import Sampler
+    from graphfeed.sampling.torch_sampler import TorchNeighborSampler
+
+    graph = ranks.make_graph(2000, 20000)
+    t = TorchNeighborSampler.from_graph(graph, [3, 3])
+    assert not t.needs_tables and share_prepared(t, World()) == "none" and dict(t.prepare()) == {}
+
+    class WithTables(Sampler):
+        needs_tables = True
+        num_nodes, fanouts = graph.num_nodes, (3,)
+        prepared = 0
+
+        def sample(self, seeds, *, epoch=0, batch_index=0, executor=None):
+            raise AssertionError("not sampled here")
+
+        def prepare(self, share=None):
+            WithTables.prepared += 1
+            return {"table": torch.zeros(1)}
+
+    assert share_prepared(WithTables(), World()) == "private" and WithTables.prepared == 1
+
+
 @pytest.fixture(scope="module")
 def data_root(tmp_path_factory):
     from graphfeed.datasets.synthetic import load_builtin

@@ -4,9 +4,10 @@ so ``import graphfeed.datasets`` is cheap."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._lazy import lazy_exports
 
-# submodule -> the names it exports
 # module -> the public names it defines, each imported on first use
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     ".format": ("Dataset", "DatasetWriter", "write_dataset"),
@@ -15,3 +16,11 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     ".estimate": ("estimate_memory", "MemoryEstimate", "class_balance", "ClassBalance"),
     ".importers": ("IMPORTERS", "prepare"),
 })
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .estimate import ClassBalance, MemoryEstimate, class_balance, estimate_memory
+    from .format import Dataset, DatasetWriter, write_dataset
+    from .importers import IMPORTERS, prepare
+    from .open import open_dataset
+    from .schema import FORMAT_VERSION, Metadata

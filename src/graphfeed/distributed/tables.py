@@ -80,9 +80,9 @@ def share_prepared(sampler, world: Optional[World] = None, *, private_copy: bool
     stores them first; the other local ranks map the same files (the page cache holds them
     once per machine). Ignored with ``private_copy=True``.
     """
-    from ..sampling.neighbor import NeighborSampler
+    from ..sampling.base import Sampler
 
-    if not isinstance(sampler, NeighborSampler) or not sampler.needs_tables:
+    if not isinstance(sampler, Sampler) or not sampler.needs_tables:
         return "none"
     world = World.from_env() if world is None else world
     if cache_dir is not None and not private_copy:

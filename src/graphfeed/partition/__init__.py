@@ -14,8 +14,11 @@ Nothing here imports numba or torch.distributed until a function that needs it i
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._lazy import lazy_exports
 
+# module -> the public names it defines, each imported on first use
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     ".book": "PartitionBook Part read_book load_part check_partition METHODS",
     ".partitioner": "partition_dataset assign_parts write_partition describe",
@@ -23,3 +26,11 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     ".dist": "Exchange DistNeighborSampler DistFeature",
     ".seeds": "PartItemSampler",
 })
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .book import METHODS, Part, PartitionBook, check_partition, load_part, read_book
+    from .dist import DistFeature, DistNeighborSampler, Exchange
+    from .keyed import KeyedNeighborSampler
+    from .partitioner import assign_parts, describe, partition_dataset, write_partition
+    from .seeds import PartItemSampler

@@ -58,6 +58,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     ".method": "SamplingMethod",
     ".neighbor": "NeighborSampler",
     ".torch_sampler": "TorchNeighborSampler",
+    ".torch_hetero": "TorchHeteroSampler",
     ".triton_sampler": "TritonNeighborSampler",
 }, eager=("SAMPLERS", "build_sampler"))
 

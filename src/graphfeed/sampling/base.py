@@ -6,9 +6,10 @@ The sampler returns ids only; a separate loader stage joins features and labels.
 from __future__ import annotations
 
 import abc
+import types
 from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import torch
 
@@ -207,6 +208,21 @@ class Sampler(abc.ABC):
         loader's, shared with feature reads); the chunks are leaf tasks that never submit
         more. ``None``: the sampler's own arrangement (serial, or a pool it owns). Samplers
         with a temporal method also take ``seed_times=`` (one time per seed)."""
+
+    @property
+    def needs_tables(self) -> bool:
+        """Whether :meth:`prepare` builds per-graph tables (derived from the graph and the
+        sampling method, O(E)) that ``graphfeed.distributed.share_prepared`` holds once per
+        machine. ``False`` here; a sampler that says ``True`` also has the ``method``, ``seed``
+        and ``graph`` that the shared tables' manifest is checked against."""
+        return False
+
+    def prepare(self, share: Optional[Callable[[Callable[[], dict], dict], dict]] = None):
+        """Build the per-graph tables now rather than on the first batch; returns them, a
+        read-only name -> array mapping. ``share(build, inputs) -> tables`` takes the build
+        over (``NeighborSampler.prepare`` documents it). Here: nothing to build, an empty
+        mapping."""
+        return types.MappingProxyType({})
 
     def with_fanouts(self, fanouts: Sequence[int]) -> "Sampler":
         """The same sampler (graph, seed, replacement, options) with other fanouts, sharing the

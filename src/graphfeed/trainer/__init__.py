@@ -5,8 +5,10 @@
 - ``evaluate``: evaluation fanouts and batch size, the evaluation loaders;
 - ``metrics``: accuracy, macro-F1, ROC-AUC (rank-based), the task's main metric;
 - ``checkpoint``: atomic, pickle-free checkpoints;
-- ``adapter``: PyG models on graphfeed mini-batches;
-- ``result``: ``EpochStats``, ``TrainResult``, ``RunsResult``.
+- ``report``: what every trainer reports the same way (the ``--log`` lines, the final line);
+- ``adapter``: ``graphfeed.models.adapter`` under its old name;
+- ``result``: ``EpochStats``, ``TrainResult``, ``RunsResult``;
+- ``link``, ``hetero``, ``hetero_link``, ``partitioned``: the other tasks' trainers.
 
 ``graphfeed.training`` holds the entry points (``train``, ``train_runs``) and places the data.
 The core (graph, sampling, features, loader, placement, distributed, datasets) never imports

@@ -10,9 +10,8 @@ from typing import Optional, Sequence
 from .._checks import check_float as _float
 from .._checks import check_int as _int
 from ..errors import GraphfeedError
+from ..models.names import MODEL_NAMES as MODELS  # the --model names
 
-#: model names accepted by ``--model`` (see ``graphfeed.models.build_model``)
-MODELS = ("sage", "gcn", "gat")
 #: a fanout above this is refused (``-1`` takes every neighbour; no GNN samples more per node)
 MAX_FANOUT = 100_000
 #: widest hidden layer accepted; a model that would not fit in memory is refused separately

@@ -260,7 +260,8 @@ def run_hetero(cfg, dataset, splits, device: str, rank: int, world_size: int,
     from .checkpoint import RunState
     from .metrics import compute_metrics, majority_class, task_for
     from .result import EpochStats, TrainResult
-    from .loop import _all_reduce, _epoch_line, _final_line, _majority, _warnings, save_predictions
+    from .loop import _all_reduce, _epoch_line, _majority, _warnings, save_predictions
+    from .report import final_line, log_epoch
     from .._memory import current_rss_bytes, peak_rss_bytes
 
     _check_cfg(cfg)
@@ -391,6 +392,7 @@ def run_hetero(cfg, dataset, splits, device: str, rank: int, world_size: int,
                             rss_bytes=current_rss_bytes())
             state.end_epoch(es, es.valid[task.main])
             say(_epoch_line(es, task))
+            log_epoch(cfg, es, rank)
             if state.finish_epoch(train_loader, es, on_epoch):
                 break
         if not result.epochs:
@@ -430,7 +432,7 @@ def run_hetero(cfg, dataset, splits, device: str, rank: int, world_size: int,
         result.mlp_test_acc = result.mlp_test["accuracy"]
     for w in result.warnings:
         say(f"graphfeed train: warning: {w}")
-    say(_final_line(result, task))
+    say(final_line(result))
     return result
 
 

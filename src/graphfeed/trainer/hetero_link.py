@@ -236,6 +236,7 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
                          type_placement)
     from .link import link_metrics
     from .loop import _all_reduce
+    from .report import final_line, log_epoch
     from .result import EpochStats, TrainResult
 
     ets = check_typed_link_dataset(cfg, dataset)
@@ -386,6 +387,7 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
                 rss_bytes=current_rss_bytes())
             state.end_epoch(es, es.valid["mrr"])
             say(_epoch_line(es))
+            log_epoch(cfg, es, rank)
             if state.finish_epoch(loader, es, on_epoch):
                 break
         if not result.epochs:
@@ -413,9 +415,5 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
             np.concatenate(pos) if pos else np.zeros(0),
             np.concatenate(neg) if neg else np.zeros((0, 1)))
     result.final_test_acc = float("nan")
-    test = ", ".join(f"{k} {v:.4f}" for k, v in result.test.items())
-    base = result.baselines["degree"]["test"]
-    say(f"{result.model}: best valid mrr {result.best_valid:.4f} at epoch {result.best_epoch}; "
-        f"test there: {test}; degree baseline test: mrr {base['mrr']:.4f}, roc_auc "
-        f"{base['roc_auc']:.4f}")
+    say(final_line(result))
     return result

@@ -40,6 +40,7 @@ from .evaluate import Evaluator, features_as_float, plan_eval
 from .checkpoint import RunState
 from .config import TrainConfig
 from .metrics import format_metrics, roc_auc
+from .report import final_line, log_epoch
 from .result import EpochStats, TrainResult
 
 #: the settings a resumed run must share with its checkpoint (``--resume``)
@@ -358,6 +359,7 @@ def train_link(cfg, dataset, plan, *, rank: int = 0, world_size: int = 1,
                 f"{format_metrics(es.valid)}  test {format_metrics(es.test)}  "
                 f"{es.seeds_per_s:,.0f} pairs/s  {es.seconds:.1f}s + eval "
                 f"{es.eval_seconds:.1f}s")
+            log_epoch(cfg, es, rank)
             if state.finish_epoch(loader, es, on_epoch):
                 break
         if not result.epochs:
@@ -376,9 +378,5 @@ def train_link(cfg, dataset, plan, *, rank: int = 0, world_size: int = 1,
     result.baselines = {"degree": {name: link_metrics(deg[s.pairs[1]], deg[s.negatives])
                                    for name, s in splits.items()}}
     result.final_test_acc = float("nan")
-    test = ", ".join(f"{k} {v:.4f}" for k, v in result.test.items())
-    base = result.baselines["degree"].get("test")
-    say(f"{result.model}: best valid mrr {result.best_valid:.4f} at epoch {result.best_epoch}; "
-        f"test there: {test}" + (f"; degree baseline test: mrr {base['mrr']:.4f}, roc_auc "
-                                 f"{base['roc_auc']:.4f}" if base else ""))
+    say(final_line(result))
     return result

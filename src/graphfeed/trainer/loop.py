@@ -7,7 +7,6 @@ number of epochs.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -24,6 +23,7 @@ from .config import TrainConfig
 from .evaluate import Evaluator, EvalPlan, features_as_float, unwrap
 from .metrics import Task, compute_metrics, format_metrics, is_better, majority_class, task_for
 from .._progress import bar
+from .report import final_line, log_epoch
 from .result import EpochStats, TrainResult
 
 #: bytes per parameter while training with Adam: the weight, its gradient and two moments
@@ -183,8 +183,7 @@ def run(setup: RunSetup, model_factory=None, *, on_batch=None, on_epoch=None) ->
                 es.peak_gpu_reserved_bytes = int(torch.cuda.max_memory_reserved(device))
             state.end_epoch(es, es.valid[task.main])
             say(_epoch_line(es, task))
-            if cfg.log and rank == 0:
-                _append_log(cfg.log, es)
+            log_epoch(cfg, es, rank)
             if state.finish_epoch(loader, es, on_epoch):
                 break
     finally:
@@ -208,7 +207,7 @@ def run(setup: RunSetup, model_factory=None, *, on_batch=None, on_epoch=None) ->
         result.predictions = write_predictions(setup, model, cfg.predict, cfg.predict_nodes)
     for w in result.warnings:
         say(f"graphfeed train: warning: {w}")
-    say(_final_line(result, task))
+    say(final_line(result))
     return result
 
 
@@ -224,18 +223,6 @@ def _epoch_line(es: EpochStats, task: Task) -> str:
         f"+ eval {es.eval_seconds:.1f}s  RSS {format_bytes(es.rss_bytes)} (peak "
         f"{format_bytes(es.peak_rss_bytes)}){gpu}"
     )
-
-
-def _final_line(r: TrainResult, task: Task) -> str:
-    test = ", ".join(f"{k} {v:.4f}" for k, v in r.test.items())
-    line = (f"{r.model}: best valid {task.main} {r.best_valid:.4f} at epoch {r.best_epoch}; "
-            f"test there: {test}")
-    if r.mlp_test is not None:
-        line += "; MLP baseline test: " + ", ".join(f"{k} {v:.4f}" for k, v in r.mlp_test.items())
-    if r.majority:
-        line += (f"; always class {r.majority['class']}: test accuracy "
-                 f"{r.majority['test_acc']:.4f}")
-    return line
 
 
 def _majority(labels: np.ndarray, cls: int, setup: RunSetup) -> dict:
@@ -260,15 +247,6 @@ def _warnings(r: TrainResult, task: Task) -> list:
     if task.kind == "binary" and math.isfinite(auc) and auc <= 0.5 + 1e-9:
         out.append(f"valid ROC-AUC {auc:.4f}: no better than chance")
     return out
-
-
-def _append_log(path, es: EpochStats) -> None:
-    try:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(es.to_dict(), allow_nan=False) + "\n")
-            f.flush()
-    except OSError as e:
-        raise GraphfeedError(f"cannot write the epoch log {path}: {e.strerror or e}") from None
 
 
 def train_mlp_baseline(setup: RunSetup, task: Task) -> dict:

@@ -31,10 +31,11 @@ import numpy as np
 from ..errors import GraphfeedError
 from .config import TrainConfig
 from .evaluate import default_eval_fanouts
+from .report import final_line, log_epoch
 from .result import EpochStats, TrainResult
 
 #: what the fork server imports for the ranks besides graphfeed's core
-PRELOAD = ("graphfeed.models", "graphfeed.trainer.partitioned", "graphfeed.partition.dist")
+PRELOAD = ("graphfeed.models.gnn", "graphfeed.trainer.partitioned", "graphfeed.partition.dist")
 
 
 def check_config(cfg: TrainConfig) -> None:
@@ -135,7 +136,7 @@ def _loop(cfg: TrainConfig, world, model_factory, on_epoch) -> TrainResult:
     import torch
     import torch.nn.functional as F
 
-    from .._memory import peak_rss_bytes
+    from .._memory import current_rss_bytes, peak_rss_bytes
     from ..models import build_model
     from ..partition.book import load_part, read_book
     from ..partition.dist import (CacheStats, DistFeature, DistNeighborSampler, Exchange,
@@ -233,7 +234,8 @@ def _loop(cfg: TrainConfig, world, model_factory, on_epoch) -> TrainResult:
                 seeds_per_s=seen / secs if secs else 0.0,
                 batches_per_s=batches / secs if secs else 0.0, seconds=secs,
                 peak_rss_bytes=peak_rss_bytes(), valid={"accuracy": valid},
-                test={"accuracy": test}, eval_seconds=time.perf_counter() - t1)
+                test={"accuracy": test}, eval_seconds=time.perf_counter() - t1,
+                rss_bytes=current_rss_bytes())
             result.epochs.append(es)
             if not valid <= result.best_valid_acc:  # NaN-safe: the first epoch always counts
                 result.best_epoch, result.best_valid_acc, result.test_acc = epoch, valid, test
@@ -242,11 +244,11 @@ def _loop(cfg: TrainConfig, world, model_factory, on_epoch) -> TrainResult:
                 f"{valid:.4f} test_acc {test:.4f} | rank 0 training: {es.seeds_per_s:,.0f} "
                 f"seeds/s, {ex_s:.1f} s in exchanges (loader thread) in {secs:.1f} s, "
                 f"{mb_in:,.1f} MB received, remote feature cache hit rate {hit_rate:.1%}")
+            log_epoch(cfg, es, world.rank)
             if on_epoch is not None:
                 on_epoch(es)
         result.final_test_acc = result.epochs[-1].test_acc if result.epochs else float("nan")
-        say(f"graphfeed train: best valid_acc {result.best_valid_acc:.4f} at epoch "
-            f"{result.best_epoch}, test_acc there {result.test_acc:.4f}")
+        say(final_line(result))
         return result
     finally:
         train_loader.close()

@@ -3,7 +3,7 @@ the MLP baseline.
 
 Every model is called as ``model(x, blocks)``: ``x`` float ``(len(input_nodes), in_dim)``, one
 ``Block`` per layer, output ``(num_seeds, out_dim)`` logits. Layer ``i`` runs on ``blocks[i]``
-through :func:`graphfeed.trainer.adapter.apply_conv`, so SAGEConv and GATConv get the bipartite
+through :func:`graphfeed.models.adapter.apply_conv`, so SAGEConv and GATConv get the bipartite
 ``(x_src, x_dst)`` pair and GCNConv runs on the block's union node set.
 
 PyG is an optional extra (``graphfeed[pyg]``), imported when a model is built.
@@ -17,11 +17,12 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from .errors import MissingDependencyError
-from .sampling.base import Block
-from .trainer.config import MODELS as MODEL_NAMES
+from ..errors import MissingDependencyError
+from ..sampling.base import Block
+from .names import MODEL_NAMES
+from .adapter import apply_conv
 
-__all__ = ["BlockGNN", "GraphSAGE", "GCN", "GAT", "MLP", "build_model", "MODEL_NAMES"]
+__all__ = ["BlockGNN", "GraphSAGE", "GCN", "GAT", "MLP", "build_model", "parameter_count"]
 
 
 def _pyg_nn():
@@ -50,8 +51,6 @@ class BlockGNN(nn.Module):
         self.input_dropout = input_dropout
 
     def _layer(self, conv: nn.Module, x: torch.Tensor, block: Block) -> torch.Tensor:
-        from .trainer.adapter import apply_conv
-
         return apply_conv(conv, x, block)
 
     def forward(self, x: torch.Tensor, blocks: Sequence[Block]) -> torch.Tensor:

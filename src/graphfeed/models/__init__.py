@@ -1,0 +1,26 @@
+"""Models over sampled blocks: the floor below ``trainer/`` (it never imports the trainer).
+
+- :mod:`.gnn`: ``GraphSAGE`` / ``GCN`` / ``GAT`` over blocks (PyG layers), ``build_model`` (the
+  ``--model`` names), ``parameter_count``, the ``MLP`` baseline;
+- :mod:`.adapter`: PyG models on graphfeed mini-batches (``apply_conv``, ``to_data``,
+  ``StockModel``, ``LayerwiseModel``), also importable as ``graphfeed.trainer.adapter``.
+
+Importing this package imports no torch (``trainer/config.py`` and the CLI's parser read
+``MODEL_NAMES``); the names below load on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+from .names import MODEL_NAMES
+
+# module -> the public names it defines, each imported on first use
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    ".gnn": "BlockGNN GraphSAGE GCN GAT MLP build_model parameter_count",
+}, eager=("MODEL_NAMES",))
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .gnn import GAT, GCN, MLP, BlockGNN, GraphSAGE, build_model, parameter_count
