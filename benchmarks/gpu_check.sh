@@ -3,7 +3,8 @@
 # the three CUDA modes on `medium` (with and without expandable segments), the allocator
 # comparison and the multi-process run. Writes OUTDIR/summary.json plus one log per step.
 # Usage (repository root, on a machine with a GPU): benchmarks/gpu_check.sh OUTDIR [--only a,b]
-# (--only: the steps whose names start with a or b; see benchmarks/gpu_check.py)
+# (--only: groups sized for one 10-minute call, tests-a, tests-b, bench, train, methods, task,
+# or step-name prefixes; see benchmarks/gpu_check.py)
 # Python: $PYTHON, else .venv/bin/python when present, else python3 (with graphfeed's src on the
 # path, so a machine whose python3 already has torch, numba and PyG needs no install; the LMDB
 # tests need the `lmdb` package and skip without it).
@@ -17,5 +18,12 @@ if [ -z "$py" ]; then
   if [ -x .venv/bin/python ]; then py=.venv/bin/python; else py=python3; fi
 fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+# caches inside the repository (ignored by git): the next call on the same machine reuses the
+# generated datasets and the compiled numba and triton kernels
+cache="$PWD/.gpu-cache"
+export GRAPHFEED_HOME="${GRAPHFEED_HOME:-$cache/graphfeed}"
+export NUMBA_CACHE_DIR="${NUMBA_CACHE_DIR:-$cache/numba}"
+export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$cache/triton}"
+mkdir -p "$GRAPHFEED_HOME" "$NUMBA_CACHE_DIR" "$TRITON_CACHE_DIR"
 mkdir -p "$1"
 exec "$py" benchmarks/gpu_check.py "$@"
