@@ -91,6 +91,9 @@ def write_typed_link_dataset(path, *, graph, splits: Mapping, negatives: Optiona
             raise DatasetError(f"negatives of split {sname!r}, which is not one of the splits "
                                f"{sorted(splits)}")
         add("negative_dst", sname + NEG_SUFFIX, by_type, "negatives")
+    from .link import check_train_pairs
+
+    check_train_pairs(splits, path)
     parts = HeteroParts(graph, type_features or {})
     with DatasetWriter(path, overwrite=overwrite) as w:
         w.save_array("graph/indptr.npy", np.asarray(graph.csc.indptr, dtype=np.int64))

@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import DatasetError, GraphfeedError
 from ._link_checks import NEG_SUFFIX
 
-__all__ = ["LINK_SPLITS", "write_link_dataset", "random_edge_split", "without_pairs",
+__all__ = ["LINK_SPLITS", "check_train_pairs", "write_link_dataset", "random_edge_split", "without_pairs",
            "graph_pairs"]
 
 #: the splits a link trainer reads (``train`` required)
@@ -65,6 +65,7 @@ def write_link_dataset(path, *, graph, node_features: Mapping, splits: Mapping,
         arrays[sname + NEG_SUFFIX] = ("negative_dst", _to_numpy(neg, f"negatives {sname!r}"))
     for fname in node_features:
         check_name(fname, f"{path}: node feature")
+    check_train_pairs({k: a for k, (kind, a) in arrays.items() if kind == "node_pairs"}, path)
     with DatasetWriter(path, overwrite=overwrite) as w:
         w.save_array("graph/indptr.npy", np.asarray(graph.indptr, dtype=np.int64))
         w.save_array("graph/indices.npy", np.asarray(graph.indices))
@@ -92,6 +93,18 @@ def write_link_dataset(path, *, graph, node_features: Mapping, splits: Mapping,
                          feats, specs, TaskSpec("link_prediction", "", 0), {}, dict(extra or {}))
         w.finish(meta)
     return path
+
+
+def check_train_pairs(splits: Mapping, path) -> None:
+    """Refuse a link dataset with nothing to train on: a ``train`` split that holds no pairs
+    (``splits``: split name -> ``(2, P)`` pairs, or a dict of them per edge type). A missing or
+    wrongly shaped ``train`` is left to the writer's own checks and messages."""
+    train = splits.get("train")
+    if train is None:
+        return
+    parts = list(train.values()) if isinstance(train, Mapping) else [train]
+    if all(np.ndim(p) == 2 and np.shape(p)[1] == 0 for p in parts):
+        raise DatasetError(f"{path}: the train split holds no edge pairs; nothing to train on")
 
 
 # --------------------------------------------------------------------------- graph helpers

@@ -117,6 +117,30 @@ class SplitRule:
         return {k: np.sort(v).astype(np.int64) for k, v in zip(SPLIT_NAMES, parts)}
 
 
+def check_trainable(split_sets: Mapping[str, list], labels: np.ndarray, splits, what: str) -> None:
+    """Refuse a node-classification dataset with nothing to train on: no labelled node
+    (``labels`` int64, -1 = unlabelled), or an empty ``train`` split in any split set.
+    ``split_sets``: split name -> list of id arrays; ``splits``: what the caller was given (a
+    :class:`SplitRule` or files), for the message; ``what``: where the labels came from."""
+    if not (labels >= 0).any():
+        raise DatasetError(f"{what}: no node has a label ({labels.shape[0]} nodes, every label "
+                           f"missing); nothing to train on")
+    for i, ids in enumerate(split_sets.get("train", ())):
+        if ids.shape[0]:
+            continue
+        n = int((labels >= 0).sum())
+        at = f" (split set {i})" if len(split_sets["train"]) > 1 else ""
+        if isinstance(splits, SplitRule):
+            rule = ",".join(f"{v:g}" for v in splits.sizes)
+            raise DatasetError(f"--split {splits.kind + ':' if splits.kind != 'random' else ''}"
+                               f"{rule} leaves the train split empty ({n} labelled nodes); nothing "
+                               f"to train on")
+        given = splits.get("train") if isinstance(splits, Mapping) else None
+        given = given if isinstance(given, (list, tuple)) else [given]
+        src = ", ".join(str(g) for g in given if isinstance(g, (str, os.PathLike))) or "the given ids"
+        raise DatasetError(f"split 'train'{at} ({src}) holds no node ids; nothing to train on")
+
+
 @dataclass(frozen=True)
 class Labels:
     """Node labels as int64 (``-1`` = unlabelled) and, for string labels, the class names
@@ -519,6 +543,15 @@ def _prepare(out, *, edges, features, labels, splits, num_classes, num_nodes, un
             check_num_classes(num_classes, num_nodes)
             if top > num_classes:
                 raise DatasetError(f"{lname}: labels go up to {top - 1}, but num_classes = {num_classes}")
+        if isinstance(splits, SplitRule):
+            split_sets = {k: [v] for k, v in splits.apply(y, int(num_classes)).items()}
+        else:
+            split_sets = {}
+            for k, v in (splits or {}).items():
+                check_name(k, f"{out}: split")
+                srcs = v if isinstance(v, (list, tuple)) else [v]
+                split_sets[k] = [ids for src in srcs for ids in load_split_sets(src, f"split {k!r}", num_nodes)]
+        check_trainable(split_sets, y, splits, lname)
         rel = feature_path(target)
         w.save_array(rel, y)
         specs[target] = ArraySpec(rel, "int64", (num_nodes,))
@@ -535,14 +568,6 @@ def _prepare(out, *, edges, features, labels, splits, num_classes, num_nodes, un
         )
         efeats = {n: ArraySpec(value_rels[n], dtype_name(dt), (res.num_edges,))
                   for n, (_, dt) in res.values.items() if n != "weight"}
-        if isinstance(splits, SplitRule):
-            split_sets = {k: [v] for k, v in splits.apply(y, int(num_classes)).items()}
-        else:
-            split_sets = {}
-            for k, v in (splits or {}).items():
-                check_name(k, f"{out}: split")
-                srcs = v if isinstance(v, (list, tuple)) else [v]
-                split_sets[k] = [ids for src in srcs for ids in load_split_sets(src, f"split {k!r}", num_nodes)]
         num_sets = max((len(v) for v in split_sets.values()), default=1)
         split_specs = {}
         for sname, sets in split_sets.items():

@@ -35,7 +35,7 @@ from ..._memory import peak_rss_bytes
 from ...errors import DatasetError
 from .._readers import (EdgeSource, TextBlocks, data_lines, load_array_file, load_npz,
                         looks_like_header, split_npz_key)
-from . import PrepareReport, SplitRule, load_split_sets, read_labels
+from . import PrepareReport, SplitRule, check_trainable, load_split_sets, read_labels
 
 ORIG_ID = "orig_id"
 
@@ -361,6 +361,10 @@ def prepare_generic_hetero(
                            f"{[ntypes[int(i)] for i in labelled]}; name the target with "
                            f"--target-type")
     y = np.where(ntype == tt, y, -1)
+    if not (y >= 0).any():
+        raise DatasetError(f"{lname}: no node of the target type {ntypes[tt]!r} has a label "
+                           f"(labelled nodes are of types {[ntypes[int(i)] for i in labelled]}); "
+                           f"nothing to train on")
     if num_classes is None:
         num_classes = len(lab.class_names) if lab.class_names else (
             int(y.max()) + 1 if y.size and y.max() >= 0 else 1)
@@ -389,6 +393,7 @@ def prepare_generic_hetero(
     num_sets = max((len(v) for v in split_sets.values()), default=1)
     if num_sets > 1:
         raise DatasetError("a heterogeneous import takes one set per split")
+    check_trainable(split_sets, y, splits, lname)
     type_feats = {}
     for tname, a, b in zip(ntypes, offsets[:-1], offsets[1:]):
         if b > a:

@@ -101,6 +101,9 @@ def prepare_ogbl(src, out, *, split_name: Optional[str] = None, undirected: bool
         if f is None:
             raise DatasetError(f"{folder}: missing {k}.csv.gz (one 'src,dst' pair per line)")
         splits[k] = np.ascontiguousarray(read_int_table(f, 2).T)
+        if k == "train" and splits[k].shape[1] == 0:
+            raise DatasetError(f"{f}: no 'src,dst' pairs; the train split is empty, nothing to "
+                               f"train on")
         f = _find(folder, f"{k}_neg")
         if f is not None:
             neg = np.concatenate([b for b, _ in read_float_blocks(f, dtype=np.float64)])
@@ -160,7 +163,13 @@ def prepare_link_split(src, out, *, split=None, undirected: bool = False, dedupe
             raise DatasetError(f"prepare link-split: --split takes edge fractions like "
                                f"0.85,0.05,0.1, got a {split.kind} rule")
         fractions, seed = split.sizes, split.seed
+        if fractions[0] == 0:
+            raise DatasetError(f"prepare link-split: --split {','.join(f'{v:g}' for v in fractions)} "
+                               f"gives the train split no edges; nothing to train on")
     ds = Dataset.open(src)
+    if ds.num_edges == 0:
+        raise DatasetError(f"prepare link-split: {src} has 0 edges; there are no edge pairs to "
+                           f"split, nothing to train on")
     if relation or getattr(ds, "hetero", None) is not None:  # typed pairs of given relations
         from ..hetero_link import split_typed_dataset
 

@@ -25,7 +25,7 @@ import numpy as np
 from ..._memory import peak_rss_bytes
 from ...errors import DatasetError
 from .._readers import read_float_blocks, read_int_table
-from . import PrepareReport, load_ids, read_labels
+from . import PrepareReport, check_trainable, load_ids, read_labels
 from .ogb import _find, split_files
 
 
@@ -135,6 +135,8 @@ def prepare_ogb_hetero(src, out, *, split_name: Optional[str] = None, split=None
                 raise DatasetError(f"{f}: ids must be in [0, {counts[target]}) of node type "
                                    f"{target!r}")
             local[k] = ids
+    check_trainable({k: [v] for k, v in local.items()}, y,
+                    split if split is not None else split_files(src, split_name, target), str(lf))
     labels = np.full(g.num_nodes, -1, dtype=np.int64)
     labels[off:off + counts[target]] = y
     path = write_dataset(out, graph=g.csc, node_features={"label": labels},
