@@ -252,7 +252,7 @@ def read_labels(source: ArraySource, num_nodes: Optional[int] = None, *, label_c
     from .._readers import load_array_file
 
     name = _source_name(source, "labels")
-    ids = None
+    ids = lines = None
     if isinstance(source, (str, os.PathLike)):
         a = load_array_file(source, what="labels")
         if a is None:
@@ -263,7 +263,7 @@ def read_labels(source: ArraySource, num_nodes: Optional[int] = None, *, label_c
         a = a[:, 0]
     if a.ndim != 1:
         raise DatasetError(f"{name}: labels must be 1-D (one per node), got shape {a.shape}")
-    values, class_names = _label_values(a, name)
+    values, class_names = _label_values(a, name, lines)
     if ids is None:
         if num_nodes is not None and values.shape[0] != num_nodes:
             raise DatasetError(f"{name} has {values.shape[0]} labels but {count_from or 'num_nodes'} says "
@@ -279,7 +279,9 @@ def load_labels(source: ArraySource, num_nodes: Optional[int] = None) -> np.ndar
     return read_labels(source, num_nodes).values
 
 
-def _label_values(a: np.ndarray, name: str):
+def _label_values(a: np.ndarray, name: str, lines: Optional[np.ndarray] = None):
+    """``(int64 labels, class names or None)`` of 1-D labels ``a``; ``lines``: the text line of
+    each label (for messages), when they come from a table."""
     if a.dtype.kind in "US":
         text = a.astype(str)
         missing = np.isin(text, _MISSING)
@@ -287,9 +289,14 @@ def _label_values(a: np.ndarray, name: str):
             a = np.where(missing, "nan", text).astype(np.float64)
         except ValueError:  # not numbers: classes by name
             names, inv = np.unique(text[~missing], return_inverse=True)
+            numeric = np.array([_is_int(t) for t in names], dtype=bool)
+            if numeric.any() and not numeric.all():
+                _refuse_mixed_labels(text, missing, names, numeric, numeric[inv].mean() >= 0.5,
+                                     name, lines)
+            rank = _class_order(names, numeric)
             out = np.full(text.shape[0], -1, dtype=np.int64)
-            out[~missing] = inv
-            return out, tuple(str(x) for x in names)
+            out[~missing] = rank[inv]
+            return out, tuple(str(x) for x in names[np.argsort(rank)])
     if a.dtype.kind == "f":
         bad = ~np.isnan(a) & ((a != np.floor(a)) | (np.abs(a) > 2.0**62))
         if bad.any():
@@ -304,6 +311,32 @@ def _label_values(a: np.ndarray, name: str):
     if a.size and a.min() < -1:
         raise DatasetError(f"{name}: label {int(a.min())} is negative (use -1 for unlabelled nodes)")
     return a, None
+
+
+def _class_order(names: np.ndarray, numeric: np.ndarray) -> np.ndarray:
+    """The class index of each of the sorted unique ``names``: text order, except that names
+    that are all integers are ordered by value ('2' before '10'), so a class keeps its number."""
+    if names.size and numeric.all():
+        order = np.argsort(np.array([int(t) for t in names], dtype=object), kind="stable")
+    else:
+        order = np.arange(names.size)
+    rank = np.empty(names.size, dtype=np.int64)
+    rank[order] = np.arange(names.size, dtype=np.int64)
+    return rank
+
+
+def _refuse_mixed_labels(text, missing, names, numeric, mostly_int: bool, name: str, lines) -> None:
+    """Labels that mix integers and text: an error naming the first token of the minority kind
+    and its line (or position), never a class of its own (one stray ``x`` among integer labels
+    would otherwise make every label a string class)."""
+    bad_names = names[~numeric] if mostly_int else names[numeric]
+    good = (names[numeric] if mostly_int else names[~numeric])[0]
+    i = int(np.flatnonzero(np.isin(text, bad_names) & ~missing)[0])
+    at = f"line {int(lines[i])}" if lines is not None else f"node {i}"
+    what = ("is not an integer, but the other labels are" if mostly_int
+            else "is an integer, but the other labels are class names")
+    raise DatasetError(f"{name}: {at}: label {str(text[i])!r} {what} (e.g. {str(good)!r}); fix it, or "
+                       f"leave the field empty for an unlabelled node")
 
 
 def _scatter_by_id(ids, values, lines, num_nodes, name: str, count_from: str) -> np.ndarray:
