@@ -17,7 +17,7 @@ import tempfile
 import threading
 import tokenize
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO, Callable, Iterator, Optional
 
 import numpy as np
 
@@ -167,6 +167,23 @@ def load_npy(path: str | os.PathLike, *, mmap: bool = True) -> np.ndarray:
     return arr
 
 
+def _rename_new(tmp: Path, final: Path) -> None:
+    """Rename folder ``tmp`` to ``final``, which must not exist: a ``final`` that another writer
+    published meanwhile is a ``FileExistsError``, never replaced. ``rename`` itself refuses a
+    non-empty target folder atomically (``ENOTEMPTY``/``EEXIST``), so the check and the rename
+    cannot race past a published result (at worst an empty folder is taken over)."""
+    exists = FileExistsError(f"{final} already exists (pass overwrite=True / --overwrite to "
+                             f"replace it)")
+    if final.exists() or final.is_symlink():
+        raise exists
+    try:
+        os.rename(tmp, final)
+    except OSError as e:
+        if e.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
+            raise exists from None
+        raise
+
+
 @contextlib.contextmanager
 def atomic_dir(
     final: str | os.PathLike, *, overwrite: bool = False, markers: tuple = ()
@@ -181,7 +198,7 @@ def atomic_dir(
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists() and not overwrite:
-        raise FileExistsError(f"{final} already exists (pass overwrite=True to replace it)")
+        raise FileExistsError(f"{final} already exists (pass overwrite=True / --overwrite to replace it)")
     if final.exists() or final.is_symlink():
         if not final.is_dir() or final.is_symlink():
             raise FileExistsError(f"refusing to replace {final}: it is not a folder")
@@ -196,17 +213,77 @@ def atomic_dir(
         yield tmp
         apply_umask(tmp, fsync=True)  # mkdtemp makes 0700; stores such as LMDB pick their own modes
         fsync_dir(tmp)
-        if final.exists():
+        if overwrite and final.exists():
             old = final.with_name(f".{final.name}.old-{os.getpid()}")
             os.replace(final, old)
             os.replace(tmp, final)
             shutil.rmtree(old, ignore_errors=True)
         else:
-            os.replace(tmp, final)
+            _rename_new(tmp, final)
         fsync_dir(final.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def recover_interrupted_swap(final: str | os.PathLike, markers: tuple) -> Optional[Path]:
+    """Repair what an interrupted replacement of folder ``final`` (:func:`atomic_dir` with
+    ``overwrite=True``) left behind; call it holding :func:`publish_lock`.
+
+    The replacement publishes in two renames (``final -> .final.old-PID``, then the new folder
+    ``-> final``) and then deletes the old copy. Killed between the renames, ``final`` is missing
+    and the previous complete folder (one holding a file of ``markers``) sits in
+    ``.final.old-PID``: it is renamed back (the new one was never published). Killed after the
+    second rename, the ``.old-*`` copies are garbage and are removed. Returns ``final`` when it
+    was restored, else ``None``.
+    """
+    final = Path(final)
+    olds = [p for p in final.parent.glob(f".{final.name}.old-*") if p.is_dir() and not p.is_symlink()]
+    if not olds:
+        return None
+    restored = None
+    if not (final.exists() or final.is_symlink()):
+        complete = [p for p in olds if any((p / m).is_file() for m in markers)]
+        if complete:
+            restored = max(complete, key=lambda p: p.stat().st_mtime)
+            os.replace(restored, final)
+            fsync_dir(final.parent)
+            olds.remove(restored)
+    for p in olds:
+        shutil.rmtree(p, ignore_errors=True)
+    return final if restored is not None else None
+
+
+@contextlib.contextmanager
+def publish_lock(final: str | os.PathLike, markers: tuple, *, wait: bool = False,
+                 what: str = "this folder") -> Iterator[None]:
+    """One writer at a time for the folder ``final`` that :func:`atomic_dir` publishes: an
+    exclusive ``flock`` on the hidden sibling ``.name.lock``. ``wait=False``: another holder
+    is a ``DatasetError`` (``"another process is writing {what} right now"``); ``wait=True``:
+    wait for it (then ``final`` may exist: the caller's ``atomic_dir`` refuses it without
+    ``overwrite``). Holding the lock, the temporary folders a killed writer left
+    (``.name.tmp-*``) are garbage and are removed, and an interrupted ``overwrite`` swap is
+    repaired (:func:`recover_interrupted_swap`), when the lock is taken (after a kill) and when
+    it is released (after an exception)."""
+    import fcntl
+
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(final.parent / f".{final.name}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            raise DatasetError(f"{final}: another process is writing {what} right now") from None
+        for stale in final.parent.glob(f".{final.name}.tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        recover_interrupted_swap(final, markers)
+        try:
+            yield
+        finally:
+            recover_interrupted_swap(final, markers)
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager

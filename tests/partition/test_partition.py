@@ -112,7 +112,8 @@ def test_a_failed_write_publishes_nothing(tiny_dataset, tmp_path, monkeypatch):
     monkeypatch.setattr(partitioner, "_copy_rows", boom)
     with pytest.raises(OSError):
         partition_dataset(tiny_dataset, tmp_path / "p", 2, method="random")
-    assert list(tmp_path.iterdir()) == []
+    # only the writers' lock file (.p.lock, as prepare leaves .OUT.lock) remains
+    assert [p.name for p in tmp_path.iterdir()] == [".p.lock"]
 
 
 def test_check_finds_a_corrupt_part(tiny_dataset, tmp_path):

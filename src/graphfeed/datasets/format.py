@@ -19,17 +19,16 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import fcntl
 import os
-import shutil
 import sys
 from pathlib import Path
-from typing import Iterator, Mapping, Optional
+from typing import Mapping, Optional
 
 import numpy as np
 
 from .._checks import check_int
-from .._io import atomic_dir, fsync_dir, save_npy
+from .._io import atomic_dir, publish_lock, save_npy
+from .._io import recover_interrupted_swap as _recover_swap
 from ..errors import DatasetError, GraphfeedError
 from .schema import (
     FORMAT_VERSION,
@@ -52,54 +51,10 @@ from .schema import (
 __all__ = ["Dataset", "DatasetWriter", "write_dataset", "FORMAT_VERSION", "METADATA_FILE"]
 
 # --------------------------------------------------------------------------- writing
-@contextlib.contextmanager
-def _publish_lock(final: Path) -> Iterator[None]:
-    """One writer per output folder. While we hold the lock, temporary folders left by a killed
-    writer (``.name.tmp-*``) are garbage and are removed, and an ``--overwrite`` swap that was
-    interrupted between its two renames is repaired (:func:`recover_interrupted_swap`), both
-    when the lock is taken (after a kill) and when it is released (after an exception)."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = final.parent / f".{final.name}.lock"
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise DatasetError(f"{final}: another process is writing this dataset right now") from None
-        for stale in final.parent.glob(f".{final.name}.tmp-*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        recover_interrupted_swap(final)
-        try:
-            yield
-        finally:
-            recover_interrupted_swap(final)
-    finally:
-        os.close(fd)
-
-
 def recover_interrupted_swap(final: Path) -> Optional[Path]:
-    """Repair what an interrupted replacement of ``final`` left behind; call it holding the lock.
-
-    ``--overwrite`` publishes in two renames (``final -> .final.old-PID``, then the new folder
-    ``-> final``) and then deletes the old copy. Killed between the renames, ``final`` is missing
-    and the previous complete dataset sits in ``.final.old-PID``: it is renamed back (the new one
-    was never published). Killed after the second rename, the ``.old-*`` copies are garbage and
-    are removed. Returns the restored folder, or ``None``.
-    """
-    olds = [p for p in final.parent.glob(f".{final.name}.old-*") if p.is_dir() and not p.is_symlink()]
-    if not olds:
-        return None
-    restored = None
-    if not (final.exists() or final.is_symlink()):
-        complete = [p for p in olds if (p / METADATA_FILE).is_file()]
-        if complete:
-            restored = max(complete, key=lambda p: p.stat().st_mtime)
-            os.replace(restored, final)
-            fsync_dir(final.parent)
-            olds.remove(restored)
-    for p in olds:
-        shutil.rmtree(p, ignore_errors=True)
-    return final if restored is not None else None
+    """:func:`graphfeed._io.recover_interrupted_swap` for a dataset folder (complete: it holds
+    ``graphfeed.json``); call it holding the folder's :func:`~graphfeed._io.publish_lock`."""
+    return _recover_swap(final, (METADATA_FILE,))
 
 
 class DatasetWriter:
@@ -127,7 +82,7 @@ class DatasetWriter:
         if self.out.exists() and not self.overwrite:
             raise FileExistsError(f"{self.out} already exists (pass overwrite=True / --overwrite to replace it)")
         with self._stack as stack:
-            stack.enter_context(_publish_lock(self.out))
+            stack.enter_context(publish_lock(self.out, (METADATA_FILE,), what="this dataset"))
             self.root = stack.enter_context(
                 atomic_dir(self.out, overwrite=self.overwrite, markers=(METADATA_FILE,))
             )

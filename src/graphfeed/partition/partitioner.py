@@ -21,7 +21,7 @@ from typing import Optional
 import numpy as np
 
 from .._checks import check_int
-from .._io import atomic_dir, save_npy
+from .._io import atomic_dir, publish_lock, save_npy
 from ..errors import GraphfeedError, MissingDependencyError
 from . import _kernels as K
 from .book import (BOOK_FILE, BOOK_FORMAT, BOOK_VERSION, METHODS, PartitionBook, check_partition,
@@ -119,7 +119,10 @@ def write_partition(dataset, out, part_of: np.ndarray, *, method: str, seed: int
         if "train" in splits else np.zeros(parts, np.int64)
     edges_per_part = np.zeros(parts, np.int64)
     out = Path(out)
-    with atomic_dir(out, overwrite=overwrite, markers=(BOOK_FILE,)) as tmp:
+    # one writer at a time (a second waits, then finds OUT there and is refused without
+    # overwrite); leftovers of a killed run are cleared and an interrupted swap is undone
+    with publish_lock(out, (BOOK_FILE,), wait=True, what="this partition"), \
+            atomic_dir(out, overwrite=overwrite, markers=(BOOK_FILE,)) as tmp:
         (tmp / "book").mkdir()
         save_npy(tmp / "book/orig_ids.npy", orig_ids, fsync=False)
         for k in range(parts):
