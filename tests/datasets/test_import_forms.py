@@ -185,6 +185,7 @@ def test_edge_weights_and_timestamps(base, capsys):
     first = {}
     for a, b, c, d in zip(src, dst, t, w):
         first.setdefault((a, b), (c, d))
+    for a, b, c, d in zip(src, dst, t, w):  # a reverse only where the input lacks the pair
         if a != b:
             first.setdefault((b, a), (c, d))
     cols = np.repeat(np.arange(N), np.diff(ref.indptr))

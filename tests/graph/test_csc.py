@@ -14,15 +14,20 @@ from graphfeed.graph.csc import INT32_MAX, CSCGraph, index_dtype
 
 def reference_columns(src, dst, num_nodes, weights, add_reverse, drop_self_loops, drop_duplicates):
     """Per destination, the (source, weight) list in the documented order: input order, each
-    edge's reverse right after it, first copy kept when dropping duplicates."""
-    cols = [[] for _ in range(num_nodes)]
+    edge's reverse right after it unless the input holds that reverse itself, first copy kept
+    when dropping duplicates."""
+    tagged = [[] for _ in range(num_nodes)]
     for e, (s, d) in enumerate(zip(src, dst)):
         w = None if weights is None else weights[e]
         if s == d and drop_self_loops:
             continue
-        cols[d].append((s, w))
+        tagged[d].append((s, w, False))
         if add_reverse and s != d:
-            cols[s].append((d, w))
+            tagged[s].append((d, w, True))
+    cols = []
+    for col in tagged:
+        given = {s for s, _, rev in col if not rev}
+        cols.append([(s, w) for s, w, rev in col if not (rev and s in given)])
     if drop_duplicates:
         deduped = []
         for col in cols:

@@ -21,7 +21,7 @@ from . import _args, _output
 
 DEFAULTS = (
     "Defaults: edges are kept only in their stored direction (src -> dst; --undirected adds the "
-    "reverse of every edge); self loops and repeated edges are kept (--drop-self-loops, --dedupe); "
+    "reverse of every edge that the input does not hold already); self loops and repeated edges are kept (--drop-self-loops, --dedupe); "
     "the generic format splits the labelled nodes 80/10/10 at random with seed 0 (--split, "
     "--train/--valid/--test); the other formats use their dataset's standard split."
 )
@@ -51,7 +51,8 @@ def split_rule(text: str) -> str:
 def _common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("graph and output options")
     g.add_argument("--undirected", action="store_true",
-                   help="add the reverse of every edge (default: keep only the stored direction src -> dst)")
+                   help="add the reverse of every edge, unless the input holds it already (each directed "
+                        "edge is stored once; default: keep only the stored direction src -> dst)")
     g.add_argument("--drop-self-loops", action="store_true", help="remove edges v -> v (default: keep them)")
     g.add_argument("--dedupe", action="store_true", help="remove repeated (src, dst) pairs, keeping the first")
     g.add_argument("--split", type=split_rule,

@@ -64,6 +64,8 @@ class CSCBuildResult:
     input_edges: int
     #: edge value name -> (path of its .npy in indices order, dtype)
     values: dict = field(default_factory=dict)
+    #: ``undirected``: reverse edges not added because the input held them already
+    reverses_present: int = 0
 
 
 def value_dtype(name: str, integral: bool) -> np.dtype:
@@ -91,14 +93,17 @@ def build_csc_streaming(
     ``edges.value_names`` columns; ``edges.total_bytes`` / ``bytes_done`` for progress).
 
     Edges ``src -> dst`` put ``src`` into column ``dst``; ``undirected`` also adds ``dst -> src``
-    (a self loop once) with the same values; ``drop_self_loops`` removes ``v -> v``; ``dedupe``
+    (a self loop once) with the same values, unless the input holds ``dst -> src`` itself (an
+    input that already has both directions is stored as given, each directed edge once; the
+    result's ``reverses_present`` counts the reverses not added); ``drop_self_loops`` removes ``v -> v``; ``dedupe``
     keeps the first of repeated ``(src, dst)`` pairs (and its values). Neighbours keep their input
     order within a column. With ``num_nodes=None`` it is ``max id + 1``. An id outside
     ``[0, num_nodes)`` is a ``DatasetError`` naming the source and the id. Each value column is
     written to ``value_paths[name]`` (default ``out_dir/<name>.npy``) in ``indices`` order, with
     :func:`value_dtype`; a non-finite value is an error.
     """
-    from ..graph._kernels import accumulate_in_degrees, dedupe_window, empty_marker, scatter_window
+    from ..graph._kernels import (accumulate_in_degrees, dedupe_window, drop_present_reverses,
+                                  empty_marker, scatter_window)
 
     progress = progress or Progress(False)
     out_dir = Path(out_dir)
@@ -108,7 +113,7 @@ def build_csc_streaming(
     fixed = num_nodes is not None
     if fixed:
         num_nodes = check_int("num_nodes", num_nodes, 0)
-        check_allocation((num_nodes + 1) * 8 * (3 if dedupe else 2), f"{num_nodes} nodes")
+        check_allocation((num_nodes + 1) * 8 * (3 if dedupe or undirected else 2), f"{num_nodes} nodes")
     cap = num_nodes if fixed else 1024
     counts = np.zeros(cap + 1, dtype=np.int64)
     input_edges = 0
@@ -130,7 +135,7 @@ def build_csc_streaming(
             if fixed:
                 raise DatasetError(f"{src_name}: node id {hi} is out of range [0, {cap}) (num_nodes = {cap})")
             new_cap = max(hi + 1, 2 * cap)
-            check_allocation((new_cap + 1) * 8 * (3 if dedupe else 2), f"{src_name}: node id {hi}",
+            check_allocation((new_cap + 1) * 8 * (3 if dedupe or undirected else 2), f"{src_name}: node id {hi}",
                              "node ids must be 0 .. num_nodes - 1 (renumber the nodes, or check the columns)")
             grown = np.zeros(new_cap + 1, dtype=np.int64)
             grown[: cap + 1] = counts
@@ -178,9 +183,10 @@ def build_csc_streaming(
     windows = list(zip(bounds[:-1], bounds[1:]))
 
     final = out_dir / "indices.npy"
-    target = out_dir / ".indices.raw" if dedupe else final
+    compact = dedupe or undirected  # both drop edges from the placed windows
+    target = out_dir / ".indices.raw" if compact else final
     vraw = out_dir / ".values.raw"
-    if dedupe:
+    if compact:
         with open(target, "wb") as f:
             f.truncate(num_edges * item)
         header = 0
@@ -191,9 +197,10 @@ def build_csc_streaming(
     if k:
         with open(vraw, "wb") as f:
             f.truncate(num_edges * k * 8)
-    new_counts = np.zeros(num_nodes, dtype=np.int64) if dedupe else None
+    new_counts = np.zeros(num_nodes, dtype=np.int64) if compact else None
     kept = []  # (window base, kept edges) for compaction
-    marker = empty_marker(num_nodes) if dedupe else None
+    marker = empty_marker(num_nodes) if compact else None
+    reverses_present = 0
     for wi, (lo, hi) in enumerate(windows):
         base, end = int(indptr[lo]), int(indptr[hi])
         label = "pass 2/2: placing edges" if len(windows) == 1 else f"pass 2/2: window {wi + 1}/{len(windows)}"
@@ -209,12 +216,20 @@ def build_csc_streaming(
         cursor = indptr[lo:hi].copy()
         if end > base:
             for s, d, vals in edges:
-                scatter_window(s, d, vals, lo, hi, base, cursor, out, vout, undirected, drop_self_loops)
+                scatter_window(s, d, vals, lo, hi, base, cursor, out, vout, undirected, drop_self_loops,
+                               undirected)
                 progress.update(getattr(edges, "bytes_done", 0))
         assert np.array_equal(cursor, indptr[lo + 1 : hi + 1]), "pass 2 disagrees with pass 1"
-        if dedupe:
+        if compact:
             local = indptr[lo : hi + 1] - base
-            w = dedupe_window(local, out, vout, marker, new_counts[lo:hi]) if end > base else 0
+            w = 0
+            if end > base and undirected:
+                w, dropped = drop_present_reverses(local, out, vout, marker, new_counts[lo:hi])
+                reverses_present += int(dropped)
+                local = np.zeros(hi - lo + 1, dtype=np.int64)
+                np.cumsum(new_counts[lo:hi], out=local[1:])
+            if end > base and dedupe:
+                w = dedupe_window(local, out, vout, marker, new_counts[lo:hi])
             kept.append((base, int(w)))
         else:
             kept.append((base, end - base))
@@ -224,7 +239,7 @@ def build_csc_streaming(
         del out, vout
         progress.done()
 
-    if dedupe:
+    if compact:
         new_indptr = np.zeros(num_nodes + 1, dtype=np.int64)
         np.cumsum(new_counts, out=new_indptr[1:])
         num_edges = int(new_indptr[-1])
@@ -240,7 +255,8 @@ def build_csc_streaming(
         os.unlink(vraw)
         values = {n: outs[j] for j, n in enumerate(names)}
     save_npy(out_dir / "indptr.npy", indptr, fsync=False)
-    return CSCBuildResult(num_nodes, num_edges, idx_dtype, len(windows), input_edges, values)
+    return CSCBuildResult(num_nodes, num_edges, idx_dtype, len(windows), input_edges, values,
+                          reverses_present)
 
 
 def _npy_writer(path: Path, dtype: np.dtype, n: int):

@@ -40,13 +40,15 @@ def accumulate_in_degrees(src, dst, counts, undirected, drop_self_loops):
 
 
 @kernel
-def scatter_window(src, dst, vals, lo, hi, base, cursor, out, vout, undirected, drop_self_loops):
+def scatter_window(src, dst, vals, lo, hi, base, cursor, out, vout, undirected, drop_self_loops,
+                   tag_reverse):
     """Place the edges whose destination lies in ``[lo, hi)``: each edge's source goes to
     ``cursor[d - lo]`` (an absolute edge position) in ``out``, the slice of the indices array
     starting at edge ``base``, and its values ``vals[:, e]`` (``(k, R)``, k may be 0) to row
     ``p - base`` of ``vout`` (``(window, k)``). Stable (a counting sort): a column keeps its
     input order; a reverse edge carries the same values. ``cursor`` starts as ``indptr[lo:hi]``
-    and ends as ``indptr[lo + 1:hi + 1]``."""
+    and ends as ``indptr[lo + 1:hi + 1]``. ``tag_reverse``: a reverse edge ``d -> s`` is
+    written as ``-(d + 1)``, for :func:`drop_present_reverses` to resolve."""
     k = vals.shape[0]
     for e in range(src.shape[0]):
         s = src[e]
@@ -61,7 +63,7 @@ def scatter_window(src, dst, vals, lo, hi, base, cursor, out, vout, undirected, 
             cursor[d - lo] = p + 1
         if undirected and s != d and s >= lo and s < hi:
             p = cursor[s - lo]
-            out[p - base] = d
+            out[p - base] = -d - 1 if tag_reverse else d
             for j in range(k):
                 vout[p - base, j] = vals[j, e]
             cursor[s - lo] = p + 1
@@ -95,6 +97,41 @@ def dedupe_window(local_indptr, indices, vals, marker, new_counts):
         for p in range(start, w):
             marker[indices[p]] = -1
     return w
+
+
+@kernel
+def drop_present_reverses(local_indptr, indices, vals, marker, new_counts):
+    """Resolve the reverse edges :func:`scatter_window` wrote tagged (``-(u + 1)`` in column
+    ``v`` for the reverse of the input edge ``v -> u``), in place: a reverse is dropped when the
+    input holds ``u -> v`` itself (an untagged ``u`` in column ``v``), else stored as ``u``. So
+    adding the reverse of every edge of an input that already holds both directions stores each
+    directed edge once. Arguments as :func:`dedupe_window` (columns packed from the window
+    start; ``marker`` all -1 before and after). Returns ``(kept edges, dropped reverses)``."""
+    k = vals.shape[1]
+    w = 0
+    dropped = 0
+    for v in range(local_indptr.shape[0] - 1):
+        a = local_indptr[v]
+        b = local_indptr[v + 1]
+        for p in range(a, b):
+            if indices[p] >= 0:
+                marker[indices[p]] = v
+        start = w
+        for p in range(a, b):
+            u = indices[p]
+            if u < 0:
+                u = -u - 1
+                if marker[u] == v:
+                    dropped += 1
+                    continue
+            indices[w] = u
+            for j in range(k):
+                vals[w, j] = vals[p, j]
+            w += 1
+        new_counts[v] = w - start
+        for p in range(start, w):  # every marked node is among the kept entries
+            marker[indices[p]] = -1
+    return w, dropped
 
 
 def empty_marker(num_nodes: int) -> np.ndarray:

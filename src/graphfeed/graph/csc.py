@@ -186,12 +186,14 @@ class CSCGraph:
     ) -> "CSCGraph":
         """Build from COO edges ``src[i] -> dst[i]`` in O(E + N) (a numba counting sort).
 
-        ``add_reverse`` also adds ``dst -> src`` (making the graph undirected);
+        ``add_reverse`` also adds ``dst -> src`` (making the graph undirected) unless the input
+        holds ``dst -> src`` itself (a symmetric input is kept as given, each edge once);
         ``drop_self_loops`` removes ``v -> v``; ``drop_duplicates`` keeps the first of repeated
         ``(src, dst)`` pairs. Neighbours keep their input order within each column. Extra peak
         memory beyond the output arrays is one int64 cursor per node.
         """
-        from ._kernels import accumulate_in_degrees, dedupe_window, empty_marker, scatter_window
+        from ._kernels import (accumulate_in_degrees, dedupe_window, drop_present_reverses,
+                               empty_marker, scatter_window)
 
         src = _as_int_array("src", src)
         dst = _as_int_array("dst", dst)
@@ -226,7 +228,15 @@ class CSCGraph:
         vals = weights.reshape(1, -1) if has_w else np.zeros((0, src.shape[0]))
         out_w = np.empty((num_edges, 1 if has_w else 0), dtype=vals.dtype)
         scatter_window(src, dst, vals, 0, num_nodes, 0, indptr[:num_nodes].copy(), indices, out_w,
-                       add_reverse, drop_self_loops)
+                       add_reverse, drop_self_loops, add_reverse)
+        if add_reverse:  # a reverse the input holds already is not added again
+            counts = np.zeros(num_nodes, dtype=np.int64)
+            num_edges, _ = drop_present_reverses(indptr, indices, out_w, empty_marker(num_nodes), counts)
+            indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+            np.cumsum(counts, out=indptr[1:])
+            num_edges = int(num_edges)
+            indices = indices[:num_edges].copy()
+            out_w = out_w[:num_edges].copy()
         if drop_duplicates:
             counts = np.zeros(num_nodes, dtype=np.int64)
             num_edges = int(dedupe_window(indptr, indices, out_w, empty_marker(num_nodes), counts))

@@ -164,6 +164,15 @@ class PrepareReport:
     windows: int = 1
     num_split_sets: int = 1
     notes: list = field(default_factory=list)
+    #: ``--undirected``: reverse edges not added because the input held them already
+    reverses_present: int = 0
+
+    def _reverses_note(self) -> str:
+        if self.reverses_present >= self.input_edges:
+            return (f"the input already holds both directions of its edges; the {self.reverses_present} "
+                    f"reverses were not added again (each directed edge is stored once)")
+        return (f"{self.reverses_present} input edges already had their reverse in the input; "
+                f"those reverses were not added again (each directed edge is stored once)")
 
     def summary(self) -> str:
         ratio = self.peak_rss_bytes / max(1, self.dataset_bytes)
@@ -176,6 +185,7 @@ class PrepareReport:
             + (f", {self.windows} windows" if self.windows > 1 else "")
             + (f"\n{self.num_split_sets} split sets (choose one with Dataset.open(path, split=i))"
                if self.num_split_sets > 1 else "")
+            + (f"\n--undirected: {self._reverses_note()}" if self.reverses_present else "")
         )
 
 
@@ -624,7 +634,7 @@ def _prepare(out, *, edges, features, labels, splits, num_classes, num_nodes, un
         num_classes=int(num_classes),
         split_sizes={k: int(v[0].shape[0]) for k, v in split_sets.items()},
         seconds=time.perf_counter() - t0, peak_rss_bytes=peak_rss_bytes(), dataset_bytes=size,
-        windows=res.windows, num_split_sets=num_sets,
+        windows=res.windows, num_split_sets=num_sets, reverses_present=res.reverses_present,
     )
 
 
