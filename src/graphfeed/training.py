@@ -24,7 +24,7 @@ from ._memory import release_free_memory
 from .datasets.open import open_dataset
 from .errors import GraphfeedError
 from .trainer.config import TrainConfig
-from .trainer.evaluate import EVAL_BATCH_SIZE, plan_eval
+from .trainer.evaluate import EVAL_BATCH_SIZE, plan_eval, resolve_eval_method
 from .trainer.loop import RunSetup, check_model_fits, run
 from .trainer.result import EpochStats, RunsResult, TrainResult
 
@@ -271,16 +271,15 @@ def _train_loop(cfg: TrainConfig, dataset, plan, model=None, on_batch=None,
         f"graphfeed train: dataset {dataset.name} ({dataset.num_nodes:,} nodes, "
         f"{dataset.num_edges:,} edges, {pre.in_dim} features ({str(feat.dtype).replace('torch.', '')}), "
         f"{pre.num_classes} classes; train/valid/test {len(train_ids):,}/{len(valid_ids):,}/"
-        f"{len(test_ids):,}); model {cfg.model}, fanouts {list(cfg.fanouts)}, eval fanouts "
-        f"{list(pre.eval_plan.fanouts)} in batches of {pre.eval_plan.batch_size}, batch "
-        f"{cfg.batch_size}, sampler {cfg.sampling_method().describe()}, device {device}, "
+        f"{len(test_ids):,}); model {cfg.model}, fanouts {list(cfg.fanouts)}, "
+        f"{_describe_eval(cfg, pre)}, batch {cfg.batch_size}, sampler {cfg.sampling_method().describe()}, device {device}, "
         f"features {cfg.features}, seed {cfg.seed}"
         + (f", {world_size} ranks" if world_size > 1 else "")
     )
     setup = RunSetup(cfg=cfg, dataset=dataset, placed=placed, device=device, rank=rank,
                      world_size=world_size, in_dim=pre.in_dim, num_classes=pre.num_classes,
                      train_ids=train_ids, valid_ids=valid_ids, test_ids=test_ids,
-                     eval_plan=pre.eval_plan, say=say)
+                     eval_plan=pre.eval_plan, say=say, eval_method=pre.eval_method)
     return run(setup, model, on_batch=on_batch, on_epoch=on_epoch)
 
 
@@ -292,6 +291,15 @@ class _Preflight:
     num_classes: int
     in_dim: int
     eval_plan: object
+    eval_method: str = "sampled"
+
+
+def _describe_eval(cfg: TrainConfig, pre: _Preflight) -> str:
+    every = f" every {cfg.eval_every} epochs" if cfg.eval_every > 1 else ""
+    if pre.eval_method == "layerwise":
+        return f"evaluation layer-wise (every neighbour){every}"
+    return (f"eval fanouts {list(pre.eval_plan.fanouts)} in batches of "
+            f"{pre.eval_plan.batch_size}{every}")
 
 
 def _check_output_path(flag: str, path) -> None:
@@ -348,7 +356,11 @@ def _preflight(cfg: TrainConfig, dataset, device: str, *, verbose: bool) -> _Pre
     graph = dataset.graph
     plan = plan_eval(len(cfg.fanouts), cfg.batch_size, int(graph.in_degrees.max(initial=0)),
                      cfg.eval_fanouts)
-    return _Preflight(dataset, splits, num_classes, in_dim, plan)
+    # the typed (R-GCN) trainer evaluates sampled; it refuses --eval layerwise itself
+    method = resolve_eval_method(cfg, supported=getattr(dataset, "hetero", None) is None,
+                                 why_not="heterogeneous datasets (R-GCN) evaluate with sampled "
+                                         "neighbourhoods only")
+    return _Preflight(dataset, splits, num_classes, in_dim, plan, method)
 
 
 def check_run(cfg: TrainConfig, *, dataset=None) -> dict:
@@ -375,6 +387,8 @@ def check_run(cfg: TrainConfig, *, dataset=None) -> dict:
         "dataset": pre.dataset.name, "device": device, "model": cfg.model,
         "in_dim": pre.in_dim, "num_classes": pre.num_classes,
         "train/valid/test": "/".join(str(len(s)) for s in pre.splits),
-        "fanouts": list(cfg.fanouts), "eval_fanouts": list(pre.eval_plan.fanouts),
-        "eval_batch_size": pre.eval_plan.batch_size,
+        "fanouts": list(cfg.fanouts), "eval": pre.eval_method,
+        "eval_fanouts": (list(pre.eval_plan.fanouts) if pre.eval_method == "sampled"
+                         else [-1] * len(cfg.fanouts)),
+        "eval_batch_size": pre.eval_plan.batch_size, "eval_every": cfg.eval_every,
     }

@@ -136,8 +136,14 @@ def test_dry_run_checks_without_training(capsys):
     rc = main(["train", "--dataset", "tiny", "--dry-run", "--json", "--fanouts", "5,5,5"])
     assert rc == 0
     plan = json.loads(capsys.readouterr().out)
-    # three layers: the default evaluation cap is floor(10000 ** (1/3)) = 21 per layer
-    assert plan["eval_fanouts"] == [21, 21, 21] and plan["model"] == "sage" and plan["num_classes"] == 5
+    # layer-wise evaluation by default: every neighbour
+    assert plan["eval"] == "layerwise" and plan["eval_fanouts"] == [-1, -1, -1]
+    assert plan["model"] == "sage" and plan["num_classes"] == 5 and plan["eval_every"] == 1
+    rc = main(["train", "--dataset", "tiny", "--dry-run", "--json", "--fanouts", "5,5,5",
+               "--eval", "sampled"])
+    plan = json.loads(capsys.readouterr().out)
+    # three layers: the default sampled evaluation cap is floor(10000 ** (1/3)) = 21 per layer
+    assert rc == 0 and plan["eval"] == "sampled" and plan["eval_fanouts"] == [21, 21, 21]
 
 
 def test_a_closed_pipe_ends_quietly():

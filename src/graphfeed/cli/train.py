@@ -28,9 +28,19 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="GraphSAGE (SAGEConv), GCN (GCNConv) or GAT (GATConv) [sage]")
     p.add_argument("--fanouts", type=_args.fanouts, default=[10, 10],
                    help="neighbours per layer, input layer first, -1 = all [10,10]")
+    p.add_argument("--eval", dest="eval_method", default="auto", choices=list(C.EVAL_METHODS),
+                   help="evaluation and --predict: layerwise computes each layer once for every "
+                        "node it needs from all its neighbours (exact); sampled runs the model on "
+                        "sampled neighbourhoods of each evaluated node (--eval-fanouts); auto is "
+                        "layerwise for --model sage/gcn/gat on plain datasets and sampled for "
+                        "--task link, typed datasets, --partitions, --sampler temporal and "
+                        "--eval-fanouts [auto]")
     p.add_argument("--eval-fanouts", type=_args.fanouts, default=None,
-                   help="neighbours per layer for evaluation and --predict [every neighbour, "
-                   "capped at 10000^(1/layers): 100,100 for two layers]")
+                   help="sampled evaluation (implies --eval sampled): neighbours per layer "
+                   "[every neighbour, capped at 10000^(1/layers): 100,100 for two layers]")
+    p.add_argument("--eval-every", type=_args.int_range(1, 10**9), default=1, metavar="N",
+                   help="evaluate every N epochs and after the last; --patience counts "
+                        "evaluations and the best epoch is an evaluated one [1]")
     p.add_argument("--batch-size", type=_args.int_range(1, 2**31 - 1), default=1024)
     p.add_argument("--epochs", type=_args.int_range(1, 10**9), default=5)
     p.add_argument("--hidden", type=_args.int_range(1, C.MAX_HIDDEN), default=128)
@@ -40,7 +50,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--dropout", type=_args.fraction, default=0.5)
     p.add_argument("--weight-decay", type=_args.nonnegative_float, default=0.0)
     p.add_argument("--patience", type=_args.int_range(0, 10**9), default=0,
-                   help="stop after this many epochs without a better validation main metric [0: never]")
+                   help="stop after this many evaluations (epochs, unless --eval-every) without a "
+                        "better validation main metric [0: never]")
     p.add_argument("--replace", action="store_true", help="sample neighbours with replacement")
     _args.add_sampler_arguments(p)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N [auto]")
@@ -122,6 +133,8 @@ def config_from_args(args):
         model=args.model,
         fanouts=tuple(args.fanouts),
         eval_fanouts=tuple(args.eval_fanouts) if args.eval_fanouts is not None else None,
+        eval_method=args.eval_method,
+        eval_every=args.eval_every,
         batch_size=args.batch_size,
         epochs=args.epochs,
         hidden=args.hidden,

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from ..errors import MissingDependencyError
 from ..sampling.base import Block
 from .names import MODEL_NAMES
-from .adapter import apply_conv
+from .adapter import accepts_bipartite, apply_conv
 
 __all__ = ["BlockGNN", "GraphSAGE", "GCN", "GAT", "MLP", "build_model", "parameter_count"]
 
@@ -53,18 +53,41 @@ class BlockGNN(nn.Module):
     def _layer(self, conv: nn.Module, x: torch.Tensor, block: Block) -> torch.Tensor:
         return apply_conv(conv, x, block)
 
+    @property
+    def num_layers(self) -> int:
+        return len(self.convs)
+
+    @property
+    def layerwise_exact(self) -> bool:
+        """Whether a destination's output depends only on its in-edges and its sources' inputs,
+        never on which other nodes share its block, so that layer-wise inference over full
+        neighbourhoods equals evaluation with every neighbour sampled. True when every
+        convolution takes the bipartite ``(x_src, x_dst)`` pair; a convolution run on the
+        block's union node set (stock ``GCNConv``) normalises with in-block degrees, which
+        change with the batch."""
+        return all(accepts_bipartite(c) for c in self.convs)
+
+    def layer(self, i: int, x: torch.Tensor, block: Block) -> torch.Tensor:
+        """Layer ``i`` alone on one block: ``x`` float ``(block.num_src, in_dim_i)``, the result
+        ``(block.num_dst, out_dim_i)``: the convolution, then (below the last layer) the norm,
+        the activation and dropout (active only in training mode); layer 0 first drops input
+        features when the model does. :meth:`forward` is these layers in turn, so layer-wise
+        inference (``graphfeed.trainer.layerwise``) runs exactly the training code."""
+        if self.input_dropout and i == 0:
+            x = F.dropout(x, p=self.dropout, training=self.training)
+        x = self._layer(self.convs[i], x, block)
+        if i < len(self.convs) - 1:
+            if self.norms:
+                x = self.norms[i](x)
+            x = self.activation(x)
+            x = F.dropout(x, p=self.dropout, training=self.training)
+        return x
+
     def forward(self, x: torch.Tensor, blocks: Sequence[Block]) -> torch.Tensor:
         if len(blocks) != len(self.convs):
             raise ValueError(f"the model has {len(self.convs)} layers but the batch {len(blocks)} blocks")
-        if self.input_dropout:
-            x = F.dropout(x, p=self.dropout, training=self.training)
-        for i, (conv, block) in enumerate(zip(self.convs, blocks)):
-            x = self._layer(conv, x, block)
-            if i < len(self.convs) - 1:
-                if self.norms:
-                    x = self.norms[i](x)
-                x = self.activation(x)
-                x = F.dropout(x, p=self.dropout, training=self.training)
+        for i, block in enumerate(blocks):
+            x = self.layer(i, x, block)
         return x
 
 
@@ -96,6 +119,11 @@ class _GraphNormGCN(BlockGNN):
         super().__init__(convs, **kw)
         self.register_buffer("in_degrees", torch.as_tensor(in_degrees, dtype=torch.float32),
                              persistent=False)
+
+    @property
+    def layerwise_exact(self) -> bool:
+        # a destination's weights use only the graph's degrees and its own sampled in-edges
+        return True
 
     def _layer(self, conv, x, block):
         src, dst = block.edge_index[0], block.edge_index[1]

@@ -2,7 +2,9 @@
 
 - ``config``: ``TrainConfig`` and its validation (bounds checked before anything is allocated);
 - ``loop``: one run's epochs (loaders built once, checkpoints, early stopping, predictions);
-- ``evaluate``: evaluation fanouts and batch size, the evaluation loaders;
+- ``evaluate``: the run's evaluation method and ``--eval-every``; sampled evaluation (fanouts,
+  batch size, loaders);
+- ``layerwise``: layer-wise inference, exact evaluation over full neighbourhoods (the default);
 - ``metrics``: accuracy, macro-F1, ROC-AUC (rank-based), the task's main metric;
 - ``checkpoint``: atomic, pickle-free checkpoints;
 - ``report``: what every trainer reports the same way (the ``--log`` lines, the final line);

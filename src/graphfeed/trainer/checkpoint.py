@@ -262,11 +262,14 @@ class RunState:
     def end_epoch(self, stats, value: float) -> bool:
         """Record epoch ``stats`` (an ``EpochStats``) with main validation metric ``value``:
         the best epoch (its test metrics and, when kept, its weights) and the early-stopping
-        count. True when the epoch is the best so far."""
+        count, which counts evaluations: an epoch without one (``stats.evaluated`` False,
+        ``value`` ignored) changes neither. True when the epoch is the best so far."""
         from .metrics import is_better
 
         r = self.result
         r.epochs.append(stats)
+        if not stats.evaluated:  # --eval-every skipped it: neither best nor a bad epoch
+            return False
         if not is_better(value, r.best_valid):
             self.bad_epochs += 1
             return False
@@ -276,6 +279,12 @@ class RunState:
             self.best_state = {k: v.detach().cpu().clone()
                                for k, v in self.net.state_dict().items()}
         return True
+
+    def evaluates(self, epoch: int) -> bool:
+        """Whether ``epoch`` is evaluated (``--eval-every``; the last epoch always is)."""
+        from .evaluate import evaluates_epoch
+
+        return evaluates_epoch(self.cfg, epoch)
 
     def patience_spent(self) -> bool:
         return bool(self.cfg.patience) and self.bad_epochs >= self.cfg.patience
@@ -294,7 +303,7 @@ class RunState:
         r.stopped_early = stats.epoch < self.cfg.epochs - 1
         if r.stopped_early:
             self.say(f"graphfeed train: early stop after epoch {stats.epoch}: valid "
-                     f"{r.main_metric} has not improved for {self.bad_epochs} epochs (best "
+                     f"{r.main_metric} has not improved for {self.bad_epochs} evaluations (best "
                      f"{r.best_valid:.4f} at epoch {r.best_epoch})")
         return True
 

@@ -34,6 +34,8 @@ TASKS = ("node", "link")
 #: ``--decoder`` of link prediction
 DECODERS = ("dot", "mlp")
 MAX_NEGATIVES = 100_000
+#: ``--eval``: layer-wise inference where supported (auto), or forced layer-wise / sampled
+EVAL_METHODS = ("auto", "layerwise", "sampled")
 
 
 def check_fanouts(name: str, fanouts) -> tuple[int, ...]:
@@ -52,7 +54,9 @@ class TrainConfig:
     dataset: str = "small"  # a built-in name (tiny, small, medium) or a prepared dataset folder
     model: str = "sage"  # sage, gcn, gat (PyG layers over sampled blocks)
     fanouts: Sequence[int] = (10, 10)
-    eval_fanouts: Optional[Sequence[int]] = None  # None: every neighbour, capped (evaluate.py)
+    eval_fanouts: Optional[Sequence[int]] = None  # sampled: None = every neighbour, capped
+    eval_method: str = "auto"  # auto (layerwise where supported), layerwise, sampled (evaluate.py)
+    eval_every: int = 1  # evaluate every N epochs and at the last; patience counts evaluations
     batch_size: int = 1024
     epochs: int = 5
     hidden: int = 128
@@ -115,6 +119,21 @@ class TrainConfig:
                     f"eval_fanouts {list(self.eval_fanouts)} must have one entry per layer, like "
                     f"fanouts {list(self.fanouts)}"
                 )
+        if self.eval_method not in EVAL_METHODS:
+            raise GraphfeedError(f"eval_method must be one of {', '.join(EVAL_METHODS)}, got "
+                                 f"{self.eval_method!r}")
+        if self.eval_method == "layerwise" and self.eval_fanouts is not None:
+            raise GraphfeedError(
+                f"eval_fanouts {list(self.eval_fanouts)} apply to sampled evaluation; layerwise "
+                f"evaluation takes every neighbour: drop --eval-fanouts or use --eval sampled")
+        if self.eval_method == "layerwise" and self.sampler == "temporal":
+            raise GraphfeedError("eval_method layerwise: sampler temporal bounds each seed's "
+                                 "neighbours by its time; use --eval sampled (or leave --eval out)")
+        if self.eval_method == "layerwise" and (self.task == "link" or self.partitions):
+            what = "task link" if self.task == "link" else "partitions"
+            raise GraphfeedError(f"eval_method layerwise: {what} evaluates with sampled "
+                                 f"neighbourhoods only; use --eval sampled (or leave --eval out)")
+        self.eval_every = _int("eval_every", self.eval_every, 1, 10**9)
         self.batch_size = _int("batch_size", self.batch_size, 1, 2**31 - 1)
         self.epochs = _int("epochs", self.epochs, 1, 10**9)
         self.hidden = _int("hidden", self.hidden, 1, MAX_HIDDEN)
@@ -195,7 +214,7 @@ class TrainConfig:
 
     # the fields a checkpoint must agree on to continue a run (the rest may change on resume)
     RESUME_KEYS = ("model", "fanouts", "batch_size", "hidden", "heads", "dropout", "lr",
-                   "weight_decay", "seed", "replace", "eval_fanouts", "sampler",
+                   "weight_decay", "seed", "replace", "eval_fanouts", "eval_method", "sampler",
                    "layer_dependency", "labor_variates", "temporal_strategy", "strict_time")
 
     def to_dict(self) -> dict:

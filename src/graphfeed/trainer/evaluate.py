@@ -1,4 +1,13 @@
-"""Evaluation: its own fanouts and batch size (bounded memory), loaders built once per run.
+"""Evaluation: how a run scores its validation and test sets (``TrainConfig.eval_method``).
+
+Two methods, one interface (``evaluate(model, names)`` -> name -> ``(logits, labels)``,
+``logits(model, name)``, ``close()``), picked once per run by :func:`resolve_eval_method`:
+
+- ``layerwise`` (:mod:`graphfeed.trainer.layerwise`): exact, every neighbour, each layer
+  computed once per node that needs it; the default for the built-in models;
+- ``sampled`` (:class:`Evaluator`): the model's forward on sampled blocks of each evaluated
+  node, with its own fanouts and batch size (below); the only method of the link, typed
+  (R-GCN) and ``--partitions`` trainers, of custom models and of ``--sampler temporal``.
 
 Default evaluation fanouts (``TrainConfig.eval_fanouts=None``): every neighbour, capped at
 ``floor(EVAL_EDGES_PER_SEED ** (1 / L))`` per layer for an ``L``-layer model (100 for two layers,
@@ -26,6 +35,32 @@ EVAL_BATCH_SIZE = 1024
 EVAL_EDGES_PER_SEED = 10_000
 #: worst-case sampled edges in one evaluation batch
 EVAL_MAX_BATCH_EDGES = 1 << 22
+
+
+def resolve_eval_method(cfg, *, supported: bool = True, why_not: str = "") -> str:
+    """``"layerwise"`` or ``"sampled"``: the method of ``cfg.eval_method`` for this run.
+    ``supported=False`` (the trainer or model cannot evaluate layer-wise, ``why_not`` says
+    why) turns ``auto`` into ``sampled`` and refuses ``layerwise`` with a ``GraphfeedError``.
+    ``eval_fanouts`` (only for sampled evaluation) and ``--sampler temporal`` (neighbourhoods
+    bounded by each seed's time) make ``auto`` sampled too."""
+    method = cfg.eval_method
+    if cfg.sampler == "temporal":
+        supported, why_not = False, why_not or "sampler temporal bounds each seed's neighbours " \
+                                               "by its time"
+    if method == "sampled" or (method == "auto" and cfg.eval_fanouts is not None):
+        return "sampled"
+    if not supported:
+        if method == "layerwise":
+            raise GraphfeedError(f"eval_method layerwise: {why_not}; use --eval sampled (or "
+                                 f"leave --eval out)")
+        return "sampled"
+    return "layerwise"
+
+
+def evaluates_epoch(cfg, epoch: int) -> bool:
+    """Whether (0-based) ``epoch`` is evaluated: every ``cfg.eval_every``-th epoch (epochs
+    ``N - 1``, ``2N - 1``, ...) and the last."""
+    return (epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1
 
 
 @dataclass(frozen=True)
@@ -114,6 +149,11 @@ class Evaluator:
                 num_threads=num_threads,
                 prefetch=prefetch,
             )
+
+    def evaluate(self, model, names=None, *, progress: bool = False, argmax: bool = False) -> dict:
+        """name -> :meth:`logits` for every set in ``names`` (default: all)."""
+        names = tuple(self.loaders) if names is None else tuple(names)
+        return {k: self.logits(model, k, progress=progress, argmax=argmax) for k in names}
 
     def logits(self, model, name: str, *, progress: bool = False, argmax: bool = False):
         """``(logits (n, C) float32, labels (n,) int64 or None)`` on CPU for set ``name``, in the

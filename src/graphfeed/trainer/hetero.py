@@ -380,17 +380,20 @@ def run_hetero(cfg, dataset, splits, device: str, rank: int, world_size: int,
             if not math.isfinite(loss_avg):
                 raise GraphfeedError(f"the training loss became {loss_avg} in epoch {epoch}")
             t1 = time.perf_counter()
-            metrics = {n: evaluate(n) for n in ("valid", "test")}
+            evaluated = state.evaluates(epoch)
+            metrics = {n: evaluate(n) if evaluated else {} for n in ("valid", "test")}
             es = EpochStats(epoch=epoch, loss=loss_avg, train_acc=tot[1] / max(tot[2], 1),
-                            valid_acc=metrics["valid"]["accuracy"],
-                            test_acc=metrics["test"]["accuracy"],
+                            valid_acc=metrics["valid"].get("accuracy", float("nan")),
+                            test_acc=metrics["test"].get("accuracy", float("nan")),
                             seeds_per_s=tot[2] / max(seconds, 1e-9),
                             batches_per_s=len(train_loader) / max(seconds, 1e-9),
                             seconds=seconds, peak_rss_bytes=peak_rss_bytes(),
                             valid=metrics["valid"], test=metrics["test"],
                             eval_seconds=time.perf_counter() - t1,
                             rss_bytes=current_rss_bytes())
-            state.end_epoch(es, es.valid[task.main])
+            if not evaluated:
+                es.skip_evaluation()
+            state.end_epoch(es, es.valid[task.main] if evaluated else float("nan"))
             say(_epoch_line(es, task))
             log_epoch(cfg, es, rank)
             if state.finish_epoch(train_loader, es, on_epoch):

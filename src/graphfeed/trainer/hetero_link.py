@@ -214,9 +214,10 @@ def _write_typed_pair_scores(path, net, emb: dict, pairs: dict, say) -> str:
 def _epoch_line(es) -> str:
     from .metrics import format_metrics
 
+    scores = ([f"valid {format_metrics(es.valid)}", f"test {format_metrics(es.test)}"]
+              if es.evaluated else ["(not evaluated)"])
     return "  ".join([f"epoch {es.epoch:2d}", f"loss {es.loss:.4f}",
-                      f"train acc {es.train_acc:.4f}", f"valid {format_metrics(es.valid)}",
-                      f"test {format_metrics(es.test)}", f"{es.seeds_per_s:,.0f} pairs/s",
+                      f"train acc {es.train_acc:.4f}", *scores, f"{es.seeds_per_s:,.0f} pairs/s",
                       f"{es.seconds:.1f}s + eval {es.eval_seconds:.1f}s"])
 
 
@@ -374,8 +375,9 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
                                      f"check the input features, or lower --lr (now "
                                      f"{cfg.lr:g})")
             t1 = time.perf_counter()
-            emb = embed()
-            metrics = {name: link_metrics(*_score(unwrap(ddp), emb, pairs))
+            evaluated = state.evaluates(epoch)
+            emb = embed() if evaluated else None
+            metrics = {name: link_metrics(*_score(unwrap(ddp), emb, pairs)) if evaluated else {}
                        for name, pairs in splits.items()}
             es = EpochStats(
                 epoch=epoch, loss=loss_avg, train_acc=tot[1] / max(tot[2], 1),
@@ -385,7 +387,9 @@ def train_typed_link(cfg, dataset, device: str, *, rank: int = 0, world_size: in
                 peak_rss_bytes=peak_rss_bytes(), valid=metrics["valid"],
                 test=metrics["test"], eval_seconds=time.perf_counter() - t1,
                 rss_bytes=current_rss_bytes())
-            state.end_epoch(es, es.valid["mrr"])
+            if not evaluated:
+                es.skip_evaluation()
+            state.end_epoch(es, es.valid["mrr"] if evaluated else float("nan"))
             say(_epoch_line(es))
             log_epoch(cfg, es, rank)
             if state.finish_epoch(loader, es, on_epoch):

@@ -349,14 +349,18 @@ def train_link(cfg, dataset, plan, *, rank: int = 0, world_size: int = 1,
             es = _train_epoch(cfg, ddp, opt, loader, state, epoch, sums, seconds0, device, rank,
                               world_size, on_batch)
             t1 = time.perf_counter()
-            for name, split in splits.items():
-                h, _ = evaluator.logits(ddp, name, progress=cfg.progress and rank == 0)
-                getattr(es, name).update(link_metrics(*_score(net, h, split)))
-            es.eval_seconds = time.perf_counter() - t1
+            if state.evaluates(epoch):
+                for name, split in splits.items():
+                    h, _ = evaluator.logits(ddp, name, progress=cfg.progress and rank == 0)
+                    getattr(es, name).update(link_metrics(*_score(net, h, split)))
+                es.eval_seconds = time.perf_counter() - t1
+            else:
+                es.skip_evaluation()
             es.peak_rss_bytes, es.rss_bytes = peak_rss_bytes(), current_rss_bytes()
-            state.end_epoch(es, es.valid["mrr"])
-            say(f"epoch {epoch:2d}  loss {es.loss:.4f}  train acc {es.train_acc:.4f}  valid "
-                f"{format_metrics(es.valid)}  test {format_metrics(es.test)}  "
+            state.end_epoch(es, es.valid["mrr"] if es.evaluated else float("nan"))
+            scores = (f"valid {format_metrics(es.valid)}  test {format_metrics(es.test)}"
+                      if es.evaluated else "(not evaluated)")
+            say(f"epoch {epoch:2d}  loss {es.loss:.4f}  train acc {es.train_acc:.4f}  {scores}  "
                 f"{es.seeds_per_s:,.0f} pairs/s  {es.seconds:.1f}s + eval "
                 f"{es.eval_seconds:.1f}s")
             log_epoch(cfg, es, rank)

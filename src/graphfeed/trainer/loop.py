@@ -20,7 +20,7 @@ from .._units import format_bytes
 from ..errors import GraphfeedError
 from . import checkpoint as ckpt
 from .config import TrainConfig
-from .evaluate import Evaluator, EvalPlan, features_as_float, unwrap
+from .evaluate import Evaluator, EvalPlan, features_as_float, resolve_eval_method, unwrap
 from .metrics import Task, compute_metrics, format_metrics, is_better, majority_class, task_for
 from .._progress import bar
 from .report import final_line, log_epoch
@@ -47,6 +47,9 @@ class RunSetup:
     test_ids: np.ndarray
     eval_plan: EvalPlan
     say: Callable[[str], None]
+    #: "layerwise" or "sampled" (``resolve_eval_method``); a custom model that cannot be
+    #: evaluated layer-wise turns an ``auto`` layerwise into sampled when it is built
+    eval_method: str = "sampled"
 
 
 def check_model_fits(cfg: TrainConfig, in_dim: int, num_classes: int, device: str) -> None:
@@ -112,11 +115,13 @@ def run(setup: RunSetup, model_factory=None, *, on_batch=None, on_epoch=None) ->
         model = DDP(model, device_ids=[torch.device(device).index] if device.startswith("cuda") else None)
     net = unwrap(model)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    setup.eval_method = _eval_method_for(setup, net)
 
     result = TrainResult(mode=placed.mode, placement_reason=placed.placement.reason, world_size=world,
                          model=cfg.model if model_factory is None else type(net).__name__,
                          seed=cfg.seed, task=task.kind, main_metric=task.main,
-                         eval_fanouts=list(setup.eval_plan.fanouts))
+                         eval_fanouts=_eval_fanouts(setup, len(cfg.fanouts)),
+                         eval_method=setup.eval_method)
     state = ckpt.RunState(cfg, net, opt, result, trainer="node", keys=TrainConfig.RESUME_KEYS,
                           rank=rank, world_size=world, say=say)
 
@@ -125,9 +130,8 @@ def run(setup: RunSetup, model_factory=None, *, on_batch=None, on_epoch=None) ->
                          prefetch=cfg.prefetch)
     evaluator = None
     try:
-        evaluator = Evaluator(placed, {"valid": setup.valid_ids, "test": setup.test_ids},
-                              setup.eval_plan, seed=cfg.seed, rank=rank, world_size=world,
-                              num_threads=cfg.num_threads, prefetch=cfg.prefetch)
+        evaluator = make_evaluator(setup, {"valid": setup.valid_ids, "test": setup.test_ids},
+                                   net, rank=rank, world_size=world)
         for epoch, sums, seconds0 in state.epochs(loader):
             model.train()
             t0 = time.perf_counter()
@@ -164,16 +168,20 @@ def run(setup: RunSetup, model_factory=None, *, on_batch=None, on_epoch=None) ->
                     f"features for NaN or infinite values, or lower --lr (now {cfg.lr:g})"
                 )
             t1 = time.perf_counter()
-            metrics = {}
-            for name in ("valid", "test"):
-                logits, y = evaluator.logits(model, name, progress=cfg.progress and rank == 0)
-                metrics[name] = (compute_metrics(task, y.numpy(), logits.numpy()) if logits is not None
-                                 else {m: float("nan") for m in task.metrics})
+            metrics = {"valid": None, "test": None}
+            if state.evaluates(epoch):
+                for name, (logits, y) in evaluator.evaluate(
+                        model, ("valid", "test"), progress=cfg.progress and rank == 0).items():
+                    metrics[name] = (compute_metrics(task, y.numpy(), logits.numpy())
+                                     if logits is not None and len(y)
+                                     else {m: float("nan") for m in task.metrics})
             eval_seconds = time.perf_counter() - t1
             release_free_memory()
+            nan = float("nan")
             es = EpochStats(
                 epoch=epoch, loss=loss_avg, train_acc=tot[1] / max(tot[2], 1),
-                valid_acc=metrics["valid"]["accuracy"], test_acc=metrics["test"]["accuracy"],
+                valid_acc=(metrics["valid"] or {}).get("accuracy", nan),
+                test_acc=(metrics["test"] or {}).get("accuracy", nan),
                 seeds_per_s=tot[2] / max(seconds, 1e-9), batches_per_s=len(loader) / max(seconds, 1e-9),
                 seconds=seconds, peak_rss_bytes=peak_rss_bytes(), valid=metrics["valid"],
                 test=metrics["test"], eval_seconds=eval_seconds, rss_bytes=current_rss_bytes(),
@@ -181,7 +189,9 @@ def run(setup: RunSetup, model_factory=None, *, on_batch=None, on_epoch=None) ->
             if device.startswith("cuda"):
                 es.peak_gpu_bytes = int(torch.cuda.max_memory_allocated(device))
                 es.peak_gpu_reserved_bytes = int(torch.cuda.max_memory_reserved(device))
-            state.end_epoch(es, es.valid[task.main])
+            if not es.evaluated:
+                es.skip_evaluation()
+            state.end_epoch(es, es.valid[task.main] if es.evaluated else nan)
             say(_epoch_line(es, task))
             log_epoch(cfg, es, rank)
             if state.finish_epoch(loader, es, on_epoch):
@@ -216,13 +226,49 @@ def _epoch_line(es: EpochStats, task: Task) -> str:
     if es.peak_gpu_bytes is not None:
         gpu = (f"  peak GPU {format_bytes(es.peak_gpu_bytes)} allocated, "
                f"{format_bytes(es.peak_gpu_reserved_bytes)} reserved")
+    scores = (f"valid {format_metrics(es.valid)}  test {format_metrics(es.test)}  "
+              if es.evaluated else "(not evaluated)  ")
     return (
-        f"epoch {es.epoch:2d}  loss {es.loss:.4f}  train acc {es.train_acc:.4f}  "
-        f"valid {format_metrics(es.valid)}  test {format_metrics(es.test)}  "
+        f"epoch {es.epoch:2d}  loss {es.loss:.4f}  train acc {es.train_acc:.4f}  {scores}"
         f"{es.seeds_per_s:,.0f} seeds/s  {es.batches_per_s:.1f} batches/s  {es.seconds:.1f}s "
         f"+ eval {es.eval_seconds:.1f}s  RSS {format_bytes(es.rss_bytes)} (peak "
         f"{format_bytes(es.peak_rss_bytes)}){gpu}"
     )
+
+
+def _eval_method_for(setup: RunSetup, net) -> str:
+    """``setup.eval_method``, or sampled when a custom model cannot be evaluated layer-wise
+    (refused when ``--eval layerwise`` asked for it)."""
+    from .layerwise import supports_layerwise
+
+    if setup.eval_method != "layerwise" or supports_layerwise(net):
+        return setup.eval_method
+    return resolve_eval_method(
+        setup.cfg, supported=False,
+        why_not=f"model {type(net).__name__} is not a graphfeed BlockGNN whose every layer "
+                f"depends only on its destinations' in-edges (layerwise_exact)")
+
+
+def _eval_fanouts(setup: RunSetup, num_layers: int) -> list:
+    """What ``TrainResult.eval_fanouts`` reports: every neighbour (-1) for layer-wise."""
+    if setup.eval_method == "layerwise":
+        return [-1] * num_layers
+    return list(setup.eval_plan.fanouts)
+
+
+def make_evaluator(setup: RunSetup, sets: dict, net, *, rank: int = 0, world_size: int = 1,
+                   labels: bool = True):
+    """The evaluator of ``setup.eval_method`` for node sets ``sets`` (name -> ids)."""
+    cfg = setup.cfg
+    if setup.eval_method == "layerwise":
+        from .layerwise import LayerwiseEvaluator
+
+        return LayerwiseEvaluator(setup.placed, setup.dataset.graph, sets, unwrap(net).num_layers,
+                                  rank=rank, world_size=world_size, num_threads=cfg.num_threads,
+                                  prefetch=cfg.prefetch, labels=labels)
+    return Evaluator(setup.placed, sets, setup.eval_plan, seed=cfg.seed, rank=rank,
+                     world_size=world_size, num_threads=cfg.num_threads, prefetch=cfg.prefetch,
+                     labels=labels)
 
 
 def _majority(labels: np.ndarray, cls: int, setup: RunSetup) -> dict:
@@ -303,8 +349,7 @@ def write_predictions(setup: RunSetup, model, path, nodes: str) -> str:
     """The predicted class of every test node (in ``dataset.test_ids`` order) or of every node
     (``nodes="all"``, node id order), int64 ``.npy`` written atomically."""
     ids = setup.test_ids if nodes == "test" else np.arange(setup.dataset.num_nodes, dtype=np.int64)
-    ev = Evaluator(setup.placed, {"predict": ids}, setup.eval_plan, seed=setup.cfg.seed,
-                   num_threads=setup.cfg.num_threads, prefetch=setup.cfg.prefetch, labels=False)
+    ev = make_evaluator(setup, {"predict": ids}, model, labels=False)
     try:
         classes, _ = ev.logits(model, "predict", progress=setup.cfg.progress, argmax=True)
     finally:

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import GraphfeedError
 from .config import TrainConfig
-from .evaluate import default_eval_fanouts
+from .evaluate import default_eval_fanouts, evaluates_epoch
 from .report import final_line, log_epoch
 from .result import EpochStats, TrainResult
 
@@ -227,7 +227,9 @@ def _loop(cfg: TrainConfig, world, model_factory, on_epoch) -> TrainResult:
                 feat.build_cache(cfg.remote_cache)  # the hottest rows of the first epoch
             loss_all, correct_all, seen_all = _sum([loss_sum, correct, seen], world)
             t1 = time.perf_counter()
-            valid, test = evaluate("valid"), evaluate("test")
+            evaluated = evaluates_epoch(cfg, epoch)
+            valid, test = ((evaluate("valid"), evaluate("test")) if evaluated
+                           else (float("nan"), float("nan")))
             es = EpochStats(
                 epoch=epoch, loss=loss_all / max(1, seen_all),
                 train_acc=correct_all / max(1, seen_all), valid_acc=valid, test_acc=test,
@@ -236,8 +238,10 @@ def _loop(cfg: TrainConfig, world, model_factory, on_epoch) -> TrainResult:
                 peak_rss_bytes=peak_rss_bytes(), valid={"accuracy": valid},
                 test={"accuracy": test}, eval_seconds=time.perf_counter() - t1,
                 rss_bytes=current_rss_bytes())
+            if not evaluated:
+                es.skip_evaluation()
             result.epochs.append(es)
-            if not valid <= result.best_valid_acc:  # NaN-safe: the first epoch always counts
+            if evaluated and not valid <= result.best_valid_acc:  # NaN-safe: the first counts
                 result.best_epoch, result.best_valid_acc, result.test_acc = epoch, valid, test
                 result.best_valid, result.test = valid, {"accuracy": test}
             say(f"epoch {epoch}: loss {es.loss:.4f} train_acc {es.train_acc:.4f} valid_acc "

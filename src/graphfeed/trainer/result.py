@@ -25,7 +25,9 @@ def json_safe(obj):
 @dataclass
 class EpochStats:
     """One epoch. ``valid`` / ``test``: the task's metrics (``accuracy`` and ``macro_f1``, or
-    ``roc_auc`` and ``accuracy``); ``valid_acc`` / ``test_acc`` repeat their accuracy.
+    ``roc_auc`` and ``accuracy``); ``valid_acc`` / ``test_acc`` repeat their accuracy. An epoch
+    that ``--eval-every`` skips has ``valid`` and ``test`` ``None`` (``null`` in JSON), its
+    accuracies NaN (``null``) and ``eval_seconds`` 0 (:meth:`evaluated` is False).
     ``rss_bytes``: resident memory after the epoch (``peak_rss_bytes``: the peak so far).
     ``peak_gpu_bytes`` / ``peak_gpu_reserved_bytes``: ``torch.cuda.max_memory_allocated`` /
     ``max_memory_reserved`` on CUDA, else ``None``."""
@@ -40,11 +42,22 @@ class EpochStats:
     seconds: float
     peak_rss_bytes: int
     peak_gpu_bytes: Optional[int] = None
-    valid: dict = field(default_factory=dict)
-    test: dict = field(default_factory=dict)
+    valid: Optional[dict] = field(default_factory=dict)
+    test: Optional[dict] = field(default_factory=dict)
     eval_seconds: float = 0.0
     rss_bytes: int = 0
     peak_gpu_reserved_bytes: Optional[int] = None
+
+    @property
+    def evaluated(self) -> bool:
+        return self.valid is not None
+
+    def skip_evaluation(self) -> "EpochStats":
+        """Mark the epoch as not evaluated (see the class docstring); returns ``self``."""
+        self.valid = self.test = None
+        self.valid_acc = self.test_acc = float("nan")
+        self.eval_seconds = 0.0
+        return self
 
     def to_dict(self) -> dict:
         return json_safe(dataclasses.asdict(self))
@@ -78,6 +91,7 @@ class TrainResult:
     stopped_early: bool = False
     resumed_from_epoch: Optional[int] = None
     eval_fanouts: list = field(default_factory=list)
+    eval_method: str = "sampled"  # layerwise or sampled (TrainConfig.eval_method resolved)
     checkpoint: Optional[str] = None
     predictions: Optional[str] = None
     #: link prediction: baseline name -> split -> metrics (e.g. the degree baseline)

@@ -1,0 +1,277 @@
+"""Layer-wise inference (trainer/layerwise.py): equal to evaluating with every neighbour sampled,
+whatever the batches or the feature backend; --eval / --eval-every in a run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+N, IN_DIM, CLASSES = 157, 12, 4
+
+
+@pytest.fixture(scope="module")
+def varied_dataset(tmp_path_factory):
+    """157 nodes: nodes 0-9 have no in-edge, node 20 has 80, the rest 1-6 (random sources)."""
+    from graphfeed.datasets import write_dataset
+    from graphfeed.graph.csc import CSCGraph
+
+    rng = np.random.default_rng(3)
+    deg = rng.integers(1, 7, size=N)
+    deg[:10] = 0
+    deg[20] = 80
+    dst = np.repeat(np.arange(N), deg)
+    src = rng.integers(0, N, size=dst.shape[0])
+    g = CSCGraph.from_edges(src, dst, N, drop_self_loops=True, drop_duplicates=True)
+    assert (g.in_degrees[:10] == 0).all() and g.in_degrees[20] > 50
+    feat = rng.normal(size=(N, IN_DIM)).astype(np.float32)
+    labels = rng.integers(0, CLASSES, size=N)
+    perm = rng.permutation(N)
+    path = tmp_path_factory.mktemp("varied") / "varied"
+    write_dataset(path, graph=g, node_features={"feat": feat, "label": labels},
+                  splits={"train": perm[:60], "valid": perm[60:100], "test": perm[100:]},
+                  num_classes=CLASSES)
+    import graphfeed as gf
+
+    return gf.Dataset.open(path)
+
+
+def _placed(ds, backend="ram"):
+    import graphfeed as gf
+
+    return gf.place(ds.graph, {"feat": ds.node_feature("feat", backend=backend),
+                               "label": ds.node_feature("label")}, fanouts=[5, 5], mode="cpu-cpu",
+                    device="cpu")
+
+
+def _model(name, ds, layers=2):
+    from graphfeed.models import build_model
+
+    torch.manual_seed(0)
+    return build_model(name, IN_DIM, 16, CLASSES, layers, heads=4,
+                       in_degrees=ds.graph.in_degrees if name == "gcn" else None)
+
+
+def _sampled(placed, ids, model, layers, batch_size=7):
+    """Reference: the model's forward on blocks with every neighbour (fanouts -1)."""
+    from graphfeed.trainer.evaluate import EvalPlan, Evaluator
+
+    ev = Evaluator(placed, {"s": ids}, EvalPlan((-1,) * layers, batch_size), seed=0)
+    try:
+        return ev.logits(model, "s")
+    finally:
+        ev.close()
+
+
+def _layerwise(placed, ds, sets, model, layers, **kw):
+    from graphfeed.trainer.layerwise import LayerwiseEvaluator
+
+    ev = LayerwiseEvaluator(placed, ds.graph, sets, layers, **kw)
+    try:
+        return ev.evaluate(model)
+    finally:
+        ev.close()
+
+
+@pytest.mark.parametrize("name, layers", [("sage", 2), ("gcn", 2), ("gat", 2), ("sage", 3),
+                                          ("gcn", 3)])
+@pytest.mark.parametrize("max_batch, max_edges", [(7, 1 << 22), (1 << 16, 23)])
+def test_layerwise_equals_full_neighbour_sampled_evaluation(varied_dataset, name, layers,
+                                                            max_batch, max_edges):
+    """Every node, and a small set whose receptive field is not the whole graph: batches of 7
+    destinations (157 = 22 x 7 + 3), or batches cut by in-edges (the hub alone)."""
+    ds = varied_dataset
+    placed = _placed(ds)
+    model = _model(name, ds, layers)
+    everyone = np.arange(N)
+    few = np.array([20, 3, 150, 0, 77])  # the hub, nodes without in-edges, unsorted
+    got = _layerwise(placed, ds, {"all": everyone, "few": few}, model, layers,
+                     max_batch=max_batch, max_batch_edges=max_edges)
+    only_few = _layerwise(placed, ds, {"few": few}, model, layers, max_batch=max_batch,
+                          max_batch_edges=max_edges)
+    ref_all, y_all = _sampled(placed, everyone, model, layers)
+    ref_few, y_few = _sampled(placed, few, model, layers, batch_size=2)
+    assert got["all"][0].shape == (N, CLASSES)
+    torch.testing.assert_close(got["all"][0], ref_all, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(got["few"][0], ref_few, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(only_few["few"][0], ref_few, atol=1e-4, rtol=1e-4)
+    assert torch.equal(got["all"][1], y_all) and torch.equal(got["few"][1], y_few)
+    # the model is left in the mode it was in, and its output is not trivially constant
+    assert model.training
+    assert float(ref_all.std(0).min()) > 1e-3
+
+
+def test_disk_features_give_the_same_logits(varied_dataset):
+    ds = varied_dataset
+    model = _model("sage", ds)
+    ram = _layerwise(_placed(ds, "ram"), ds, {"all": np.arange(N)}, model, 2, max_batch=11)
+    disk = _layerwise(_placed(ds, "disk"), ds, {"all": np.arange(N)}, model, 2, max_batch=11)
+    torch.testing.assert_close(disk["all"][0], ram["all"][0], atol=1e-6, rtol=1e-6)
+
+
+def test_needed_nodes_is_the_in_neighbourhood(varied_dataset):
+    from graphfeed.trainer.layerwise import needed_nodes
+
+    g = varied_dataset.graph
+    targets = np.array([20, 5, 33])
+    sets = needed_nodes(g, targets, 3)
+    assert sets[-1].tolist() == [5, 20, 33]
+
+    def expand(nodes):
+        out = set(nodes)
+        for v in nodes:
+            out.update(int(u) for u in g.indices[g.indptr[v]:g.indptr[v + 1]])
+        return out
+
+    hop1 = expand(set(targets.tolist()))
+    assert sets[1].tolist() == sorted(hop1)
+    assert sets[0].tolist() == sorted(expand(hop1))
+    assert len(sets[0]) < N  # a small set does not need every node
+    # the in-neighbours are gathered in chunks when there are many edges
+    from graphfeed.trainer import layerwise
+
+    mask = np.zeros(N, dtype=bool)
+    layerwise._in_neighbours(g.indptr, g.indices, np.arange(N), mask, chunk_edges=5)
+    assert np.flatnonzero(mask).tolist() == sorted(set(g.indices.tolist()))
+
+
+def test_degree_groups_bound_every_batch(varied_dataset):
+    from graphfeed.trainer.layerwise import degree_groups
+
+    deg = varied_dataset.graph.in_degrees
+    groups = degree_groups(np.arange(N), deg, max_batch_edges=40, max_batch=9)
+    assert sorted(np.concatenate([ids for ids, _ in groups]).tolist()) == list(range(N))
+    for ids, bs in groups:
+        assert 1 <= bs <= 9
+        assert bs == 1 or bs * int(deg[ids].max()) <= 40
+
+
+def test_stock_gcn_is_not_exact_layer_by_layer(varied_dataset):
+    """Stock GCNConv on a block's union node set normalises with in-block degrees: a node's
+    output depends on which other nodes share its batch, so layer-wise is not offered."""
+    from graphfeed.errors import GraphfeedError
+    from graphfeed.trainer.config import TrainConfig
+    from graphfeed.trainer.evaluate import resolve_eval_method
+    from graphfeed.trainer.layerwise import supports_layerwise
+
+    from graphfeed.models import BlockGNN, build_model
+
+    ds = varied_dataset
+    torch.manual_seed(0)
+    plain = build_model("gcn", IN_DIM, 16, CLASSES, 2)  # no in_degrees: stock GCNConv
+    assert isinstance(plain, BlockGNN) and not supports_layerwise(plain)
+    assert all(supports_layerwise(_model(m, ds)) for m in ("sage", "gcn", "gat"))
+    placed = _placed(ds)
+    one, _ = _sampled(placed, np.arange(N), plain, 2, batch_size=1)
+    many, _ = _sampled(placed, np.arange(N), plain, 2, batch_size=N)
+    assert not torch.allclose(one, many, atol=1e-4)
+    cfg = TrainConfig(eval_method="layerwise").validate()
+    with pytest.raises(GraphfeedError, match="eval_method layerwise: custom"):
+        resolve_eval_method(cfg, supported=False, why_not="custom")
+    assert resolve_eval_method(TrainConfig().validate(), supported=False) == "sampled"
+
+
+@pytest.mark.parametrize("kw, fragment", [
+    (dict(eval_method="layerwise", eval_fanouts=(5, 5)), "drop --eval-fanouts"),
+    (dict(eval_method="layerwise", sampler="temporal"), "sampler temporal"),
+    (dict(eval_method="layerwise", task="link"), "task link"),
+    (dict(eval_method="sideways"), "eval_method must be one of"),
+    (dict(eval_every=0), "eval_every"),
+])
+def test_contradictory_evaluation_settings_are_refused(kw, fragment):
+    from graphfeed.errors import GraphfeedError
+    from graphfeed.trainer.config import TrainConfig
+
+    with pytest.raises(GraphfeedError, match=fragment):
+        TrainConfig(**kw).validate()
+
+
+def test_resolution_of_auto():
+    from graphfeed.trainer.config import TrainConfig
+    from graphfeed.trainer.evaluate import resolve_eval_method
+
+    assert resolve_eval_method(TrainConfig().validate()) == "layerwise"
+    assert resolve_eval_method(TrainConfig(eval_fanouts=(4, 4)).validate()) == "sampled"
+    assert resolve_eval_method(TrainConfig(eval_method="sampled").validate()) == "sampled"
+    assert resolve_eval_method(TrainConfig(sampler="temporal").validate()) == "sampled"
+
+
+def test_patience_counts_evaluations_only():
+    from types import SimpleNamespace
+
+    from graphfeed.trainer.checkpoint import RunState
+    from graphfeed.trainer.config import TrainConfig
+    from graphfeed.trainer.result import EpochStats, TrainResult
+
+    cfg = TrainConfig(epochs=9, eval_every=3, patience=2).validate()
+    net = torch.nn.Linear(1, 1)
+    state = RunState(cfg, net, SimpleNamespace(), TrainResult(), trainer="node",
+                     keys=TrainConfig.RESUME_KEYS, say=lambda m: None)
+    assert [e for e in range(9) if state.evaluates(e)] == [2, 5, 8]
+    values = [0.5, 0.1, 0.4]  # of the evaluated epochs 2, 5, 8
+    for e in range(9):
+        es = EpochStats(epoch=e, loss=1.0, train_acc=0.0, valid_acc=0.0, test_acc=0.0,
+                        seeds_per_s=0, batches_per_s=0, seconds=0, peak_rss_bytes=0,
+                        valid={"accuracy": 0.0}, test={"accuracy": 0.0})
+        if state.evaluates(e):
+            v = values[[2, 5, 8].index(e)]
+            es.valid = {"accuracy": v}
+            state.end_epoch(es, v)
+        else:
+            state.end_epoch(es.skip_evaluation(), float("nan"))
+        if e < 8:
+            assert not state.patience_spent(), e
+    assert state.result.best_epoch == 2 and state.bad_epochs == 2 and state.patience_spent()
+    assert len(state.result.epochs) == 9
+
+
+def test_eval_every_logs_null_metrics_between_evaluations(tiny_dataset, tmp_path, capsys):
+    """--eval-every 2 over 5 epochs evaluates the 2nd, 4th and 5th (epochs 1, 3, 4 counted from
+    0); the other log lines hold null metrics, and the best epoch is an evaluated one."""
+    from graphfeed.cli.main import main
+
+    log = tmp_path / "log.jsonl"
+    rc = main(["train", "--dataset", "tiny", "--epochs", "5", "--eval-every", "2", "--no-mlp",
+               "--no-progress", "--fanouts", "5,5", "--log", str(log), "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    lines = [json.loads(s) for s in log.read_text().splitlines()]
+    assert [e["epoch"] for e in lines] == [0, 1, 2, 3, 4]
+    assert [e["epoch"] for e in lines if e["valid"] is not None] == [1, 3, 4]
+    for e in lines:
+        if e["valid"] is None:
+            assert e["test"] is None and e["valid_acc"] is None and e["test_acc"] is None
+            assert e["eval_seconds"] == 0
+        else:
+            assert set(e["valid"]) == {"accuracy", "macro_f1"} and e["valid_acc"] is not None
+    assert out["best_epoch"] in (1, 3, 4)
+    assert out["eval_method"] == "layerwise" and out["eval_fanouts"] == [-1, -1]
+    assert out["test_acc"] == lines[out["best_epoch"]]["test_acc"]
+
+
+def test_layerwise_and_full_sampled_runs_score_alike(tiny_dataset):
+    """The same training run (same seed) evaluated both ways: the metrics agree, and
+    --eval sampled still reports its fanouts."""
+    from graphfeed.training import TrainConfig, train
+
+    kw = dict(dataset="tiny", epochs=1, fanouts=(5, 5), batch_size=256, progress=False,
+              mlp_baseline=False)
+    lw = train(TrainConfig(**kw), dataset=tiny_dataset)
+    full = train(TrainConfig(eval_fanouts=(-1, -1), **kw), dataset=tiny_dataset)
+    capped = train(TrainConfig(eval_method="sampled", **kw), dataset=tiny_dataset)
+    assert lw.eval_method == "layerwise" and full.eval_method == "sampled"
+    assert capped.eval_method == "sampled" and capped.eval_fanouts == [100, 100]
+    assert lw.epochs[0].loss == pytest.approx(full.epochs[0].loss, rel=1e-6)
+    assert lw.epochs[0].valid == pytest.approx(full.epochs[0].valid, abs=1e-9)
+    assert lw.epochs[0].test == pytest.approx(full.epochs[0].test, abs=1e-9)
+
+
+def test_cli_refuses_eval_fanouts_with_layerwise(capsys):
+    from graphfeed.cli.main import main
+
+    rc = main(["train", "--dataset", "tiny", "--eval", "layerwise", "--eval-fanouts", "5,5"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert len(err.strip().splitlines()) == 1 and "--eval-fanouts" in err
