@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 
-from ._args import positive_int
+from ._args import int_range, positive_int
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -27,7 +27,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--method", choices=("metis", "random"), default="metis",
                    help="metis (needs pymetis: pip install 'graphfeed[partition]') or random "
                         "(default: metis)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the assignment (default 0)")
+    p.add_argument("--seed", type=int_range(0, 2**63 - 1), default=0,
+                   help="seed of the assignment, >= 0 (default 0)")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it is a partition")
     p.add_argument("--data-root", default=None, help="where built-in datasets are cached")
     p.add_argument("--json", action="store_true", help="print the book as one JSON object")

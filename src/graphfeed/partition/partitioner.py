@@ -63,6 +63,7 @@ def assign_parts(dataset, parts: int, method: str = "metis", seed: int = 0) -> n
     assignment (each part gets ``N / parts`` nodes, +-1), from ``seed``; ``metis``: METIS k-way
     on the symmetrised graph with two balance constraints (nodes, train ids)."""
     parts = check_int("parts", parts, 1)
+    seed = check_int("seed", seed, 0, 2**63 - 1)
     if method not in METHODS:
         raise GraphfeedError(f"unknown partition method {method!r}; choose one of "
                              f"{', '.join(METHODS)}")
