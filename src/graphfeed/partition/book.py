@@ -93,32 +93,115 @@ def read_book(path) -> PartitionBook:
         raise DatasetError(f"{path}: not a partitioned dataset (no {BOOK_FILE}); make one with "
                            f"'graphfeed partition DATASET OUT --parts P'")
     try:
-        raw = json.loads(f.read_text(encoding="utf-8"))
-        if raw.get("format") != BOOK_FORMAT:
-            raise ValueError(f"format is {raw.get('format')!r}, not {BOOK_FORMAT!r}")
-        if raw.get("version") != BOOK_VERSION:
-            raise ValueError(f"version {raw.get('version')!r}; this graphfeed reads version "
-                             f"{BOOK_VERSION}")
-        offsets = np.asarray(raw["offsets"], dtype=np.int64)
-        book = PartitionBook(
-            path=path, name=str(raw["name"]), num_parts=int(raw["num_parts"]),
-            num_nodes=int(raw["num_nodes"]), num_edges=int(raw["num_edges"]),
-            method=str(raw["method"]), seed=int(raw["seed"]), offsets=offsets,
-            num_classes=int(raw["num_classes"]), target=str(raw["target"]),
-            features=dict(raw["features"]), splits=tuple(raw["splits"]),
-            edge_cut=int(raw["edge_cut"]), stats=dict(raw.get("stats", {})),
-        )
-    except (ValueError, KeyError, TypeError) as e:
+        data = f.read_bytes()
+    except OSError as e:
+        raise DatasetError(f"{f}: cannot read the partition book ({e.strerror or e})") from None
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise DatasetError(f"{f}: invalid partition book (JSON nested too deeply)") from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise DatasetError(f"{f}: invalid partition book (not JSON: {e})") from None
+    try:
+        book = _book_from_json(path, raw)
+    except (ValueError, KeyError, TypeError, OverflowError) as e:
         raise DatasetError(f"{f}: invalid partition book ({e})") from None
+    offsets = book.offsets
     if book.num_parts < 1 or offsets.shape != (book.num_parts + 1,) or offsets[0] != 0 \
             or offsets[-1] != book.num_nodes or np.any(np.diff(offsets) < 0):
-        raise DatasetError(f"{f}: offsets {offsets.tolist()} are not a monotone cover of "
+        raise DatasetError(f"{f}: offsets {_short(offsets.tolist())} are not a monotone cover of "
                            f"[0, {book.num_nodes}) in {book.num_parts} parts")
     if book.method not in METHODS:
         raise DatasetError(f"{f}: unknown method {book.method!r}")
     if book.target not in book.features:
         raise DatasetError(f"{f}: target {book.target!r} is not one of the features")
     return book
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def _int_field(raw: dict, key: str, lo: int = 0) -> int:
+    v = raw[key] if key in raw else _missing(key)
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= _INT64_MAX:
+        raise ValueError(f"{key} is {_short(v)}, expected an integer >= {lo}")
+    return v
+
+
+def _str_field(raw: dict, key: str) -> str:
+    v = raw[key] if key in raw else _missing(key)
+    if not isinstance(v, str):
+        raise ValueError(f"{key} is {_short(v)}, expected a string")
+    return v
+
+
+def _name_ok(name) -> bool:
+    """A feature or split name that is safe as a file name inside a part folder."""
+    return (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name
+            and "\\" not in name and "\0" not in name)
+
+
+def _missing(key: str):
+    raise ValueError(f"{key!r} is missing")
+
+
+def _short(v) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _book_from_json(path: Path, raw) -> "PartitionBook":
+    """Check the type and shape of every field of a parsed ``partition.json``; ``ValueError``
+    naming the field."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"expected a JSON object, got {type(raw).__name__} {_short(raw)}")
+    if raw.get("format") != BOOK_FORMAT:
+        raise ValueError(f"format is {_short(raw.get('format'))}, not {BOOK_FORMAT!r}")
+    if raw.get("version") != BOOK_VERSION:
+        raise ValueError(f"version {_short(raw.get('version'))}; this graphfeed reads version "
+                         f"{BOOK_VERSION}")
+    offsets = raw["offsets"] if "offsets" in raw else _missing("offsets")
+    if not isinstance(offsets, list) or not all(
+            isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= _INT64_MAX
+            for x in offsets):
+        raise ValueError(f"offsets is {_short(offsets)}, expected a list of integers >= 0")
+    features = raw["features"] if "features" in raw else _missing("features")
+    if not isinstance(features, dict):
+        raise ValueError(f"features is {_short(features)}, expected an object")
+    for name, spec in features.items():
+        if not _name_ok(name):
+            raise ValueError(f"feature name {_short(name)} is not a plain file name")
+        if not isinstance(spec, dict) or not isinstance(spec.get("dtype"), str) \
+                or not isinstance(spec.get("row_shape"), list):
+            raise ValueError(f"feature {name!r} is {_short(spec)}, expected "
+                             f"{{\"dtype\": str, \"row_shape\": [int, ...]}}")
+        try:
+            kind = np.dtype(spec["dtype"]).kind
+        except (TypeError, ValueError, SyntaxError):
+            kind = None
+        if kind is None or kind not in "biuf":
+            raise ValueError(f"feature {name!r} has dtype {_short(spec['dtype'])}, expected a "
+                             f"bool, integer or float dtype")
+        if not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= _INT64_MAX
+                   for d in spec["row_shape"]):
+            raise ValueError(f"feature {name!r} has row_shape {_short(spec['row_shape'])}, "
+                             f"expected a list of integers >= 0")
+    splits = raw["splits"] if "splits" in raw else _missing("splits")
+    if not isinstance(splits, list) or not all(_name_ok(s) for s in splits) \
+            or len(set(splits)) != len(splits):
+        raise ValueError(f"splits is {_short(splits)}, expected a list of distinct plain names")
+    stats = raw.get("stats", {})
+    if not isinstance(stats, dict):
+        raise ValueError(f"stats is {_short(stats)}, expected an object")
+    return PartitionBook(
+        path=path, name=_str_field(raw, "name"), num_parts=_int_field(raw, "num_parts", 1),
+        num_nodes=_int_field(raw, "num_nodes"), num_edges=_int_field(raw, "num_edges"),
+        method=_str_field(raw, "method"), seed=_int_field(raw, "seed"),
+        offsets=np.asarray(offsets, dtype=np.int64).reshape(-1),
+        num_classes=_int_field(raw, "num_classes"), target=_str_field(raw, "target"),
+        features=dict(features), splits=tuple(splits), edge_cut=_int_field(raw, "edge_cut"),
+        stats=dict(stats),
+    )
 
 
 def _load(root: Path, rel: str, shape: Optional[tuple], kinds: str, mmap: bool = True):
