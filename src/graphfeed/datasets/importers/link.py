@@ -31,7 +31,7 @@ import numpy as np
 from ...errors import DatasetError
 from .._readers import read_float_blocks, read_int_table
 from ..link import LINK_SPLITS, random_edge_split, write_link_dataset
-from .ogb import _find
+from .ogb import _find, read_num_nodes
 
 __all__ = ["prepare_ogbl", "prepare_link_split", "split_dataset"]
 
@@ -116,7 +116,7 @@ def prepare_ogbl(src, out, *, split_name: Optional[str] = None, undirected: bool
     num_nodes = None
     nn_file = _find(raw, "num-node-list")
     if nn_file is not None:
-        num_nodes = int(read_int_table(nn_file, 1)[0, 0])
+        num_nodes = read_num_nodes(nn_file)
     every = np.concatenate([edges, splits["valid"], splits["test"]], axis=1)
     if num_nodes is None:
         num_nodes = int(every.max(initial=-1)) + 1

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from ...errors import DatasetError
-from .._readers import EdgeSource, read_int_table
+from .._readers import EdgeSource, is_gzip, read_int_table
 from ..schema import SPLIT_NAMES
 from . import PrepareReport, prepare
 
@@ -27,6 +27,38 @@ def _find(folder: Path, stem: str) -> Optional[Path]:
         if p.is_file():
             return p
     return None
+
+
+def _first_line(path: Path) -> str:
+    """The first non-blank line of ``path`` (gzip or plain), shortened, for error messages."""
+    import gzip
+
+    try:
+        opener = gzip.open if is_gzip(path) else open
+        with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+            for _, line in zip(range(1000), f):
+                if line.strip():
+                    line = line.strip()
+                    return line if len(line) <= 60 else line[:57] + "..."
+    except (OSError, EOFError, ValueError):
+        pass
+    return ""
+
+
+def read_num_nodes(path: Path) -> int:
+    """The node count of an OGB ``num-node-list.csv[.gz]``: one line, one integer >= 0;
+    ``DatasetError`` naming the file and the value otherwise."""
+    t = read_int_table(path, 1)
+    if t.shape[0] == 0:  # a lone non-number ('many') reads as a header
+        raise DatasetError(f"{path}: expected the node count (one integer >= 0), got "
+                           f"{_first_line(path)!r}")
+    if t.shape[0] != 1:
+        raise DatasetError(f"{path}: expected one graph (one line), found {t.shape[0]}; "
+                           f"graph-property datasets are not node-property datasets")
+    n = int(t[0, 0])
+    if n < 0:
+        raise DatasetError(f"{path}: the node count is {n}, expected an integer >= 0")
+    return n
 
 
 def split_files(src: Path, split_name: Optional[str], sub: str = "") -> dict:
@@ -70,11 +102,7 @@ def prepare_ogb(src, out, *, split_name: Optional[str] = None, split=None,
     num_nodes = kw.pop("num_nodes", None)
     nn_file = _find(raw, "num-node-list")
     if num_nodes is None and nn_file is not None:
-        t = read_int_table(nn_file, 1)
-        if t.shape[0] != 1:
-            raise DatasetError(f"{nn_file}: expected one graph (one line), found {t.shape[0]}; "
-                               f"graph-property datasets are not node-property datasets")
-        num_nodes = int(t[0, 0])
+        num_nodes = read_num_nodes(nn_file)
     if split is not None:
         splits = split
     else:
