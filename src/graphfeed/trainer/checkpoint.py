@@ -77,7 +77,143 @@ def load_checkpoint(folder) -> dict:
     missing = [k for k in KEYS if k not in state]
     if missing:
         raise GraphfeedError(f"{path}: checkpoint lacks {missing}")
+    check_state(path, state)
     return state
+
+
+# ---------------------------------------------------------------- checking what was read
+def _short(v) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _is_int(v) -> bool:
+    import numbers
+
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    import numbers
+
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+class _Bad(Exception):
+    """A field of a checkpoint with a value of the wrong type or range: ``(field, message)``."""
+
+
+def _need(ok: bool, field: str, v, expected: str) -> None:
+    if not ok:
+        raise _Bad(field, f"is {_short(v)}, expected {expected}")
+
+
+def _check_metrics(field: str, v, optional: bool) -> None:
+    if v is None and optional:
+        return
+    _need(isinstance(v, dict) and all(isinstance(k, str) and _is_num(x) for k, x in v.items()),
+          field, v, "a dict of metric name -> number" + (" or None" if optional else ""))
+
+
+def _check_rng(field: str, v) -> None:
+    import torch
+
+    want = torch.get_rng_state()
+    _need(isinstance(v, torch.Tensor) and v.dtype == torch.uint8 and v.shape == want.shape,
+          field, v, f"torch's CPU generator state (a uint8 tensor of {want.numel()} bytes)")
+
+
+def _check_epoch_stats(i: int, e) -> None:
+    import dataclasses
+
+    from .result import EpochStats
+
+    field = f"epochs[{i}]"
+    _need(isinstance(e, dict), field, e, "a dict of epoch statistics")
+    fields = {f.name: f for f in dataclasses.fields(EpochStats)}
+    unknown = [k for k in e if k not in fields]
+    if unknown:
+        raise _Bad(field, f"has unknown keys {_short(unknown)}")
+    required = [n for n, f in fields.items()
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    lacking = [k for k in required if k not in e]
+    if lacking:
+        raise _Bad(field, f"lacks {lacking}")
+    for k, v in e.items():
+        sub = f"{field}.{k}"
+        if k == "epoch":
+            _need(_is_int(v) and v >= 0, sub, v, "an integer >= 0")
+        elif k in ("valid", "test"):
+            _check_metrics(sub, v, optional=True)
+        elif k in ("peak_rss_bytes", "rss_bytes"):
+            _need(_is_int(v) and v >= 0, sub, v, "an integer >= 0")
+        elif k in ("peak_gpu_bytes", "peak_gpu_reserved_bytes"):
+            _need(v is None or (_is_int(v) and v >= 0), sub, v, "an integer >= 0 or None")
+        else:
+            _need(_is_num(v), sub, v, "a number")
+
+
+def _check_fields(state: Mapping) -> None:
+    import torch
+
+    _need(isinstance(state["model"], dict), "model", state["model"], "a state dict")
+    _need(isinstance(state["optimizer"], dict), "optimizer", state["optimizer"], "a state dict")
+    bm = state["best_model"]
+    _need(bm is None or (isinstance(bm, dict) and all(isinstance(k, str) and
+                                                      isinstance(t, torch.Tensor)
+                                                      for k, t in bm.items())),
+          "best_model", bm, "a state dict of tensors or None")
+    _need(isinstance(state["config"], dict), "config", state["config"], "a dict")
+    if "trainer" in state:
+        _need(state["trainer"] in TRAINERS, "trainer", state["trainer"], f"one of {TRAINERS}")
+    ld = state["loader"]
+    _need(isinstance(ld, dict), "loader", ld, "{'epoch': int, 'next_batch': int}")
+    for k in ("epoch", "next_batch"):
+        _need(_is_int(ld.get(k)) and ld[k] >= 0, f"loader.{k}", ld.get(k), "an integer >= 0")
+    eps = state["epochs"]
+    _need(isinstance(eps, list), "epochs", eps, "a list of epoch statistics")
+    for i, e in enumerate(eps):
+        _check_epoch_stats(i, e)
+    best = state["best"]
+    _need(isinstance(best, dict) and {"epoch", "value", "test"} <= set(best), "best", best,
+          "{'epoch': int, 'value': number, 'test': {metric: number}}")
+    _need(_is_int(best["epoch"]) and best["epoch"] >= -1, "best.epoch", best["epoch"],
+          "an integer >= -1")
+    _need(_is_num(best["value"]), "best.value", best["value"], "a number")
+    _check_metrics("best.test", best["test"], optional=False)
+    _need(_is_int(state["bad_epochs"]) and state["bad_epochs"] >= 0, "bad_epochs",
+          state["bad_epochs"], "an integer >= 0")
+    _check_rng("rng", state["rng"])
+    part = state["partial"]
+    if part is not None:
+        _need(isinstance(part, dict) and {"sums", "seconds"} <= set(part), "partial", part,
+              "None or {'sums': [3 numbers], 'seconds': number}")
+        sums = part["sums"]
+        _need(isinstance(sums, (list, tuple)) and len(sums) == 3 and all(map(_is_num, sums)),
+              "partial.sums", sums, "a list of 3 numbers")
+        _need(_is_num(part["seconds"]) and part["seconds"] >= 0, "partial.seconds",
+              part["seconds"], "a number >= 0")
+    rr = state.get("rank_rng")
+    if rr is not None:
+        _need(isinstance(rr, list), "rank_rng", rr, "a list of per-rank generator states")
+        for i, d in enumerate(rr):
+            _need(isinstance(d, dict) and "cpu" in d, f"rank_rng[{i}]", d,
+                  "{'cpu': tensor[, 'cuda': tensor]}")
+            _check_rng(f"rank_rng[{i}].cpu", d["cpu"])
+            if "cuda" in d:
+                c = d["cuda"]
+                _need(isinstance(c, torch.Tensor) and c.dtype == torch.uint8 and c.dim() == 1,
+                      f"rank_rng[{i}].cuda", c, "a uint8 tensor")
+
+
+def check_state(path, state: Mapping) -> None:
+    """Check the type and range of every field :meth:`RunState.resume` reads;
+    ``GraphfeedError`` naming the checkpoint and the field."""
+    try:
+        _check_fields(state)
+    except _Bad as e:
+        field, msg = e.args
+        raise GraphfeedError(f"{path}: checkpoint field {field} {msg}") from None
 
 
 def check_compatible(path, saved: Mapping, current: Mapping, keys) -> None:
