@@ -101,6 +101,21 @@ def _row_degrees(indptr):
 
 
 @kernel
+def _row_weights(weights, st, d):
+    """The weight sum and the count of positive weights of the row ``weights[st:st + d]``,
+    added in order: one definition for :func:`build_alias` and :func:`check_alias`, whose
+    exact comparison relies on the same additions in the same order."""
+    total = 0.0
+    c = 0
+    for p in range(d):
+        w = weights[st + p]
+        total += w
+        if w > 0:
+            c += 1
+    return total, c
+
+
+@kernel
 def build_alias(indptr, weights, rec, totals, npos):
     """Per destination, Walker's alias table of its in-edge weights (Vose's construction): one
     8-byte record per edge ``p``, ``rec[p] = thr | (alias << 32)``: keep relative position
@@ -119,13 +134,7 @@ def build_alias(indptr, weights, rec, totals, npos):
     for v in range(indptr.shape[0] - 1):
         st = indptr[v]
         d = indptr[v + 1] - st
-        total = 0.0
-        c = 0
-        for p in range(d):
-            w = weights[st + p]
-            total += w
-            if w > 0:
-                c += 1
+        total, c = _row_weights(weights, st, d)
         totals[v] = total
         npos[v] = c
         for p in range(d):  # defaults: kept with probability 1 (rounding leftovers)
@@ -165,7 +174,6 @@ def build_alias(indptr, weights, rec, totals, npos):
     return -1
 
 
-
 @kernel
 def check_alias(indptr, weights, rec, totals, npos):
     """Check tables that :func:`build_alias` wrote (or that claim to be its output, e.g. read
@@ -177,20 +185,16 @@ def check_alias(indptr, weights, rec, totals, npos):
     for v in range(indptr.shape[0] - 1):
         st = indptr[v]
         d = indptr[v + 1] - st
-        total = 0.0
-        c = 0
         for p in range(d):
-            w = weights[st + p]
-            total += w
-            if w > 0:
-                c += 1
             if np.int64(rec[st + p] >> _S32) >= d:
                 return v, 1
+        total, c = _row_weights(weights, st, d)
         if totals[v] != total:
             return v, 2
         if npos[v] != c:
             return v, 3
     return -1, 0
+
 
 @kernel
 def _pos_and_coin(ctr, d):
@@ -703,7 +707,6 @@ def build_base_order(indptr, indices, base_key32, lsrc, lpos, lbase):
     return -1
 
 
-
 @kernel
 def check_base_order(indptr, indices, base_key32, lsrc, lpos, lbase):
     """Check tables that claim to be :func:`build_base_order`'s output where the kernels rely
@@ -725,6 +728,7 @@ def check_base_order(indptr, indices, base_key32, lsrc, lpos, lbase):
             if p > st and lbase[p - 1] > lbase[p]:
                 return p, 4
     return -1, 0
+
 
 @kernel
 def count_labor_rotated(indptr, lbase, dst, lo, hi, fanout, shift32, counts, starts, degs,
@@ -795,6 +799,17 @@ def fill_labor_rotated(lsrc, lpos, starts, degs, first, lo, hi, fanout, offsets,
 
 # --------------------------------------------------------------------------- temporal
 @kernel
+def _edge_time(indices, node_times, edge_times, has_nt, has_et, p):
+    """The time of the edge at position ``p``: its edge time, its source's node time, or the
+    later of the two (:func:`build_time_order` sorts by it, :func:`check_time_order` checks it)."""
+    if has_et and has_nt:
+        return max(edge_times[p], node_times[indices[p]])
+    if has_et:
+        return edge_times[p]
+    return node_times[indices[p]]
+
+
+@kernel
 def build_time_order(indptr, indices, node_times, edge_times, has_nt, has_et, tkey, tsrc, tpos):
     """Each destination's in-edges sorted by time (stable: ties keep their stored order): the
     edge's time ``tkey`` (its edge time, its source's node time, or the later of the two), its
@@ -806,13 +821,7 @@ def build_time_order(indptr, indices, node_times, edge_times, has_nt, has_et, tk
         d = indptr[v + 1] - st
         is_sorted = True
         for p in range(st, st + d):
-            t = indices[p]
-            if has_et and has_nt:
-                te = max(edge_times[p], node_times[t])
-            elif has_et:
-                te = edge_times[p]
-            else:
-                te = node_times[t]
+            te = _edge_time(indices, node_times, edge_times, has_nt, has_et, p)
             tkey[p] = te
             if p > st and tkey[p - 1] > te:
                 is_sorted = False
@@ -830,7 +839,6 @@ def build_time_order(indptr, indices, node_times, edge_times, has_nt, has_et, tk
             tpos[st + q] = p
 
 
-
 @kernel
 def check_time_order(indptr, indices, node_times, edge_times, has_nt, has_et, tkey, tsrc, tpos):
     """Check tables that claim to be :func:`build_time_order`'s output where the kernels rely
@@ -845,20 +853,14 @@ def check_time_order(indptr, indices, node_times, edge_times, has_nt, has_et, tk
             q = tpos[p]
             if q < st or q >= end:
                 return p, 1
-            t = indices[q]
-            if tsrc[p] != t:
+            if tsrc[p] != indices[q]:
                 return p, 2
-            if has_et and has_nt:
-                te = max(edge_times[q], node_times[t])
-            elif has_et:
-                te = edge_times[q]
-            else:
-                te = node_times[t]
-            if tkey[p] != te:
+            if tkey[p] != _edge_time(indices, node_times, edge_times, has_nt, has_et, q):
                 return p, 3
             if p > st and tkey[p - 1] > tkey[p]:
                 return p, 4
     return -1, 0
+
 
 @kernel
 def _eligible_prefix(tkey, st, d, t, strict):
