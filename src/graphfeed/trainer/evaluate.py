@@ -186,34 +186,63 @@ class Evaluator:
         return logits, y
 
     def _gather(self, name, logits, y):
-        """All ranks' strided shares back in id order (padded all_gather: no pickling)."""
+        """All ranks' strided shares back in id order: logits and labels as one float64 block
+        (labels exact as float64), through :func:`gather_strided`."""
         import torch
-        import torch.distributed as dist
 
-        n, w = self.sizes[name], self.world_size
-        share = [len(range(r, n, w)) for r in range(w)]
-        m = max(share)
-        from ..distributed.sharing import collective_device
-
-        dev = collective_device()
-        width = torch.tensor([0 if logits is None else logits.shape[1]], dtype=torch.long, device=dev)
-        dist.all_reduce(width, op=dist.ReduceOp.MAX)
-        c = int(width)
-        pad = torch.zeros((m, c + 1), dtype=torch.float64)
+        local = None
         if logits is not None:
-            pad[: logits.shape[0], :c] = logits.double()
-            if y is not None:
-                pad[: y.shape[0], c] = y.double()
-        pad = pad.to(dev)
-        got = [torch.empty_like(pad) for _ in range(w)]
-        dist.all_gather(got, pad)
-        out = torch.empty((n, c + 1), dtype=torch.float64)
-        for r in range(w):
-            out[r::w] = got[r][: share[r]].cpu()
-        return out[:, :c].float(), (out[:, c].long() if self.labels else None)
+            cols = [logits.double()] + ([y.double().reshape(-1, 1)] if y is not None else [])
+            local = torch.cat(cols, dim=1) if len(cols) > 1 else cols[0]
+        out = gather_strided(local, self.sizes[name], self.world_size, dtype=torch.float64)
+        if not self.labels:
+            return out.float(), None
+        return out[:, :-1].float(), out[:, -1].long()
 
     def close(self) -> None:
         for loader in self.loaders.values():
             if loader is not None:
                 loader.close()
         self.loaders = {}
+
+
+#: bytes of rows moved by one all_gather call of :func:`gather_strided`
+GATHER_CHUNK_BYTES = 64 << 20
+
+
+def gather_strided(local, n: int, world_size: int, *, dtype=None, alloc=None):
+    """Every rank's strided share (rank ``r`` holds rows ``r, r + w, r + 2w, ...`` of ``n``)
+    back in order, on every rank: a padded ``all_gather`` (no pickling) of at most
+    ``GATHER_CHUNK_BYTES`` a call. ``local``: this rank's ``(share, d)`` rows, or ``None`` when
+    it has none (the width is agreed between ranks; ``dtype`` then says the type). ``alloc(n,
+    d)`` makes the output (default: a host tensor)."""
+    import torch
+    import torch.distributed as dist
+
+    from ..distributed.sharing import collective_device
+
+    w = world_size
+    dev = collective_device()
+    width = torch.tensor([0 if local is None else local.shape[1]], dtype=torch.long, device=dev)
+    dist.all_reduce(width, op=dist.ReduceOp.MAX)
+    d = int(width)
+    dtype = local.dtype if local is not None else (dtype or torch.float32)
+    if local is None:
+        local = torch.zeros((0, d), dtype=dtype)
+    share = [len(range(r, n, w)) for r in range(w)]
+    m = max(share) if share else 0
+    out = alloc(n, d) if alloc is not None else torch.empty((n, d), dtype=dtype)
+    step = max(1, GATHER_CHUNK_BYTES // max(1, local.element_size() * d * w))
+    for s in range(0, m, step):
+        e = min(m, s + step)
+        pad = torch.zeros((e - s, d), dtype=dtype, device=dev)
+        k = max(0, min(e, local.shape[0]) - s)
+        if k:
+            pad[:k] = local[s:s + k].to(dev)
+        got = [torch.empty_like(pad) for _ in range(w)]
+        dist.all_gather(got, pad)
+        for r in range(w):
+            k = max(0, min(e, share[r]) - s)
+            if k:
+                out[r + s * w::w][:k] = got[r][:k].to(out.device)
+    return out

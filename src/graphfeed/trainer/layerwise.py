@@ -36,14 +36,13 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..errors import GraphfeedError
-from .evaluate import EVAL_MAX_BATCH_EDGES, features_as_float, unwrap, with_fanouts
+from .evaluate import (EVAL_MAX_BATCH_EDGES, features_as_float, gather_strided, unwrap,
+                       with_fanouts)
 
 #: most destination nodes in one layer-wise batch
 LAYERWISE_MAX_BATCH = 1 << 16
 #: in-edges gathered at once while finding the in-neighbourhood of a node set
 _HOP_CHUNK_EDGES = 1 << 24
-#: bytes of rows moved by one all_gather call between ranks
-_GATHER_CHUNK_BYTES = 64 << 20
 
 
 def _in_neighbours(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray, mask: np.ndarray,
@@ -229,7 +228,7 @@ class LayerwiseEvaluator:
             if local is None:  # nothing to compute: no rows
                 local = torch.zeros((0, 0), dtype=torch.float32)
             return local
-        return self._all_gather(local, nodes.shape[0])
+        return gather_strided(local, nodes.shape[0], w, alloc=self._alloc)
 
     def _alloc(self, rows: int, dim: int):
         """A float32 ``(rows, dim)`` output on the device when it takes at most a quarter of its
@@ -241,39 +240,6 @@ class LayerwiseEvaluator:
             if rows * dim * 4 * (self.world_size + 1) <= free // 4:
                 return torch.empty((rows, dim), dtype=torch.float32, device=self.device)
         return torch.empty((rows, dim), dtype=torch.float32)
-
-    def _all_gather(self, local, n: int):
-        """Every rank's strided share of ``n`` rows back in order, on every rank (padded
-        ``all_gather`` of at most ``_GATHER_CHUNK_BYTES`` a call)."""
-        import torch
-        import torch.distributed as dist
-
-        from ..distributed.sharing import collective_device
-
-        w = self.world_size
-        dev = collective_device()
-        width = torch.tensor([0 if local is None else local.shape[1]], dtype=torch.long, device=dev)
-        dist.all_reduce(width, op=dist.ReduceOp.MAX)
-        d = int(width)
-        if local is None:
-            local = torch.zeros((0, d), dtype=torch.float32)
-        share = [len(range(r, n, w)) for r in range(w)]
-        m = max(share) if share else 0
-        out = self._alloc(n, d)
-        step = max(1, _GATHER_CHUNK_BYTES // max(1, 4 * d * w))
-        for s in range(0, m, step):
-            e = min(m, s + step)
-            pad = torch.zeros((e - s, d), dtype=torch.float32, device=dev)
-            k = max(0, min(e, local.shape[0]) - s)
-            if k:
-                pad[:k] = local[s:s + k].to(dev)
-            got = [torch.empty_like(pad) for _ in range(w)]
-            dist.all_gather(got, pad)
-            for r in range(w):
-                k = max(0, min(e, share[r]) - s)
-                if k:
-                    out[r + s * w::w][:k] = got[r][:k].to(out.device)
-        return out
 
     def close(self) -> None:
         self._plans = {}
