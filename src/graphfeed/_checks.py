@@ -13,7 +13,7 @@ from typing import Optional
 
 from .errors import GraphfeedError
 
-__all__ = ["check_int", "check_float"]
+__all__ = ["check_int", "check_float", "shown"]
 
 
 def check_int(name: str, value, lo: int, hi: Optional[int] = None) -> int:
@@ -46,3 +46,10 @@ def check_float(name: str, value, lo: float, hi: float, *, lo_open: bool = False
         raise GraphfeedError(
             f"{name} must be a finite number in {left}{lo:g}, {hi:g}{right}, got {value!r}")
     return v
+
+
+def shown(value, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for naming a bad value in an error message
+    (a corrupt file can hold a value of any size)."""
+    r = repr(value)
+    return r if len(r) <= limit else r[:limit - 3] + "..."

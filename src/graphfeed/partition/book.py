@@ -27,6 +27,7 @@ from typing import Optional
 
 import numpy as np
 
+from .._checks import shown
 from .._io import load_npy
 from ..errors import DatasetError
 
@@ -109,7 +110,7 @@ def read_book(path) -> PartitionBook:
     offsets = book.offsets
     if book.num_parts < 1 or offsets.shape != (book.num_parts + 1,) or offsets[0] != 0 \
             or offsets[-1] != book.num_nodes or np.any(np.diff(offsets) < 0):
-        raise DatasetError(f"{f}: offsets {_short(offsets.tolist())} are not a monotone cover of "
+        raise DatasetError(f"{f}: offsets {shown(offsets.tolist())} are not a monotone cover of "
                            f"[0, {book.num_nodes}) in {book.num_parts} parts")
     if book.method not in METHODS:
         raise DatasetError(f"{f}: unknown method {book.method!r}")
@@ -124,14 +125,14 @@ _INT64_MAX = 2**63 - 1
 def _int_field(raw: dict, key: str, lo: int = 0) -> int:
     v = raw[key] if key in raw else _missing(key)
     if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= _INT64_MAX:
-        raise ValueError(f"{key} is {_short(v)}, expected an integer >= {lo}")
+        raise ValueError(f"{key} is {shown(v)}, expected an integer >= {lo}")
     return v
 
 
 def _str_field(raw: dict, key: str) -> str:
     v = raw[key] if key in raw else _missing(key)
     if not isinstance(v, str):
-        raise ValueError(f"{key} is {_short(v)}, expected a string")
+        raise ValueError(f"{key} is {shown(v)}, expected a string")
     return v
 
 
@@ -145,54 +146,49 @@ def _missing(key: str):
     raise ValueError(f"{key!r} is missing")
 
 
-def _short(v) -> str:
-    r = repr(v)
-    return r if len(r) <= 60 else r[:57] + "..."
-
-
 def _book_from_json(path: Path, raw) -> "PartitionBook":
     """Check the type and shape of every field of a parsed ``partition.json``; ``ValueError``
     naming the field."""
     if not isinstance(raw, dict):
-        raise ValueError(f"expected a JSON object, got {type(raw).__name__} {_short(raw)}")
+        raise ValueError(f"expected a JSON object, got {type(raw).__name__} {shown(raw)}")
     if raw.get("format") != BOOK_FORMAT:
-        raise ValueError(f"format is {_short(raw.get('format'))}, not {BOOK_FORMAT!r}")
+        raise ValueError(f"format is {shown(raw.get('format'))}, not {BOOK_FORMAT!r}")
     if raw.get("version") != BOOK_VERSION:
-        raise ValueError(f"version {_short(raw.get('version'))}; this graphfeed reads version "
+        raise ValueError(f"version {shown(raw.get('version'))}; this graphfeed reads version "
                          f"{BOOK_VERSION}")
     offsets = raw["offsets"] if "offsets" in raw else _missing("offsets")
     if not isinstance(offsets, list) or not all(
             isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= _INT64_MAX
             for x in offsets):
-        raise ValueError(f"offsets is {_short(offsets)}, expected a list of integers >= 0")
+        raise ValueError(f"offsets is {shown(offsets)}, expected a list of integers >= 0")
     features = raw["features"] if "features" in raw else _missing("features")
     if not isinstance(features, dict):
-        raise ValueError(f"features is {_short(features)}, expected an object")
+        raise ValueError(f"features is {shown(features)}, expected an object")
     for name, spec in features.items():
         if not _name_ok(name):
-            raise ValueError(f"feature name {_short(name)} is not a plain file name")
+            raise ValueError(f"feature name {shown(name)} is not a plain file name")
         if not isinstance(spec, dict) or not isinstance(spec.get("dtype"), str) \
                 or not isinstance(spec.get("row_shape"), list):
-            raise ValueError(f"feature {name!r} is {_short(spec)}, expected "
+            raise ValueError(f"feature {name!r} is {shown(spec)}, expected "
                              f"{{\"dtype\": str, \"row_shape\": [int, ...]}}")
         try:
             kind = np.dtype(spec["dtype"]).kind
         except (TypeError, ValueError, SyntaxError):
             kind = None
         if kind is None or kind not in "biuf":
-            raise ValueError(f"feature {name!r} has dtype {_short(spec['dtype'])}, expected a "
+            raise ValueError(f"feature {name!r} has dtype {shown(spec['dtype'])}, expected a "
                              f"bool, integer or float dtype")
         if not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= _INT64_MAX
                    for d in spec["row_shape"]):
-            raise ValueError(f"feature {name!r} has row_shape {_short(spec['row_shape'])}, "
+            raise ValueError(f"feature {name!r} has row_shape {shown(spec['row_shape'])}, "
                              f"expected a list of integers >= 0")
     splits = raw["splits"] if "splits" in raw else _missing("splits")
     if not isinstance(splits, list) or not all(_name_ok(s) for s in splits) \
             or len(set(splits)) != len(splits):
-        raise ValueError(f"splits is {_short(splits)}, expected a list of distinct plain names")
+        raise ValueError(f"splits is {shown(splits)}, expected a list of distinct plain names")
     stats = raw.get("stats", {})
     if not isinstance(stats, dict):
-        raise ValueError(f"stats is {_short(stats)}, expected an object")
+        raise ValueError(f"stats is {shown(stats)}, expected an object")
     return PartitionBook(
         path=path, name=_str_field(raw, "name"), num_parts=_int_field(raw, "num_parts", 1),
         num_nodes=_int_field(raw, "num_nodes"), num_edges=_int_field(raw, "num_edges"),

@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
+from .._checks import shown
 from .._io import atomic_write
 from ..errors import GraphfeedError
 
@@ -82,11 +83,6 @@ def load_checkpoint(folder) -> dict:
 
 
 # ---------------------------------------------------------------- checking what was read
-def _short(v) -> str:
-    r = repr(v)
-    return r if len(r) <= 60 else r[:57] + "..."
-
-
 def _is_int(v) -> bool:
     import numbers
 
@@ -105,7 +101,7 @@ class _Bad(Exception):
 
 def _need(ok: bool, field: str, v, expected: str) -> None:
     if not ok:
-        raise _Bad(field, f"is {_short(v)}, expected {expected}")
+        raise _Bad(field, f"is {shown(v)}, expected {expected}")
 
 
 def _check_metrics(field: str, v, optional: bool) -> None:
@@ -133,7 +129,7 @@ def _check_epoch_stats(i: int, e) -> None:
     fields = {f.name: f for f in dataclasses.fields(EpochStats)}
     unknown = [k for k in e if k not in fields]
     if unknown:
-        raise _Bad(field, f"has unknown keys {_short(unknown)}")
+        raise _Bad(field, f"has unknown keys {shown(unknown)}")
     required = [n for n, f in fields.items()
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     lacking = [k for k in required if k not in e]
