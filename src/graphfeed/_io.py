@@ -265,14 +265,10 @@ def publish_lock(final: str | os.PathLike, markers: tuple, *, wait: bool = False
     (``.name.tmp-*``) are garbage and are removed, and an interrupted ``overwrite`` swap is
     repaired (:func:`recover_interrupted_swap`), when the lock is taken (after a kill) and when
     it is released (after an exception)."""
-    import fcntl
-
     final = Path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(final.parent / f".{final.name}.lock", os.O_RDWR | os.O_CREAT, 0o666)
-    try:
+    with contextlib.ExitStack() as held:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            held.enter_context(file_lock(final.parent / f".{final.name}.lock", wait=wait))
         except BlockingIOError:
             raise DatasetError(f"{final}: another process is writing {what} right now") from None
         for stale in final.parent.glob(f".{final.name}.tmp-*"):
@@ -282,17 +278,15 @@ def publish_lock(final: str | os.PathLike, markers: tuple, *, wait: bool = False
             yield
         finally:
             recover_interrupted_swap(final, markers)
-    finally:
-        os.close(fd)
 
 
 @contextlib.contextmanager
-def file_lock(path: str | os.PathLike) -> Iterator[None]:
+def file_lock(path: str | os.PathLike, *, wait: bool = True) -> Iterator[None]:
     """Hold an exclusive ``flock`` on ``path`` (created if missing, with the umask's file mode
     like any ``open``), waiting for other holders: serialises check-then-build sequences across
-    processes (ranks opening the same store). A lock file this user may not write (another team
-    member's, or on a read-only mount) is locked through a read-only descriptor, which ``flock``
-    allows."""
+    processes (ranks opening the same store). ``wait=False``: another holder is a
+    ``BlockingIOError`` at once. A lock file this user may not write (another team member's, or
+    on a read-only mount) is locked through a read-only descriptor, which ``flock`` allows."""
     import fcntl
 
     path = Path(path)
@@ -304,7 +298,7 @@ def file_lock(path: str | os.PathLike) -> Iterator[None]:
             raise
         fd = os.open(path, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         yield
     finally:
         os.close(fd)  # closing releases the lock
