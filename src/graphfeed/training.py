@@ -25,7 +25,6 @@ from .datasets.open import open_dataset
 from .errors import GraphfeedError
 from .trainer.config import TrainConfig
 from .trainer.evaluate import EVAL_BATCH_SIZE, plan_eval, resolve_eval_method
-from .trainer.loop import RunSetup, check_model_fits, run
 from .trainer.result import EpochStats, RunsResult, TrainResult
 
 __all__ = ["TrainConfig", "EpochStats", "TrainResult", "RunsResult", "train", "train_runs",
@@ -46,7 +45,10 @@ def resolve_device(device: str, mode: str = "auto") -> str:
 
 
 #: what the ranks' fork server imports beyond graphfeed's core, so every rank shares those pages
-PRELOAD = ("graphfeed.training", "graphfeed.models.gnn", "graphfeed.trainer.loop")
+PRELOAD = ("graphfeed.training", "graphfeed.models.gnn", "graphfeed.trainer.fit",
+           "graphfeed.trainer.tasks.node")
+#: and beyond those, for ``--partitions``
+PRELOAD_PARTITIONS = PRELOAD + ("graphfeed.partition.dist",)
 
 
 def _backend(cfg: TrainConfig, device: str) -> str:
@@ -85,19 +87,18 @@ def train(cfg: TrainConfig, *, dataset=None, model: Optional[Callable] = None, o
     cfg.validate()
     if cfg.runs != 1:
         raise GraphfeedError(f"train() runs once; use train_runs() for runs={cfg.runs}")
-    if cfg.partitions:
-        from .trainer.partitioned import train_partitioned
+    if cfg.partitions:  # refused once, before any rank starts
+        from .trainer.tasks.node import check_partitions
 
-        if cfg.log:  # --partitions refuses --predict, --save and --resume itself
-            _check_output_path("--log", cfg.log)
-        return train_partitioned(cfg, model=model, on_epoch=on_epoch)
+        check_partitions(cfg)
+        _check_outputs(cfg)
     if cfg.nproc > 1 and int(os.environ.get("WORLD_SIZE", "1")) == 1:
         from .distributed import check_gpus_for_ranks, launch
 
         # refuse here, once and before any rank starts, what NCCL would refuse in every rank
-        check_gpus_for_ranks(cfg.nproc, _backend(cfg, resolve_device(cfg.device, cfg.mode)))
+        check_gpus_for_ranks(cfg.nproc, _backend(cfg, _device(cfg)))
         results = launch(_train_rank, cfg.nproc, cfg, None, model, timeout_s=cfg.dist_timeout,
-                         preload=PRELOAD)
+                         preload=PRELOAD_PARTITIONS if cfg.partitions else PRELOAD)
         return results[0]
     return _train_rank(cfg, dataset, model, on_batch, on_epoch)
 
@@ -174,6 +175,11 @@ def _say(cfg: TrainConfig):
     return say
 
 
+def _device(cfg: TrainConfig) -> str:
+    """Where the run trains: ``--partitions`` on the CPU (its exchanges run on gloo)."""
+    return "cpu" if cfg.partitions else resolve_device(cfg.device, cfg.mode)
+
+
 def _plan(cfg: TrainConfig, world):
     """The run's :class:`~graphfeed.placement.DataPlan`. Several GPU ranks each take their local
     rank's GPU (one GPU per rank under NCCL; gloo ranks may share: local rank modulo the GPUs)."""
@@ -184,7 +190,7 @@ def _plan(cfg: TrainConfig, world):
         device = "cuda"
     return DataPlan.resolve(features=cfg.features, cache_size=cfg.cache_size,
                             cache_policy=cfg.cache_policy, mode=cfg.mode,
-                            device=resolve_device(device, cfg.mode),
+                            device="cpu" if cfg.partitions else resolve_device(device, cfg.mode),
                             world=world, private_copy=cfg.private_copy)
 
 
@@ -223,64 +229,32 @@ def _train_rank(cfg: TrainConfig, dataset=None, model=None, on_batch=None, on_ep
 
 def _train_loop(cfg: TrainConfig, dataset, plan, model=None, on_batch=None,
                 on_epoch=None) -> TrainResult:
+    """Check, place (the task's ``prepare`` through ``plan``) and :func:`~graphfeed.trainer.fit.fit`."""
     import torch
+
+    from .trainer.fit import fit
+    from .trainer.tasks import TASKS
 
     rank, world_size = _dist_world()
     say = _say(cfg) if rank == 0 else (lambda msg: None)
-    device = plan.device
     if plan.on_gpu:
         from . import cuda_alloc
 
         cuda_alloc.start_cuda()  # the allocator setting first, then CUDA
-        torch.cuda.set_device(torch.device(device))
-    if cfg.task == "link":
-        from .trainer.link import train_link
-
+        torch.cuda.set_device(torch.device(plan.device))
+    pre = None
+    if cfg.partitions:
+        _check_outputs(cfg)
+    elif cfg.task == "node":
+        pre = _preflight(cfg, dataset, plan.device, verbose=rank == 0)
+        dataset = pre.dataset
+    else:
         _check_outputs(cfg)
         if dataset is None:
             dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=rank == 0)
-        if getattr(dataset, "hetero", None) is not None:  # typed pairs: trainer/hetero_link.py
-            from .trainer.hetero_link import train_typed_link
-
-            return train_typed_link(cfg, dataset, device, rank=rank, world_size=world_size,
-                                    say=say, on_batch=on_batch, on_epoch=on_epoch)
-        return train_link(cfg, dataset, plan, rank=rank, world_size=world_size, say=say,
-                          model=model, on_batch=on_batch, on_epoch=on_epoch)
-
-    pre = _preflight(cfg, dataset, device, verbose=rank == 0)
-    dataset = pre.dataset
-    if getattr(dataset, "hetero", None) is not None:  # node and edge types: trainer/hetero.py
-        from .trainer.hetero import run_hetero
-
-        return run_hetero(cfg, dataset, pre.splits, device, rank, world_size, say, on_epoch,
-                          on_batch=on_batch)
-    placed = plan.prepare(dataset, list(cfg.fanouts), replace=cfg.replace, seed=cfg.seed,
-                          method=cfg.sampling_method())
-    # the method's tables: once per machine under several ranks (or mapped from --table-cache),
-    # before any loader thread samples
-    if world_size > 1 or cfg.table_cache:
-        from .distributed.tables import share_prepared
-
-        share_prepared(placed.sampler, plan.world, private_copy=plan.private_copy,
-                       cache_dir=cfg.table_cache)
-    device = str(placed.device)
-    feat = placed.features["feat"]
-    say(f"graphfeed: placement {placed.placement.reason}")
-    train_ids, valid_ids, test_ids = pre.splits
-    say(
-        f"graphfeed train: dataset {dataset.name} ({dataset.num_nodes:,} nodes, "
-        f"{dataset.num_edges:,} edges, {pre.in_dim} features ({str(feat.dtype).replace('torch.', '')}), "
-        f"{pre.num_classes} classes; train/valid/test {len(train_ids):,}/{len(valid_ids):,}/"
-        f"{len(test_ids):,}); model {cfg.model}, fanouts {list(cfg.fanouts)}, "
-        f"{_describe_eval(cfg, pre)}, batch {cfg.batch_size}, sampler {cfg.sampling_method().describe()}, device {device}, "
-        f"features {cfg.features}, seed {cfg.seed}"
-        + (f", {world_size} ranks" if world_size > 1 else "")
-    )
-    setup = RunSetup(cfg=cfg, dataset=dataset, placed=placed, device=device, rank=rank,
-                     world_size=world_size, in_dim=pre.in_dim, num_classes=pre.num_classes,
-                     train_ids=train_ids, valid_ids=valid_ids, test_ids=test_ids,
-                     eval_plan=pre.eval_plan, say=say, eval_method=pre.eval_method)
-    return run(setup, model, on_batch=on_batch, on_epoch=on_epoch)
+    task = TASKS.get(cfg.task).prepare(cfg, dataset, plan, rank=rank, world_size=world_size,
+                                       say=say, model=model, pre=pre)
+    return fit(task, on_batch=on_batch, on_epoch=on_epoch)
 
 
 # ---------------------------------------------------------------------------- checks before a run
@@ -292,14 +266,6 @@ class _Preflight:
     in_dim: int
     eval_plan: object
     eval_method: str = "sampled"
-
-
-def _describe_eval(cfg: TrainConfig, pre: _Preflight) -> str:
-    every = f" every {cfg.eval_every} epochs" if cfg.eval_every > 1 else ""
-    if pre.eval_method == "layerwise":
-        return f"evaluation layer-wise (every neighbour){every}"
-    return (f"eval fanouts {list(pre.eval_plan.fanouts)} in batches of "
-            f"{pre.eval_plan.batch_size}{every}")
 
 
 def _check_output_path(flag: str, path) -> None:
@@ -346,12 +312,14 @@ def _preflight(cfg: TrainConfig, dataset, device: str, *, verbose: bool) -> _Pre
         )
     row_shape = dataset.features["feat"].row_shape if "feat" in dataset.features else None
     if row_shape is None and getattr(dataset, "hetero", None) is not None:
-        from .trainer.hetero import hetero_in_dim  # per-type features
+        from .models.rgcn import hetero_in_dim  # per-type features
 
         row_shape = (hetero_in_dim(dataset),)
     if row_shape is None:
         raise GraphfeedError(f"dataset {cfg.dataset!r} has no node feature 'feat'")
     in_dim = int(np.prod(row_shape)) if row_shape else 1
+    from .trainer.tasks.node import check_model_fits
+
     check_model_fits(cfg, in_dim, num_classes, device)
     graph = dataset.graph
     plan = plan_eval(len(cfg.fanouts), cfg.batch_size, int(graph.in_degrees.max(initial=0)),
@@ -364,31 +332,83 @@ def _preflight(cfg: TrainConfig, dataset, device: str, *, verbose: bool) -> _Pre
 
 
 def check_run(cfg: TrainConfig, *, dataset=None) -> dict:
-    """What ``graphfeed train --dry-run`` prints: every check a run makes before placing data
-    (arguments, dataset, splits, output paths, model size), and the evaluation plan."""
+    """What ``graphfeed train --dry-run`` prints: every check a run makes before its first batch
+    without placing data or starting ranks (arguments, dataset, splits, output paths, model
+    size, the sampling method against the dataset's weights and times, the task's refusals on
+    typed or partitioned data, the placement decision on this machine's memory), and the plan:
+    placement mode and reason, evaluation method and fanouts."""
     cfg.validate()
+    if cfg.partitions:
+        return _check_partitions_run(cfg)
     device = resolve_device(cfg.device, cfg.mode)
     if cfg.task == "link":
-        from .trainer.link import check_link_dataset
+        from .trainer.tasks.link import check, check_link_method
 
         _check_outputs(cfg)
         ds = open_dataset(cfg.dataset, cfg.data_root) if dataset is None else dataset
-        if getattr(ds, "hetero", None) is not None:
-            from .trainer.hetero_link import check_typed_link_dataset
-
-            return {"dataset": ds.name, "task": "link", "device": device, "model": "rgcn",
-                    "decoder": cfg.decoder, "fanouts": list(cfg.fanouts), "edge_types":
-                    [list(e) for e in check_typed_link_dataset(cfg, ds)]}
-        return {"dataset": ds.name, "task": "link", "device": device, "model": cfg.model,
-                "decoder": cfg.decoder, "in_dim": check_link_dataset(cfg, ds),
-                "fanouts": list(cfg.fanouts)}
+        info = check(cfg, ds)
+        if getattr(ds, "hetero", None) is None:
+            method = cfg.sampling_method()
+            if not method.is_uniform:
+                method = method.bind(ds)
+            check_link_method(method, ds.name)
+        return {"dataset": ds.name, "task": "link", "device": device, **info,
+                "decoder": cfg.decoder, "fanouts": list(cfg.fanouts), **_check_placement(cfg, ds)}
     pre = _preflight(cfg, dataset, device, verbose=False)
+    ds = pre.dataset
+    typed = getattr(ds, "hetero", None) is not None
+    if typed:
+        from .trainer.tasks.node import check_typed
+
+        check_typed(cfg, ds)
+    elif not cfg.sampling_method().is_uniform:
+        cfg.sampling_method().bind(ds)  # the dataset's weights or times, as placing binds them
     return {
-        "dataset": pre.dataset.name, "device": device, "model": cfg.model,
+        "dataset": ds.name, "device": device, "model": "rgcn" if typed else cfg.model,
         "in_dim": pre.in_dim, "num_classes": pre.num_classes,
         "train/valid/test": "/".join(str(len(s)) for s in pre.splits),
         "fanouts": list(cfg.fanouts), "eval": pre.eval_method,
-        "eval_fanouts": (list(pre.eval_plan.fanouts) if pre.eval_method == "sampled"
+        "eval_fanouts": (list(cfg.eval_fanouts or cfg.fanouts) if typed  # the typed node task's
+                         else list(pre.eval_plan.fanouts) if pre.eval_method == "sampled"
                          else [-1] * len(cfg.fanouts)),
-        "eval_batch_size": pre.eval_plan.batch_size, "eval_every": cfg.eval_every,
+        "eval_batch_size": cfg.batch_size if typed else pre.eval_plan.batch_size,
+        "eval_every": cfg.eval_every, **_check_placement(cfg, ds),
     }
+
+
+def _check_placement(cfg: TrainConfig, dataset) -> dict:
+    """The placement a run of ``cfg`` would choose for ``dataset`` on this machine (refusals
+    included), without reading the data; ranks per machine from ``--nproc``."""
+    from .distributed.world import World
+
+    n = max(1, cfg.nproc)
+    plan = _plan(cfg, World(world_size=n, local_world_size=n))
+    if getattr(dataset, "hetero", None) is not None:
+        from .features.memory import InMemoryFeature
+        from .placement.typed import open_type_features, typed_placement
+
+        tfeats = open_type_features(dataset, cfg.features)
+        p = typed_placement(plan.mode, dataset.hetero, tfeats, plan.device,
+                            labels=None if cfg.task == "link" else InMemoryFeature(dataset.labels),
+                            ranks_per_machine=n)
+    else:
+        names = ["feat"] + ([getattr(dataset, "target", "label")] if cfg.task == "node" else [])
+        p = plan.decide(int(dataset.graph.nbytes),
+                        sum(int(dataset.features[k].nbytes) for k in names if k in dataset.features))
+    return {"mode": p.mode, "placement": p.reason}
+
+
+def _check_partitions_run(cfg: TrainConfig) -> dict:
+    """``--dry-run --partitions``: the run's refusals, the book and every part checked as the
+    ranks open them."""
+    from .partition.book import load_part, read_book
+    from .trainer.tasks.node import check_partitions
+
+    check_partitions(cfg)
+    _check_outputs(cfg)
+    book = read_book(cfg.partitions)
+    for k in range(book.num_parts):
+        load_part(book, k)
+    return {"partitions": str(book.path), "parts": book.num_parts, "nodes": book.num_nodes,
+            "classes": book.num_classes, "ranks": cfg.nproc, "model": cfg.model,
+            "fanouts": list(cfg.fanouts), "eval": "sampled", "mode": "partitioned"}

@@ -109,7 +109,7 @@ def test_pair_time_errors():
 
 
 def test_link_trainer_refuses_temporal_without_node_times():
-    from graphfeed.trainer.link import check_link_method
+    from graphfeed.trainer.tasks.link import check_link_method
 
     g, nt, et = temporal_graph()
     check_link_method(SamplingMethod("temporal").bind({"node_times": nt}), "d")

@@ -170,7 +170,7 @@ def test_resume_refuses_another_trainers_checkpoint(datasets, uninterrupted):
 
 
 def test_link_predictions_are_the_best_epochs_test_scores(datasets, uninterrupted):
-    from graphfeed.trainer.link import link_metrics
+    from graphfeed.trainer.tasks.link import link_metrics
 
     d, r = uninterrupted["link"]
     ds = open_dataset(datasets["link"])

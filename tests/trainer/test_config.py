@@ -7,7 +7,7 @@ import pytest
 from graphfeed.errors import GraphfeedError
 from graphfeed.trainer.config import TrainConfig
 from graphfeed.trainer.evaluate import EVAL_MAX_BATCH_EDGES, default_eval_fanouts, plan_eval
-from graphfeed.trainer.loop import check_model_fits
+from graphfeed.trainer.tasks.node import check_model_fits
 
 
 @pytest.mark.parametrize("field, value, fragment", [

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from test_hetero_train import _cfg, data_root  # noqa: F401 (the module's fixture)
+from test_hetero_train import _cfg, data_root, run_on_cpu  # noqa: F401 (the module's fixture)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -34,33 +34,40 @@ def _hw(gpu_free=40 * GiB, host_free=100 * GiB, uva=True, ranks=1):
 @pytest.fixture(scope="module")
 def hetero(data_root):  # noqa: F811
     from graphfeed.features.memory import InMemoryFeature
-    from graphfeed.trainer.hetero import _open_type_features
+    from graphfeed.placement.typed import open_type_features
     from graphfeed.training import open_dataset
 
     ds = open_dataset("hetero", data_root, verbose=False)
-    return ds, _open_type_features(ds, "ram", 0, "sieve"), InMemoryFeature(ds.labels)
+    return ds, open_type_features(ds, "ram", 0, "sieve"), InMemoryFeature(ds.labels)
 
 
 def test_the_cpu_sampling_modes_leave_the_features_alone(data_root, hetero):  # noqa: F811
-    from graphfeed.trainer.hetero import place_type_features, type_placement
+    from graphfeed.placement.planner import plan_placement
+    from graphfeed.placement.typed import place_type_features, typed_placement
 
     ds, tfeats, labels = hetero
-    for mode in ("auto", "cpu-cpu", "cpu-cuda"):
-        cfg = _cfg(data_root, mode=mode)
-        assert type_placement(cfg, ds.hetero, tfeats, "cuda:0", labels=labels, hw=_hw()) is None
-    placed = place_type_features(None, tfeats, "cpu", labels=labels)
-    assert placed.labels is labels and placed.where == "read by the CPU"
-    assert all(placed.features[t][n] is f for t, fs in tfeats.items() for n, f in fs.items())
+    for mode in ("cpu-cpu", "cpu-cuda"):
+        p = typed_placement(mode, ds.hetero, tfeats, "cuda:0", labels=labels, hw=_hw())
+        assert p.mode == mode and p.spec.features == "host" and p.spec.typed_sampler == "hetero"
+        placed = place_type_features(p, tfeats, "cuda:0", labels=labels)
+        assert placed.labels is labels and placed.where == "read by the CPU"
+        assert all(placed.features[t][n] is f for t, fs in tfeats.items() for n, f in fs.items())
+    # auto decides as for a homogeneous graph of the same bytes
+    need = sum(int(f.nbytes) for fs in tfeats.values() for f in fs.values()) + labels.nbytes
+    p = typed_placement("auto", ds.hetero, tfeats, "cuda:0", labels=labels, hw=_hw())
+    assert p.mode == plan_placement(ds.hetero.nbytes, need, _hw()).mode
+    # on a CPU device, auto samples on the CPU
+    assert typed_placement("auto", ds.hetero, tfeats, "cpu", labels=labels).mode == "cpu-cpu"
 
 
 def test_the_decision_counts_the_graph_every_type_and_the_labels(data_root, hetero):  # noqa: F811
-    from graphfeed.trainer.hetero import type_placement
+    from graphfeed.placement.typed import typed_placement
 
     ds, tfeats, labels = hetero
     feat_bytes = sum(int(f.nbytes) for fs in tfeats.values() for f in fs.values())
     assert feat_bytes > 0 and len(tfeats) == 3  # author, field, paper
     for mode, where in (("cuda-cuda", "device"), ("pinned-cuda", "pinned")):
-        p = type_placement(_cfg(data_root, mode=mode), ds.hetero, tfeats, "cuda:0",
+        p = typed_placement(mode, ds.hetero, tfeats, "cuda:0",
                            labels=labels, hw=_hw())
         assert (p.mode, p.reason, p.device) == (mode, f"requested {mode}", "cuda:0")
         assert p.spec.features == where
@@ -68,36 +75,36 @@ def test_the_decision_counts_the_graph_every_type_and_the_labels(data_root, hete
         assert p.details["feature_bytes"] == feat_bytes + labels.nbytes
         assert p.details["requested"] == mode
     # without labels (typed link prediction): the features alone
-    p = type_placement(_cfg(data_root, mode="cuda-cuda"), ds.hetero, tfeats, "cuda:0", hw=_hw())
+    p = typed_placement("cuda-cuda", ds.hetero, tfeats, "cuda:0", hw=_hw())
     assert p.details["feature_bytes"] == feat_bytes
 
 
 def test_refusals_name_the_numbers(data_root, hetero):  # noqa: F811
     from graphfeed.errors import GraphfeedError
     from graphfeed.placement.planner import PlacementWarning
-    from graphfeed.trainer.hetero import type_placement
+    from graphfeed.placement.typed import typed_placement
 
     ds, tfeats, labels = hetero
     need = ds.hetero.nbytes + labels.nbytes + sum(int(f.nbytes) for fs in tfeats.values()
                                                   for f in fs.values())
-    cuda, pinned = _cfg(data_root, mode="cuda-cuda"), _cfg(data_root, mode="pinned-cuda")
+    cuda, pinned = "cuda-cuda", "pinned-cuda"
     with pytest.raises(GraphfeedError, match=r"'cuda-cuda' cannot fit: graph .* \+ features .* > "
                                              r"free GPU memory .* on cuda:0; use 'pinned-cuda'"):
-        type_placement(cuda, ds.hetero, tfeats, "cuda:0", labels=labels,
+        typed_placement(cuda, ds.hetero, tfeats, "cuda:0", labels=labels,
                        hw=_hw(gpu_free=need - 1))
     with pytest.raises(GraphfeedError, match="2 ranks per GPU x"):  # each rank its own copy
-        type_placement(cuda, ds.hetero, tfeats, "cuda:0", labels=labels,
+        typed_placement(cuda, ds.hetero, tfeats, "cuda:0", labels=labels,
                        hw=_hw(gpu_free=2 * need - 1, ranks=2))
     with pytest.raises(GraphfeedError, match=r"'pinned-cuda' cannot fit: .* > free host memory"):
-        type_placement(pinned, ds.hetero, tfeats, "cuda:0", labels=labels,
+        typed_placement(pinned, ds.hetero, tfeats, "cuda:0", labels=labels,
                        hw=_hw(host_free=need - 1))
     with pytest.raises(GraphfeedError, match=r"pinned-cuda' needs a GPU that reads pinned host "
                                              r"memory \(UVA\)"):
-        type_placement(pinned, ds.hetero, tfeats, "cuda:0", labels=labels, hw=_hw(uva=False))
+        typed_placement(pinned, ds.hetero, tfeats, "cuda:0", labels=labels, hw=_hw(uva=False))
     # fits, but not beside the model within the planner's headroom: honoured, with a warning
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        p = type_placement(cuda, ds.hetero, tfeats, "cuda:0", labels=labels,
+        p = typed_placement(cuda, ds.hetero, tfeats, "cuda:0", labels=labels,
                            hw=_hw(gpu_free=need + 1))
     assert p.mode == "cuda-cuda" and p.reason.startswith("requested cuda-cuda (")
     assert any(issubclass(w.category, PlacementWarning) for w in caught)
@@ -107,12 +114,12 @@ def test_the_cpu_device_keeps_the_rows_in_memory(data_root, hetero, builtin_root
     """The GPU modes' logic with the device forced to the CPU: no memory check, and every
     array (a disk one too) an in-memory feature with the same rows."""
     from graphfeed.features.memory import InMemoryFeature
-    from graphfeed.trainer.hetero import _open_type_features, place_type_features, type_placement
+    from graphfeed.placement.typed import open_type_features, place_type_features, typed_placement
 
     ds, tfeats, labels = hetero
-    disk = _open_type_features(ds, "disk", 0, "sieve")
+    disk = open_type_features(ds, "disk", 0, "sieve")
     for mode in ("cuda-cuda", "pinned-cuda"):
-        p = type_placement(_cfg(data_root, mode=mode), ds.hetero, disk, "cpu", labels=labels)
+        p = typed_placement(mode, ds.hetero, disk, "cpu", labels=labels)
         assert p.mode == mode and p.device == "cpu" and "no GPU memory to check" in p.reason
         placed = place_type_features(p, disk, "cpu", labels=labels)
         assert placed.where == "in memory on the CPU (no GPU)" and placed.keep_alive == []
@@ -128,26 +135,24 @@ def test_the_cpu_device_keeps_the_rows_in_memory(data_root, hetero, builtin_root
 
 
 def test_node_classification_reports_where_the_features_are(data_root):  # noqa: F811
-    from graphfeed.trainer.hetero import run_hetero
-    from graphfeed.training import _split_ids, open_dataset
+    from graphfeed.training import open_dataset
 
     ds = open_dataset("hetero", data_root, verbose=False)
     for mode in ("cuda-cuda", "pinned-cuda"):
         cfg = _cfg(data_root, mode=mode, epochs=1, mlp_baseline=False)
         lines = []
-        r = run_hetero(cfg, ds, _split_ids(ds, cfg.split), "cpu", 0, 1, lines.append)
+        r = run_on_cpu(cfg, ds, lines.append)
         assert r.mode == mode
         assert r.placement_reason == (
-            f"--mode {mode}: the torch heterogeneous sampler on cpu, per-type features in "
-            f"memory on the CPU (no GPU) (--mode {mode} on the CPU device: per-type features in "
-            f"memory on the CPU (no GPU memory to check))")
+            f"{mode}: the torch typed sampler on cpu, per-type features in memory on the CPU "
+            f"(no GPU) (--mode {mode} on the CPU device: the torch typed sampler on the CPU, "
+            f"per-type features in memory on the CPU (no GPU memory to check))")
         assert f"graphfeed: placement {r.placement_reason}" in lines
 
 
 def test_typed_link_trains_with_placed_features(builtin_root):
-    """``train_typed_link`` in ``--mode cuda-cuda`` with the device forced to the CPU: the
+    """Typed link prediction in ``--mode cuda-cuda`` with the device forced to the CPU: the
     torch sampler, the placed features, and the same task learnt."""
-    from graphfeed.trainer.hetero_link import train_typed_link
     from graphfeed.training import TrainConfig, open_dataset
 
     root = builtin_root("hetero-link")
@@ -155,9 +160,8 @@ def test_typed_link_trains_with_placed_features(builtin_root):
                       fanouts=(5, 5), eval_fanouts=(5, 5), eval_negatives=20, device="cpu",
                       seed=0, num_threads=1, progress=False, data_root=root, mode="cuda-cuda")
     lines = []
-    r = train_typed_link(cfg, open_dataset("hetero-link", root, verbose=False), "cpu",
-                         say=lines.append)
-    assert r.mode == "cpu-cpu"  # the device is the CPU: what the result reports as its mode
+    r = run_on_cpu(cfg, open_dataset("hetero-link", root, verbose=False), lines.append)
+    assert r.mode == "cuda-cuda"  # the mode's logic, on the CPU device
     assert "per-type features in memory on the CPU (no GPU)" in r.placement_reason
     assert r.test["mrr"] > r.baselines["degree"]["test"]["mrr"], (r.test, r.baselines)
 
@@ -168,18 +172,17 @@ def test_typed_link_trains_with_placed_features(builtin_root):
 def test_gpu_features_gather_on_the_device_without_a_host_sync(data_root, hetero, mode):  # noqa: F811
     from graphfeed.features.memory import InMemoryFeature
     from graphfeed.loader.hetero import FetchHeteroFeatures
-    from graphfeed.trainer.hetero import hetero_sampler, place_type_features, type_placement
+    from graphfeed.placement.typed import place_type_features, typed_placement, typed_sampler
 
     ds, tfeats, labels = hetero
-    cfg = _cfg(data_root, mode=mode)
-    p = type_placement(cfg, ds.hetero, tfeats, "cuda:0")
+    p = typed_placement(mode, ds.hetero, tfeats, "cuda:0")
     placed = place_type_features(p, tfeats, "cuda:0")
     for fs in placed.features.values():
         for f in fs.values():
             assert isinstance(f, InMemoryFeature) and f.device.type == "cuda"
     if mode == "pinned-cuda":  # UVA views of page-locked host rows, kept alive
         assert placed.keep_alive and all(t.is_pinned() for t in placed.keep_alive)
-    s = hetero_sampler(cfg, ds.hetero, "cuda:0")
+    s = typed_sampler(p, ds.hetero, (10, 5), "cuda:0")
     off = int(ds.hetero.node_offsets[ds.hetero.type_id("paper")])
     mb = s.sample(torch.arange(off, off + 256, device="cuda:0"), epoch=0, batch_index=0)
     fetch = FetchHeteroFeatures({}, None, type_features=placed.features)

@@ -71,7 +71,7 @@ def test_one_array_per_relation_in_split_order(two_relation_link, predicted):
 def test_metrics_recomputed_from_the_file_are_the_reported_ones(two_relation_link, predicted):
     from graphfeed.datasets.hetero_link import typed_link_edge_types
     from graphfeed.datasets.open import open_dataset
-    from graphfeed.trainer.link import link_metrics
+    from graphfeed.trainer.tasks.link import link_metrics
 
     path, r, printed = predicted
     order = typed_link_edge_types(open_dataset(two_relation_link), "test")  # relation-id order
@@ -126,7 +126,7 @@ def test_writer_is_atomic_and_pickle_free(tmp_path, monkeypatch):
     import zipfile
 
     from graphfeed.errors import GraphfeedError
-    from graphfeed.trainer.hetero_link import save_typed_predictions
+    from graphfeed.trainer.tasks.link import save_typed_predictions
 
     scores = {("a", "r", "b"): np.arange(6, dtype=np.float64).reshape(2, 3),
               ("b", "s", "b"): np.zeros((0, 3), np.float32)}

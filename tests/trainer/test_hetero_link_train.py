@@ -48,7 +48,7 @@ def test_dry_run_and_refusals(data_root, tmp_path):
     with pytest.raises(GraphfeedError, match="uniformly"):
         train(_cfg(data_root, sampler="labor"))
     from graphfeed.datasets.open import open_dataset
-    from graphfeed.trainer.hetero_link import check_typed_link_dataset
+    from graphfeed.trainer.tasks.link import check_typed_link_dataset
 
     ds = open_dataset("hetero-link", data_root)
     with pytest.raises(GraphfeedError, match="ending in .npz"):  # one array per relation
@@ -82,8 +82,7 @@ def test_typed_predictor_scores_every_relation_of_a_batch():
     from graphfeed.graph.hetero import HeteroGraph
     from graphfeed.sampling.hetero import HeteroNeighborSampler
     from graphfeed.sampling.hetero_link import HeteroLinkSampler
-    from graphfeed.trainer.hetero import HeteroRGCN
-    from graphfeed.trainer.hetero_link import TypedLinkPredictor
+    from graphfeed.models import HeteroRGCN, TypedLinkPredictor
 
     rng = np.random.default_rng(0)
     w = (rng.integers(0, 10, 60), rng.integers(0, 30, 60))

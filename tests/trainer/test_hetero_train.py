@@ -22,6 +22,21 @@ def _cfg(data_root, **kw):
     return TrainConfig(**base)
 
 
+def run_on_cpu(cfg, ds, say=print):
+    """``cfg``'s task through the one loop, ``cfg.mode``'s logic with the device forced to the
+    CPU (``train()`` refuses a GPU mode on a CPU device before it gets there)."""
+    from graphfeed.distributed.world import World
+    from graphfeed.placement.plan import DataPlan
+    from graphfeed.trainer.fit import fit
+    from graphfeed.trainer.tasks import TASKS
+    from graphfeed.training import _preflight
+
+    plan = DataPlan(features=cfg.features, mode=cfg.mode, device="cpu", world=World())
+    pre = _preflight(cfg, ds, "cpu", verbose=False) if cfg.task == "node" else None
+    task = TASKS.get(cfg.task).prepare(cfg, ds, plan, rank=0, world_size=1, say=say, pre=pre)
+    return fit(task)
+
+
 def test_gnn_clearly_above_mlp(data_root):
     from graphfeed.training import train
 

@@ -69,3 +69,30 @@ def test_readme_loop_runs_on_uint8_features(uint8_dataset):
             opt.step()
     loader.close()
     assert torch.isfinite(loss)
+
+
+def test_the_majority_warning_judges_the_main_metric():
+    """An imbalanced binary task whose valid accuracy equals the majority class's but whose
+    ROC-AUC is well above chance gets no warning (issue 29, item 10); one within noise of 0.5
+    does; a multiclass task is still judged on accuracy."""
+    from graphfeed.trainer.metrics import task_for
+    from graphfeed.trainer.result import EpochStats, TrainResult
+    from graphfeed.trainer.tasks.node import _warnings
+
+    def result(valid):
+        es = EpochStats(epoch=0, loss=0.5, train_acc=0.78, valid_acc=valid["accuracy"],
+                        test_acc=0.78, seeds_per_s=1.0, batches_per_s=1.0, seconds=1.0,
+                        peak_rss_bytes=0, valid=valid, test=dict(valid))
+        return TrainResult(epochs=[es], best_epoch=0,
+                           majority={"class": 0, "valid_acc": 0.7819, "test_acc": 0.78})
+
+    labels = np.array([1] * 218 + [0] * 782)
+    binary = task_for(2)
+    assert _warnings(result({"roc_auc": 0.774, "accuracy": 0.7819}), binary, labels) == []
+    w = _warnings(result({"roc_auc": 0.52, "accuracy": 0.7819}), binary, labels)
+    assert len(w) == 1 and "no better than always answering the majority class 0" in w[0]
+    assert "ROC-AUC 0.5200" in w[0]
+    multi = task_for(5)
+    w = _warnings(result({"accuracy": 0.7819, "macro_f1": 0.2}), multi)
+    assert len(w) == 1 and "valid accuracy 0.7819 vs 0.7819" in w[0]
+    assert _warnings(result({"accuracy": 0.80, "macro_f1": 0.2}), multi) == []

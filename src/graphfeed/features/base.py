@@ -29,7 +29,10 @@ def as_id_tensor(ids, *, name: str = "ids") -> torch.Tensor:
             a = a.astype(np.int64)
         if a.dtype.kind not in "iu":
             raise GraphfeedError(f"{name} must be integers, got dtype {a.dtype}")
-        t = torch.from_numpy(np.ascontiguousarray(a))
+        a = np.ascontiguousarray(a)
+        if not a.flags.writeable:  # a read-only map (a part's splits): torch wants writable
+            a = a.copy()
+        t = torch.from_numpy(a)
     if t.dim() != 1:
         raise GraphfeedError(f"{name} must be 1-D, got shape {tuple(t.shape)}")
     if t.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):

@@ -2,6 +2,8 @@
 
 - :mod:`.gnn`: ``GraphSAGE`` / ``GCN`` / ``GAT`` over blocks (PyG layers), ``build_model`` (the
   ``--model`` names), ``parameter_count``, the ``MLP`` baseline;
+- :mod:`.rgcn`: ``HeteroRGCN``, the R-GCN of heterogeneous datasets;
+- :mod:`.link`: ``LinkPredictor`` / ``TypedLinkPredictor`` (encoder + ``dot``/``mlp`` decoder);
 - :mod:`.adapter`: PyG models on graphfeed mini-batches (``apply_conv``, ``to_data``,
   ``StockModel``, ``LayerwiseModel``), also importable as ``graphfeed.trainer.adapter``.
 
@@ -19,8 +21,12 @@ from .names import MODEL_NAMES
 # module -> the public names it defines, each imported on first use
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     ".gnn": "BlockGNN GraphSAGE GCN GAT MLP build_model parameter_count",
+    ".rgcn": "HeteroRGCN hetero_in_dim typed_in_dims",
+    ".link": "LinkPredictor TypedLinkPredictor build_link_model",
 }, eager=("MODEL_NAMES",))
 
 
 if TYPE_CHECKING:  # pragma: no cover
     from .gnn import GAT, GCN, MLP, BlockGNN, GraphSAGE, build_model, parameter_count
+    from .link import LinkPredictor, TypedLinkPredictor, build_link_model
+    from .rgcn import HeteroRGCN, hetero_in_dim, typed_in_dims

@@ -1,7 +1,8 @@
 """The placement modes, one registry line each: where the graph and the features live and which
 sampler reads them.
 
-A mode is a :class:`ModeSpec`: the sampler's registry name (``graphfeed.sampling.SAMPLERS``),
+A mode is a :class:`ModeSpec`: the sampler's registry name (``graphfeed.sampling.SAMPLERS``)
+and the one of typed graphs,
 where mini-batches end up (``"cpu"`` or ``"cuda"``), and a location for the graph and for the
 features:
 
@@ -34,6 +35,8 @@ class ModeSpec:
     batches: str  # "cpu" or "cuda": where the model trains
     graph: str  # one of LOCATIONS
     features: str  # one of LOCATIONS
+    #: the sampler of typed graphs in this mode (a name in SAMPLERS too)
+    typed_sampler: str = "hetero"
 
     def __post_init__(self):
         assert self.batches in ("cpu", "cuda"), self
@@ -51,8 +54,10 @@ class ModeSpec:
 
 CPU_CPU = ModeSpec(sampler="neighbor", batches="cpu", graph="host", features="host")
 CPU_CUDA = ModeSpec(sampler="neighbor", batches="cuda", graph="host", features="host")
-PINNED_CUDA = ModeSpec(sampler="gpu", batches="cuda", graph="pinned", features="pinned")
-CUDA_CUDA = ModeSpec(sampler="gpu", batches="cuda", graph="device", features="device")
+PINNED_CUDA = ModeSpec(sampler="gpu", batches="cuda", graph="pinned", features="pinned",
+                       typed_sampler="torch-hetero")
+CUDA_CUDA = ModeSpec(sampler="gpu", batches="cuda", graph="device", features="device",
+                     typed_sampler="torch-hetero")
 
 MODES = Registry("placement mode")
 MODES.add("cpu-cpu", "graphfeed.placement.modes:CPU_CPU",

@@ -14,8 +14,11 @@ placement mode, device, the process's place in the world) and freezes it. Then:
 3. **place** (:meth:`DataPlan.place`): graph and features where the mode's spec says, and its
    sampler (``graphfeed.placement.apply_placement``).
 
-:meth:`DataPlan.prepare` runs all three on a dataset. ``graphfeed.place(graph, features, ...)``
-and training both go through here, so no other module decides where data lives.
+:meth:`DataPlan.prepare` runs all three on a dataset. Typed graphs
+(:meth:`DataPlan.place_typed`, :mod:`.typed`) and partitioned datasets
+(:meth:`DataPlan.place_partitions`, :mod:`.partitioned`) are the plan's two other kinds of
+data. ``graphfeed.place(graph, features, ...)`` and training both go through here, so no other
+module decides where data lives.
 """
 
 from __future__ import annotations
@@ -172,6 +175,29 @@ class DataPlan:
         loader_feats["label"] = feats[target]
         return self.place(graph, loader_feats, fanouts, replace=replace, seed=seed,
                           placement=placement, method=method)
+
+    # ------------------------------------------------------------------ the other kinds of data
+    def place_typed(self, dataset, fanouts: Sequence[int], *, graph=None, replace: bool = False,
+                    seed: int = 0, labels: bool = True, hw=None):
+        """A typed dataset (``dataset.hetero``) placed by the same modes: decide (the graph's
+        and every per-type feature's bytes), open the per-type features on the plan's backend,
+        the mode's typed sampler, place the features; a
+        :class:`~graphfeed.placement.typed.TypedPlaced`. ``graph``: the typed graph to sample
+        (default the dataset's; link prediction passes its message-passing graph)."""
+        from .typed import place_typed
+
+        return place_typed(self, dataset, fanouts, graph=graph, replace=replace, seed=seed,
+                           labels=labels, hw=hw)
+
+    def place_partitions(self, path, fanouts: Sequence[int], *, replace: bool = False,
+                         seed: int = 0, timeout_s: float = 1800.0, remote_cache: int = 0):
+        """A partitioned dataset (``graphfeed partition``) for this rank: its part memory-mapped,
+        the distributed sampler and features (remote rows fetched from their owners); a
+        :class:`~graphfeed.placement.partitioned.PartitionPlaced`. Needs the process group."""
+        from .partitioned import place_partitions
+
+        return place_partitions(path, fanouts, replace=replace, seed=seed, timeout_s=timeout_s,
+                                remote_cache=remote_cache)
 
 
 def _rank0_choice(mode: str) -> str:

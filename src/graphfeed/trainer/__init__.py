@@ -1,7 +1,10 @@
 """The application behind ``graphfeed train``, one module per concern.
 
 - ``config``: ``TrainConfig`` and its validation (bounds checked before anything is allocated);
-- ``loop``: one run's epochs (loaders built once, checkpoints, early stopping, predictions);
+- ``fit``: the one training loop, for every task and every kind of data (loaders built once,
+  DDP, checkpoints, early stopping, epoch statistics, ``--log``, predictions, the final line);
+- ``tasks``: what is learnt, one plug-in per task (``node``, ``link``; registry ``TASKS``),
+  each over homogeneous, typed and (node) partitioned data;
 - ``evaluate``: the run's evaluation method and ``--eval-every``; sampled evaluation (fanouts,
   batch size, loaders);
 - ``layerwise``: layer-wise inference, exact evaluation over full neighbourhoods (the default);
@@ -10,9 +13,9 @@
 - ``report``: what every trainer reports the same way (the ``--log`` lines, the final line);
 - ``adapter``: ``graphfeed.models.adapter`` under its old name;
 - ``result``: ``EpochStats``, ``TrainResult``, ``RunsResult``;
-- ``link``, ``hetero``, ``hetero_link``, ``partitioned``: the other tasks' trainers.
 
-``graphfeed.training`` holds the entry points (``train``, ``train_runs``) and places the data.
+``graphfeed.training`` holds the entry points (``train``, ``train_runs``): ranks, preflight,
+the run's ``DataPlan``; the task places its data through that plan.
 The core (graph, sampling, features, loader, placement, distributed, datasets) never imports
 this package.
 """

@@ -7,7 +7,8 @@ state dicts, ``best_model`` (the state at the best epoch, for ``--predict``), ``
 fields), ``epochs`` (``EpochStats`` dicts so far), ``best`` (best epoch, its main-metric value and
 test metrics), ``bad_epochs`` (early-stopping count), ``rng`` (torch's CPU generator, for dropout),
 ``partial`` (the running loss/accuracy sums of an interrupted epoch, else ``None``).
-Optional: ``trainer`` (which trainer wrote it, :data:`TRAINERS`; absent: ``"node"``) and
+Optional: ``trainer`` (the tag of the task and kind of data that wrote it, e.g. ``"node"``,
+``"link"``, ``"hetero"``, ``"hetero-link"``, ``"partitioned"``; absent: ``"node"``) and
 ``rank_rng`` (every rank's CPU and, when used, CUDA generator, so that each DDP rank resumes
 its own dropout masks; absent or from another rank count: every rank takes ``rng``).
 
@@ -17,6 +18,7 @@ its own dropout masks; absent or from another rank count: every rank takes ``rng
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Mapping
 
@@ -161,7 +163,8 @@ def _check_fields(state: Mapping) -> None:
           "best_model", bm, "a state dict of tensors or None")
     _need(isinstance(state["config"], dict), "config", state["config"], "a dict")
     if "trainer" in state:
-        _need(state["trainer"] in TRAINERS, "trainer", state["trainer"], f"one of {TRAINERS}")
+        _need(isinstance(state["trainer"], str) and _TAG.fullmatch(state["trainer"]) is not None,
+              "trainer", state["trainer"], "a task tag such as 'node' or 'link'")
     ld = state["loader"]
     _need(isinstance(ld, dict), "loader", ld, "{'epoch': int, 'next_batch': int}")
     for k in ("epoch", "next_batch"):
@@ -231,7 +234,8 @@ def check_compatible(path, saved: Mapping, current: Mapping, keys) -> None:
 
 
 #: which trainer wrote a checkpoint (``"trainer"``; checkpoints without it are the node trainer's)
-TRAINERS = ("node", "link", "hetero", "hetero-link")
+#: a checkpoint's ``trainer`` tag (each task names its own, ``Task.trainer``)
+_TAG = re.compile(r"[a-z][a-z0-9-]{0,39}")
 
 
 class GracefulStop:
@@ -282,12 +286,12 @@ class RunState:
     ``net`` is the plain module (not the DDP wrapper), ``result`` the run's ``TrainResult``
     (its ``epochs``, ``best_epoch``, ``best_valid`` and ``test`` are saved and restored),
     ``keys`` the ``TrainConfig`` fields a resumed run must share (``check_compatible``),
-    ``trainer`` one of :data:`TRAINERS`. An epoch's running sums are
+    ``trainer`` the task's tag (``Task.trainer``). An epoch's running sums are
     ``[loss sum, correct, seen]``."""
 
     def __init__(self, cfg, net, opt, result, *, trainer: str, keys, rank: int = 0,
                  world_size: int = 1, say=print):
-        assert trainer in TRAINERS, trainer
+        assert _TAG.fullmatch(trainer), trainer
         self.cfg, self.net, self.opt, self.result = cfg, net, opt, result
         self.trainer, self.keys, self.rank, self.say = trainer, tuple(keys), rank, say
         self.world_size = world_size
@@ -317,7 +321,7 @@ class RunState:
         if written_by != self.trainer:
             raise GraphfeedError(
                 f"{path} was written by the {_TRAINER_NAMES.get(written_by, written_by)} trainer; "
-                f"this run is {_TRAINER_NAMES[self.trainer]}: resume with the same dataset and "
+                f"this run is {_TRAINER_NAMES.get(self.trainer, self.trainer)}: resume with the same dataset and "
                 f"--task")
         check_compatible(cfg.resume, state["config"], cfg.to_dict(), self.keys)
         try:
@@ -475,7 +479,8 @@ class RunState:
 
 _TRAINER_NAMES = {"node": "node-classification", "link": "link-prediction",
                   "hetero": "heterogeneous node-classification",
-                  "hetero-link": "typed link-prediction"}
+                  "hetero-link": "typed link-prediction",
+                  "partitioned": "partitioned node-classification"}
 
 
 def _rng_states(world_size: int) -> list:

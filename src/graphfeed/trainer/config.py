@@ -29,8 +29,8 @@ DIST_BACKENDS = ("auto", "gloo", "nccl")
 #: ``--runs`` derives run k's seed as ``seed + k``; keep it in range
 PREDICT_NODES = ("test", "all")
 HUMAN_OUTPUTS = ("stdout", "stderr")
-#: ``--task``: node classification, or link prediction (``graphfeed.trainer.link``)
-TASKS = ("node", "link")
+#: ``--task``: the registered tasks (``graphfeed.trainer.tasks``: node, link)
+from .tasks import TASKS  # noqa: E402
 #: ``--decoder`` of link prediction
 DECODERS = ("dot", "mlp")
 MAX_NEGATIVES = 100_000
@@ -183,7 +183,8 @@ class TrainConfig:
                                              or not self.table_cache):
             raise GraphfeedError(f"table_cache must be a folder or None, got {self.table_cache!r}")
         if self.task not in TASKS:
-            raise GraphfeedError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
+            raise GraphfeedError(f"task must be one of {', '.join(TASKS.names())}, got "
+                                 f"{self.task!r}")
         if self.decoder not in DECODERS:
             raise GraphfeedError(f"decoder must be one of {', '.join(DECODERS)}, got {self.decoder!r}")
         self.num_negatives = _int("num_negatives", self.num_negatives, 1, MAX_NEGATIVES)

@@ -246,3 +246,27 @@ def gather_strided(local, n: int, world_size: int, *, dtype=None, alloc=None):
             if k:
                 out[r + s * w::w][:k] = got[r][:k].to(out.device)
     return out
+
+
+def gather_rows(local, world_size: int):
+    """Every rank's rows (``(n_r, d)``, or ``None`` for none), concatenated in rank order on
+    every rank: a padded ``all_gather`` (sizes differ by rank; no pickling)."""
+    import torch
+    import torch.distributed as dist
+
+    from ..distributed.sharing import collective_device
+
+    dev = collective_device()
+    n = 0 if local is None else int(local.shape[0])
+    meta = torch.tensor([n, 0 if local is None else int(local.shape[1])], device=dev)
+    every = [torch.zeros_like(meta) for _ in range(world_size)]
+    dist.all_gather(every, meta)
+    sizes = [int(m[0]) for m in every]
+    d = max(int(m[1]) for m in every)
+    dtype = local.dtype if local is not None else torch.float64
+    pad = torch.zeros((max(sizes), d), dtype=dtype, device=dev)
+    if n:
+        pad[:n] = local.to(dev)
+    got = [torch.empty_like(pad) for _ in range(world_size)]
+    dist.all_gather(got, pad)
+    return torch.cat([g[:k] for g, k in zip(got, sizes)]).cpu()

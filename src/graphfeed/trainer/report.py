@@ -1,6 +1,5 @@
-"""What every trainer reports, in one form whatever the task: node classification
-(``loop.py``), link prediction (``link.py``), heterogeneous datasets (``hetero.py``), typed link
-prediction (``hetero_link.py``) and ``--partitions`` (``partitioned.py``) all call these.
+"""What every run reports, in one form whatever the task and the data (``fit.py`` calls these
+for node classification and link prediction, homogeneous, typed or partitioned).
 
 - :func:`log_epoch`: ``--log FILE``, one JSON object per epoch (``EpochStats.to_dict()``: the
   same keys for every task; ``valid``/``test`` hold the task's metrics), appended by rank 0;

@@ -1,0 +1,160 @@
+"""The one training loop: :func:`fit` runs any task (:mod:`graphfeed.trainer.tasks`) on any
+kind of placed data (homogeneous, typed, partitioned), with the same resume, save, graceful
+stop, progress, loss checks, epoch statistics (time, seeds/s, RSS and GPU peaks), ``--log``,
+early stopping, ``--predict`` and final line for all of them.
+
+Loaders (training and evaluation) are built once and reused every epoch with ``set_epoch``;
+they are closed when the run ends, however it ends, so memory stays flat over any number of
+epochs.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from .._memory import current_rss_bytes, peak_rss_bytes, release_free_memory
+from .._progress import bar
+from .._units import format_bytes
+from ..errors import GraphfeedError
+from . import checkpoint as ckpt
+from .metrics import format_metrics
+from .report import final_line, log_epoch
+from .result import EpochStats, TrainResult
+
+__all__ = ["fit", "all_reduce", "epoch_line"]
+
+
+def all_reduce(values: list) -> list:
+    """The element-wise sum of ``values`` over the ranks of the default process group."""
+    import torch
+    import torch.distributed as dist
+
+    from ..distributed.sharing import collective_device
+
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=collective_device())
+    dist.all_reduce(t)
+    return t.cpu().tolist()
+
+
+def _wrap(net, device: str, world_size: int):
+    if world_size == 1:
+        return net
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    return DDP(net, device_ids=[torch.device(device).index] if device.startswith("cuda") else None)
+
+
+def fit(task, *, on_batch=None, on_epoch=None) -> TrainResult:
+    """Train ``task`` (a :class:`~graphfeed.trainer.tasks.base.Task`) for ``cfg.epochs`` and
+    return its figures; rank 0 prints them. ``on_batch(epoch, batch_index)`` after each
+    optimizer step, ``on_epoch(stats)`` after each epoch (its checkpoint written); either may
+    raise to stop the run."""
+    import torch
+
+    cfg, device, rank, world = task.cfg, task.device, task.rank, task.world_size
+    say = task.say
+    torch.manual_seed(cfg.seed)  # the model's initial weights
+    net = task.build_model().to(device)
+    model = _wrap(net, device, world)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    result = task.result()
+    result.world_size, result.seed = world, cfg.seed
+    state = ckpt.RunState(cfg, net, opt, result, trainer=task.trainer, keys=task.resume_keys,
+                          rank=rank, world_size=world, say=say)
+    loader = task.train_loader()
+    nan = float("nan")
+    try:
+        task.open_evaluation(net)
+        for epoch, sums, seconds0 in state.epochs(loader):
+            model.train()
+            t0 = time.perf_counter()
+            acc = torch.tensor(sums, dtype=torch.float64, device=device)  # loss, correct, rows
+            first = int(loader.state_dict()["next_batch"])  # > 0 when resumed mid-epoch
+            with bar(len(loader), f"epoch {epoch}", enabled=cfg.progress and rank == 0) as pbar:
+                pbar.update(first)
+                for batch in loader:
+                    loss, correct, n = task.step(model, batch)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    acc[0] += loss.detach().double() * n
+                    acc[1] += correct.double()
+                    acc[2] += n
+                    pbar.update(1)
+                    if on_batch is not None:
+                        on_batch(epoch, batch.batch_index)
+                    if state.stop_requested():
+                        state.stop_mid_epoch(loader, acc.cpu().tolist(),
+                                             seconds0 + time.perf_counter() - t0)
+            seconds = seconds0 + time.perf_counter() - t0
+            tot = acc.cpu().tolist()
+            if world > 1:
+                tot = all_reduce(tot)
+            loss_avg = tot[0] / max(tot[2], 1)
+            if not math.isfinite(loss_avg):
+                raise GraphfeedError(
+                    f"the training loss became {loss_avg} in epoch {epoch}: check the input "
+                    f"features for NaN or infinite values, or lower --lr (now {cfg.lr:g})")
+            extra = task.after_epoch(epoch)
+            t1 = time.perf_counter()
+            metrics = (task.evaluate(model, progress=cfg.progress and rank == 0)
+                       if state.evaluates(epoch) else None)
+            eval_seconds = time.perf_counter() - t1
+            release_free_memory()
+            valid = (metrics or {}).get("valid") or {}
+            test = (metrics or {}).get("test") or {}
+            es = EpochStats(
+                epoch=epoch, loss=loss_avg, train_acc=tot[1] / max(tot[2], 1),
+                valid_acc=valid.get("accuracy", nan), test_acc=test.get("accuracy", nan),
+                seeds_per_s=tot[2] / task.rows_per_seed / max(seconds, 1e-9),
+                batches_per_s=len(loader) / max(seconds, 1e-9), seconds=seconds,
+                peak_rss_bytes=peak_rss_bytes(), valid=dict(valid), test=dict(test),
+                eval_seconds=eval_seconds, rss_bytes=current_rss_bytes())
+            if str(device).startswith("cuda"):
+                es.peak_gpu_bytes = int(torch.cuda.max_memory_allocated(device))
+                es.peak_gpu_reserved_bytes = int(torch.cuda.max_memory_reserved(device))
+            if metrics is None:
+                es.skip_evaluation()
+            state.end_epoch(es, es.valid.get(task.main, nan) if es.evaluated else nan)
+            say(epoch_line(es, task.unit) + (f"  {extra}" if extra else ""))
+            log_epoch(cfg, es, rank)
+            if state.finish_epoch(loader, es, on_epoch):
+                break
+        if not result.epochs:
+            raise GraphfeedError("no epoch was run")
+        if cfg.predict:  # the best epoch's weights; every rank scores its share, rank 0 writes
+            state.load_best()
+            written = task.predict(model, cfg.predict)
+            if rank == 0:
+                result.predictions = written
+    finally:
+        loader.close()
+        task.close()
+    result.checkpoint = state.checkpoint
+    best = result.epochs[result.best_epoch] if result.best_epoch >= 0 else None
+    result.best_valid_acc = best.valid_acc if best is not None else nan
+    result.test_acc = result.test.get("accuracy", nan)
+    result.final_test_acc = result.epochs[-1].test_acc
+    task.finish(result)
+    for w in result.warnings:
+        say(f"graphfeed train: warning: {w}")
+    say(final_line(result))
+    return result
+
+
+def epoch_line(es: EpochStats, unit: str = "seeds") -> str:
+    """The line every task prints after an epoch."""
+    gpu = ""
+    if es.peak_gpu_bytes is not None:
+        gpu = (f"  peak GPU {format_bytes(es.peak_gpu_bytes)} allocated, "
+               f"{format_bytes(es.peak_gpu_reserved_bytes)} reserved")
+    scores = (f"valid {format_metrics(es.valid)}  test {format_metrics(es.test)}  "
+              if es.evaluated else "(not evaluated)  ")
+    return (
+        f"epoch {es.epoch:2d}  loss {es.loss:.4f}  train acc {es.train_acc:.4f}  {scores}"
+        f"{es.seeds_per_s:,.0f} {unit}/s  {es.batches_per_s:.1f} batches/s  {es.seconds:.1f}s "
+        f"+ eval {es.eval_seconds:.1f}s  RSS {format_bytes(es.rss_bytes)} (peak "
+        f"{format_bytes(es.peak_rss_bytes)}){gpu}"
+    )

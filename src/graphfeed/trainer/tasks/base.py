@@ -1,0 +1,75 @@
+"""The task interface: what :func:`graphfeed.trainer.fit.fit` asks of a task.
+
+The loop (model to device, DDP, optimiser, resume/save/stop, progress, loss checks, epoch
+statistics, ``--log``, early stopping, the final line) is the same for every task; a task
+says what it trains on and how it is scored:
+
+- ``trainer`` (the checkpoint's tag, one of ``checkpoint.TRAINERS``), ``resume_keys``,
+  ``main`` (the metric that picks the best epoch), ``unit`` (what ``seeds/s`` counts) and
+  ``rows_per_seed`` (loss rows per seed: ``1 + negatives`` for link prediction);
+- :meth:`build_model` (on the CPU; ``fit`` moves it), :meth:`train_loader`, :meth:`step` (one
+  batch's loss, correct predictions and rows);
+- :meth:`open_evaluation` / :meth:`evaluate` (split name -> metrics, every rank the same),
+  :meth:`predict` (every rank takes part, rank 0 writes), :meth:`finish` (baselines, warnings),
+  :meth:`close`;
+- :meth:`result` (a ``TrainResult`` with the run's mode, placement and model).
+
+A new task is one module beside ``node.py`` and ``link.py`` and one ``TASKS.add`` line in
+``tasks/__init__.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+
+class Task:
+    trainer: str = "node"
+    resume_keys: tuple = ()
+    main: str = "accuracy"
+    unit: str = "seeds"
+    rows_per_seed: int = 1
+
+    def __init__(self, cfg, *, device: str, rank: int = 0, world_size: int = 1,
+                 say: Callable[[str], None] = print):
+        self.cfg, self.device, self.rank, self.world_size, self.say = (cfg, device, rank,
+                                                                       world_size, say)
+
+    # ------------------------------------------------------------------ training
+    def build_model(self):
+        raise NotImplementedError
+
+    def result(self):
+        """A ``TrainResult`` naming the run's mode, placement, model, task and metric."""
+        raise NotImplementedError
+
+    def train_loader(self):
+        raise NotImplementedError
+
+    def step(self, model, batch):
+        """``(loss, correct, rows)`` of one training batch: the mean loss (a tensor with a
+        gradient), the number of correct predictions (a tensor) and the rows the loss averages
+        over (an int)."""
+        raise NotImplementedError
+
+    def after_epoch(self, epoch: int) -> str:
+        """After an epoch's training (before evaluation); what it returns ends the epoch line."""
+        return ""
+
+    # ------------------------------------------------------------------ scoring
+    def open_evaluation(self, net) -> None:
+        """Build what evaluation needs (loaders), once per run."""
+
+    def evaluate(self, model, *, progress: bool = False) -> dict:
+        """``{"valid": metrics, "test": metrics}`` over every rank's share."""
+        raise NotImplementedError
+
+    def predict(self, model, path) -> str:
+        """Write ``--predict`` with the best weights loaded; every rank calls it."""
+        raise NotImplementedError
+
+    def finish(self, result) -> None:
+        """After the last epoch: baselines and warnings into ``result``."""
+
+    def close(self) -> None:
+        """Release loaders (the run's end, however it ends)."""
