@@ -301,3 +301,21 @@ def test_bad_files_are_one_line(tmp_path):
     (tmp_path / "gb4" / "metadata.yaml").write_text(text)
     with pytest.raises(DatasetError, match="preprocessed"):
         prepare_graphbolt(tmp_path / "gb4", tmp_path / "out")
+
+
+def test_an_imported_folder_feeds_pyg_loaders(tmp_path):
+    pytest.importorskip("torch_geometric")
+    from torch_geometric.loader import NodeLoader
+
+    from graphfeed.pyg import GraphfeedSampler, from_dataset
+
+    typed(tmp_path / "gb")
+    prepare_graphbolt(tmp_path / "gb", tmp_path / "out", task="node_classification")
+    ds = Dataset.open(tmp_path / "out")
+    data = from_dataset(ds)
+    off = int(ds.hetero.node_offsets[ds.hetero.type_id("user")])
+    loader = NodeLoader(data, node_sampler=GraphfeedSampler(data, [3, 3]), batch_size=16,
+                        input_nodes=("user", torch.from_numpy(ds.train_ids - off)))
+    b = next(iter(loader))
+    assert torch.equal(b["user"].y[:16], torch.from_numpy(ds.labels[ds.train_ids[:16]]))
+    assert b["item"].x.shape[1] == 6 and b["user"].x.shape[1] == 4
