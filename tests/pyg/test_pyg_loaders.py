@@ -241,3 +241,24 @@ def test_errors_are_one_line(tiny):
                                                            src_weight=torch.ones(3000)))))
     with pytest.raises(KeyError, match="no feature"):
         fs.get_tensor(None, "nope", index=torch.tensor([0]))
+
+
+def test_temporal_link_seeds():
+    from torch_geometric.data import Data
+
+    n = 200
+    g = torch.Generator().manual_seed(0)
+    ei = torch.randint(0, n, (2, 2000), generator=g)
+    t = torch.randint(0, 100, (n,), generator=g)
+    data = Data(edge_index=ei, t=t, num_nodes=n)
+    sampler = GraphfeedSampler(data, [5, 5], time_attr="t")
+    when = torch.full((100,), 40)
+    loader = LinkLoader(data, link_sampler=sampler, edge_label_index=ei[:, :100],
+                        edge_label_time=when, neg_sampling=NegativeSampling("binary", 1),
+                        batch_size=50)
+    for b in loader:
+        ends = torch.zeros(b.num_nodes, dtype=torch.bool)
+        ends[b.edge_label_index.unique()] = True
+        # every node the seed pairs reached is at most as late as their time
+        assert (t[b.n_id[~ends]] <= 40).all()
+        assert torch.equal(b.edge_label_time, torch.full((100,), 40))
