@@ -33,6 +33,8 @@ FLOORS = (
     ("training",),
     ("trainer",),
     ("models", "bench"),
+    # PyG's interfaces over the core (graphfeed.pyg): below the application, above the core
+    ("pyg",),
     # the core: it never imports a floor above this line
     ("placement",),
     ("partition",),

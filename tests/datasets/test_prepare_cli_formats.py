@@ -41,7 +41,7 @@ def _ogb(tmp):
 
 def test_every_importer_has_a_subcommand(capsys):
     assert set(IMPORTERS.names()) == {"generic", "ogb", "ogb-hetero", "cora-text", "planetoid-npz",
-                                      "csr-npz", "ogbl", "link-split"}
+                                      "csr-npz", "ogbl", "link-split", "graphbolt"}
     rc, out, _ = run_cli(["prepare", "--help"], capsys)
     assert rc == 0
     for fmt in IMPORTERS.names():

@@ -197,6 +197,16 @@ def _link_kwargs(args) -> dict:
     return kw
 
 
+def _graphbolt_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("src", metavar="SRC", help="GraphBolt OnDiskDataset folder (holding metadata.yaml)")
+    p.add_argument("out", metavar="OUT", help="dataset folder to create")
+    p.add_argument("--task", help="the task to import, by name or position (when there are several)")
+
+
+def _graphbolt_kwargs(args) -> dict:
+    return dict(src=args.src, out=args.out, task=args.task, split=_split(args.split, args.seed))
+
+
 #: importer name -> (add its arguments to a subparser, turn the parsed arguments into its keywords)
 FORMATS = {
     "generic": (_generic_arguments, _generic_kwargs),
@@ -207,6 +217,7 @@ FORMATS = {
     "csr-npz": (lambda p: _file_arguments(p, "csr-npz"), _file_kwargs),
     "ogbl": (lambda p: _link_arguments(p, "ogbl"), _link_kwargs),
     "link-split": (lambda p: _link_arguments(p, "link-split"), _link_kwargs),
+    "graphbolt": (_graphbolt_arguments, _graphbolt_kwargs),
 }
 
 

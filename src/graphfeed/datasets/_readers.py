@@ -615,6 +615,12 @@ class EdgeSource:
             z = load_npz(self.path, list(value_keys.values())) if value_keys else {}
             self._set_arrays(s, d, {n: z[k] for n, k in value_keys.items()}, where)
             self.kind = "arrays"
+        elif name.endswith((".yaml", ".yml")):
+            raise DatasetError(
+                f"{self.path}: a YAML file, not an edge list" + (
+                    "; a GraphBolt OnDiskDataset's metadata: import its folder with 'graphfeed "
+                    "prepare graphbolt FOLDER OUT'" if name in ("metadata.yaml", "metadata.yml")
+                    else ""))
         else:
             if value_keys or edge_key:
                 raise DatasetError(f"{self.path}: --edge-key/--weight-key/--time-key are for .npz edge files")

@@ -445,6 +445,27 @@ class Dataset:
 
         return open_feature(path, backend, cache_size=cache_size, cache_policy=cache_policy)
 
+    def type_feature(self, ntype: str, name: str, backend: str = "ram", *, cache_size=0,
+                     cache_policy: str = "sieve"):
+        """Feature ``name`` of node type ``ntype`` of a heterogeneous dataset (one row per node
+        of the type, type-local ids) as a :class:`~graphfeed.features.Feature` on ``backend``,
+        as :meth:`node_feature` opens a node feature."""
+        if self.hetero is None:
+            raise GraphfeedError(f"dataset {self.name!r} has no node types; use node_feature()")
+        if ntype not in self.type_features:
+            raise GraphfeedError(f"dataset {self.name!r} has no features of node type {ntype!r}; "
+                                 f"types with features: {sorted(self.type_features)}")
+        if name not in self.type_features[ntype]:
+            raise GraphfeedError(f"node type {ntype!r} of dataset {self.name!r} has no feature "
+                                 f"{name!r}; it has {sorted(self.type_features[ntype])}")
+        if backend == "ram":
+            return self.type_features[ntype][name]
+        from ..features.registry import open_feature
+        from .hetero_schema import type_feature_role
+
+        return open_feature(self._arrays.paths[type_feature_role(ntype, name)], backend,
+                            cache_size=cache_size, cache_policy=cache_policy)
+
     def __repr__(self) -> str:
         return (
             f"Dataset({self.name!r}, num_nodes={self.num_nodes}, num_edges={self.num_edges}, "

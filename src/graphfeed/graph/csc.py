@@ -194,7 +194,12 @@ class CSCGraph:
         """
         from ._kernels import (accumulate_in_degrees, dedupe_window, drop_present_reverses,
                                empty_marker, scatter_window)
+        from .from_pyg import pyg_kind
 
+        if pyg_kind(src) is not None:
+            raise GraphfeedError(f"src is a PyG {type(src).__name__}: build its graph with "
+                                 f"CSCGraph.from_pyg(data)" if pyg_kind(src) == "data" else
+                                 f"src is a PyG HeteroData: build HeteroGraph.from_pyg(data)")
         src = _as_int_array("src", src)
         dst = _as_int_array("dst", dst)
         if src.shape != dst.shape:
@@ -247,6 +252,16 @@ class CSCGraph:
         return cls(indptr, indices, out_w[:, 0] if has_w else None, trusted=True)  # valid by construction
 
     # ------------------------------------------------------------------ storage
+    @classmethod
+    def from_pyg(cls, data) -> "CSCGraph":
+        """The graph of a PyG ``Data`` (edges ``edge_index[0] -> edge_index[1]``, in-neighbours
+        per destination, ``data.num_nodes`` nodes), O(N + E).
+        ``graphfeed.graph.from_pyg.csc_perm(data)`` maps its edge positions to PyG's edge ids."""
+        from .from_pyg import pyg_edges
+
+        n, src, dst = pyg_edges(data)
+        return cls.from_edges(src, dst, n)
+
     def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
         """Write ``indptr.npy``, ``indices.npy`` (and ``weights.npy``) into folder ``path``,
         atomically: the folder appears only once every file is complete."""

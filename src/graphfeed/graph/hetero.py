@@ -220,7 +220,7 @@ class HeteroGraph:
     # ------------------------------------------------------------------ building
     @classmethod
     def from_edges(cls, num_nodes: Mapping[str, int],
-                   edges: Mapping[EdgeType, tuple], *,
+                   edges: Optional[Mapping[EdgeType, tuple]] = None, *,
                    drop_duplicates: bool = False) -> "HeteroGraph":
         """Build from per-edge-type COO edges in type-local ids, in O(N * R + E).
 
@@ -230,7 +230,22 @@ class HeteroGraph:
         own: add them as separate edge types. ``drop_duplicates`` keeps the first of repeated
         ``(src, dst)`` pairs within a relation. One counting sort over (destination, relation)
         builds the fused CSC with the in-edges of each destination grouped by relation.
+
+        A PyG ``HeteroData`` in place of ``num_nodes`` (and no ``edges``) is
+        :meth:`from_pyg`'s.
         """
+        from .from_pyg import pyg_kind
+
+        kind = pyg_kind(num_nodes)
+        if kind == "hetero" and not edges:
+            return cls.from_pyg(num_nodes, drop_duplicates=drop_duplicates)
+        if kind is not None:
+            raise GraphfeedError(
+                "HeteroGraph.from_edges(data) takes a PyG HeteroData alone (no edges); got "
+                + ("a HeteroData and edges" if kind == "hetero"
+                   else "a homogeneous Data: build CSCGraph.from_pyg(data)"))
+        if edges is None:
+            raise GraphfeedError("HeteroGraph.from_edges needs edges: edge type -> (src, dst)")
         node_types = list(num_nodes)
         counts = np.array([check_int(f"num_nodes[{t!r}]", num_nodes[t], 0) for t in node_types],
                           dtype=np.int64)
@@ -270,6 +285,17 @@ class HeteroGraph:
         etype = np.repeat(rel_of_col, np.diff(vptr))
         csc = CSCGraph(indptr, indices, trusted=True)
         return cls(csc, nts, counts, ets, etype, trusted=True)
+
+    @classmethod
+    def from_pyg(cls, data, *, drop_duplicates: bool = False) -> "HeteroGraph":
+        """The graph of a PyG ``HeteroData``: node types in ``data.node_types`` order (with
+        ``data[t].num_nodes`` nodes), an edge type per ``data.edge_types`` entry, each
+        ``edge_index`` in type-local ids. ``graphfeed.graph.from_pyg.hetero_perm(graph, data)``
+        maps its edge positions to PyG's edge ids (without ``drop_duplicates``)."""
+        from .from_pyg import pyg_typed_edges
+
+        num, edges = pyg_typed_edges(data)
+        return cls.from_edges(num, edges, drop_duplicates=drop_duplicates)
 
 
 def _ids(a, what: str) -> np.ndarray:

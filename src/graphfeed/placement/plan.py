@@ -226,8 +226,14 @@ def place(graph, features: Mapping, fanouts: Sequence[int], *, mode: str = AUTO,
     (``sampler``, ``features``, ``device``, ``placement`` with its human-readable ``reason``).
     Place once, then build as many loaders (train, valid, test) over it as needed.
     ``method``: the sampler's ``graphfeed.sampling.SamplingMethod`` (``None``: uniform; bind
-    arrays that are not the graph's weights first, ``method.bind(dataset)``)."""
+    arrays that are not the graph's weights first, ``method.bind(dataset)``).
+
+    ``graph`` may be a PyG ``Data``: its graph is built (``CSCGraph.from_pyg``) and its node
+    tensors become in-memory features, ``x`` as ``"feat"`` and ``y`` as ``"label"`` (others
+    by name; boolean masks left out), ``features`` adding to or replacing them."""
     from ..distributed.world import World
+
+    graph, features = _from_pyg(graph, features)
 
     world = None
     if ranks_per_machine is not None:
@@ -235,6 +241,27 @@ def place(graph, features: Mapping, fanouts: Sequence[int], *, mode: str = AUTO,
         world = World(world_size=n, local_world_size=n)
     plan = DataPlan.resolve(mode=mode, device=device, world=world)
     return plan.place(graph, features, fanouts, replace=replace, seed=seed, method=method)
+
+
+def _from_pyg(graph, features):
+    """``(CSCGraph, features)`` of a PyG ``Data`` given to :func:`place` (other graphs as
+    given); a ``HeteroData`` is refused, naming the typed path."""
+    from ..graph.from_pyg import node_tensors, pyg_kind
+
+    kind = pyg_kind(graph)
+    if kind is None:
+        return graph, features
+    if kind == "hetero":
+        raise GraphfeedError(
+            "place() takes a homogeneous graph, got a PyG HeteroData: build "
+            "HeteroGraph.from_pyg(data) and sample it with build_sampler('hetero', ...), or "
+            "keep PyG's loaders with graphfeed.pyg.GraphfeedSampler(data, num_neighbors)")
+    from ..features.memory import InMemoryFeature
+    from ..graph.csc import CSCGraph
+
+    feats = {name: InMemoryFeature(t) for name, t in node_tensors(graph).items()}
+    feats.update(features or {})
+    return CSCGraph.from_pyg(graph), feats
 
 
 def node_loader(

@@ -9,6 +9,8 @@ their inputs:
 - ``ogb``: the OGB node-property raw layout (:mod:`.ogb`)
 - ``ogb-hetero``: its heterogeneous variant, ogbn-mag (:mod:`.ogb_hetero`; in memory)
 - ``cora-text``, ``planetoid-npz``, ``csr-npz``: the files in ``shared/datasets`` (:mod:`.shared`)
+- ``ogbl``, ``link-split``: link-prediction datasets (:mod:`.link`)
+- ``graphbolt``: a DGL GraphBolt ``OnDiskDataset`` folder (:mod:`.graphbolt`)
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ for _name, _target, _help in (
                                   "{train,valid,test}.csv.gz pairs): a link-prediction dataset"),
     ("link-split", "link:prepare_link_split",
      "a prepared dataset folder -> a link-prediction dataset with a seeded random edge split"),
+    ("graphbolt", "graphbolt:prepare_graphbolt",
+     "a DGL GraphBolt OnDiskDataset folder (metadata.yaml; csv/numpy edges, numpy/torch "
+     "features, a node classification or link prediction task)"),
 ):
     IMPORTERS.add(_name, f".datasets.importers.{_target}", _help)
 del _name, _target, _help

@@ -1,0 +1,776 @@
+"""A DGL GraphBolt ``OnDiskDataset`` folder, as GraphBolt's documentation describes it::
+
+    SRC/metadata.yaml
+      dataset_name: NAME
+      graph:
+        nodes: [{type: T, num: N}, ...]          # one entry without type: homogeneous
+        edges: [{type: "S:R:D", format: csv|numpy, path: P}, ...]
+        feature_data: [...]                      # optional, as below (sampling attributes)
+      feature_data:
+        - {domain: node|edge, type: T, name: NAME, format: numpy|torch, in_memory: B, path: P}
+      tasks:
+        - name: NAME
+          num_classes: C
+          train_set | validation_set | test_set:
+            - type: T or "S:R:D"                 # omitted on a homogeneous graph
+              data: [{name: seeds|labels|indexes|seed_nodes|node_pairs|negative_dsts,
+                      format: numpy|torch, path: P}, ...]
+
+Edges: ``csv`` is one ``src,dst`` line per edge (no header), ``numpy`` an integer ``(2, E)``
+``.npy``; ids are type-local. Every path is relative to ``SRC`` and must stay inside it.
+``numpy`` files open memory-mapped with ``allow_pickle=False``; ``torch`` files with
+``torch.load(weights_only=True)`` and must hold one tensor: nothing is unpickled.
+
+Tasks: a node classification task (``seeds`` node ids with their ``labels``) becomes the
+dataset's labels (one per node, ``-1`` where no set gives one; a node feature named ``label``
+gives them too) and its ``train``/``valid``/``test`` splits; on a typed graph its sets are of
+one node type, the target type. A link prediction task (``seeds`` ``(N, 2)`` pairs; in the
+validation and test sets with ``labels`` 1/0 and ``indexes`` grouping each positive with its
+negatives; or the older ``node_pairs`` with ``negative_dsts``) becomes a link-prediction
+dataset: positives as pairs, the negatives of each positive as its ``(P, k)`` fixed negative
+destinations (they must share its source, the same ``k`` for every positive), and the graph
+gets every split pair as an edge (graphfeed's link datasets hold their pairs; repeated edges
+dropped). A metadata file with several tasks names one with ``task=`` (``--task``).
+
+Node features become node features (per node type on a typed graph); edge features of a
+homogeneous graph become edge features in CSC order (1-D; ``weight`` becomes the graph's
+weights). A homogeneous node classification dataset is built with the streamed two-pass CSC
+build (:func:`graphfeed.datasets.importers.prepare`); typed graphs and link tasks in memory,
+as :mod:`.ogb_hetero` and :mod:`.link`. GraphBolt sorts node and edge types by name to number
+them; so does this importer. ``undirected`` adds the reverse of every edge; on a typed graph a
+relation ``(d, "rev_" + r, s)`` per relation (as :mod:`.ogb_hetero`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from ...errors import DatasetError, MissingDependencyError
+from ..schema import resolve_inside
+
+__all__ = ["prepare_graphbolt", "read_graphbolt_metadata", "GraphBoltMetadata"]
+
+METADATA = "metadata.yaml"
+SETS = {"train_set": "train", "validation_set": "valid", "test_set": "test"}
+FORMATS = ("numpy", "torch")
+EDGE_FORMATS = ("csv", "numpy")
+#: names of set data graphfeed reads (GraphBolt passes other names on to its mini-batches)
+SET_DATA = ("seeds", "labels", "indexes", "seed_nodes", "node_pairs", "negative_dsts")
+_TOP = ("dataset_name", "graph", "feature_data", "tasks")
+
+
+@dataclass
+class GraphBoltMetadata:
+    """``metadata.yaml``, checked: ``nodes`` node type (``None`` when homogeneous) -> count, in
+    GraphBolt's order (sorted by name); ``edges`` ``(edge type triple or None, format, path)``;
+    ``features`` and ``tasks`` the checked entries (dicts)."""
+
+    root: Path
+    file: Path
+    name: Optional[str]
+    nodes: dict
+    edges: list
+    features: list = field(default_factory=list)
+    tasks: list = field(default_factory=list)
+
+    @property
+    def hetero(self) -> bool:
+        return None not in self.nodes
+
+    def err(self, where: str, msg: str) -> DatasetError:
+        return DatasetError(f"{self.file}: {where}: {msg}")
+
+
+# --------------------------------------------------------------------------- metadata
+def _load_yaml(path: Path):
+    try:
+        import yaml
+    except ImportError:
+        raise MissingDependencyError("pyyaml", "graphbolt",
+                                     "reading a GraphBolt metadata.yaml") from None
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise DatasetError(f"{path}: not a text file") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise DatasetError(f"{path}: not valid YAML{at}: {problem}") from None
+
+
+def _locate(src) -> tuple:
+    """``(folder, metadata.yaml)`` of ``src`` (the folder or the file itself)."""
+    src = Path(src)
+    if src.is_dir():
+        f = src / METADATA
+        if not f.is_file():
+            raise DatasetError(f"{src}: no {METADATA}; a GraphBolt OnDiskDataset folder holds "
+                               f"one")
+        return src, f
+    if src.is_file() and src.suffix in (".yaml", ".yml"):
+        return src.parent, src
+    raise DatasetError(f"{src}: neither a GraphBolt OnDiskDataset folder nor its {METADATA}")
+
+
+def _text(v, where, what, file) -> str:
+    if not isinstance(v, str) or not v:
+        raise DatasetError(f"{file}: {where}: {what} must be a non-empty string, got {v!r}")
+    return v
+
+
+def _mapping(v, where, file, required=(), optional=(), extra: bool = False) -> dict:
+    if not isinstance(v, dict):
+        raise DatasetError(f"{file}: {where}: expected a mapping, got {_short(v)}")
+    for k in required:
+        if k not in v:
+            raise DatasetError(f"{file}: {where}: missing {k!r}")
+    if not extra:
+        unknown = sorted(str(k) for k in v if k not in (*required, *optional))
+        if unknown:
+            raise DatasetError(f"{file}: {where}: unknown key {unknown[0]!r} (expected "
+                               f"{', '.join((*required, *optional))})")
+    return v
+
+
+def _list(v, where, file, nonempty: bool = True) -> list:
+    if not isinstance(v, list) or (nonempty and not v):
+        raise DatasetError(f"{file}: {where}: expected a{' non-empty' if nonempty else ''} list, "
+                           f"got {_short(v)}")
+    return v
+
+
+def _short(v) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _choice(v, choices, where, what, file) -> str:
+    if v not in choices:
+        raise DatasetError(f"{file}: {where}: {what} must be one of {', '.join(choices)}, got "
+                           f"{v!r}")
+    return v
+
+
+def _edge_type(text, where, file, node_types) -> tuple:
+    t = _text(text, where, "type", file)
+    parts = t.split(":")
+    if len(parts) != 3 or not all(parts):
+        raise DatasetError(f"{file}: {where}: an edge type is 'src_type:relation:dst_type', got "
+                           f"{t!r}")
+    for side, nt in (("source", parts[0]), ("destination", parts[2])):
+        if nt not in node_types:
+            raise DatasetError(f"{file}: {where}: edge type {t!r} names {side} node type {nt!r}, "
+                               f"which graph.nodes does not declare ({sorted(node_types)})")
+    return tuple(parts)
+
+
+def read_graphbolt_metadata(src) -> GraphBoltMetadata:
+    """The checked ``metadata.yaml`` of GraphBolt folder ``src`` (or of the file itself); every
+    problem is one ``DatasetError`` line naming the file and the entry."""
+    root, file = _locate(src)
+    raw = _load_yaml(file)
+    if not isinstance(raw, dict):
+        raise DatasetError(f"{file}: expected a mapping at the top, got {_short(raw)}")
+    if "graph" not in raw:
+        if "graph_topology" in raw:
+            raise DatasetError(f"{file}: a GraphBolt-preprocessed metadata (graph_topology: a "
+                               f"pickled graph graphfeed does not load); import the original "
+                               f"folder, whose metadata.yaml has the graph: section")
+        raise DatasetError(f"{file}: no 'graph' section (graph: nodes, edges)")
+    _mapping(raw, "top level", file, optional=_TOP)
+    name = raw.get("dataset_name")
+    if name is not None:
+        name = _text(str(name), "dataset_name", "the name", file)
+    graph = _mapping(raw["graph"], "graph", file, required=("nodes", "edges"),
+                     optional=("feature_data",))
+    nodes = {}
+    for i, n in enumerate(_list(graph["nodes"], "graph.nodes", file)):
+        where = f"graph.nodes[{i}]"
+        _mapping(n, where, file, required=("num",), optional=("type",))
+        num = n["num"]
+        if isinstance(num, bool) or not isinstance(num, int) or num < 0:
+            raise DatasetError(f"{file}: {where}: num must be an integer >= 0, got {num!r}")
+        t = n.get("type")
+        if t is not None:
+            t = _text(t, where, "type", file)
+        if t in nodes:
+            raise DatasetError(f"{file}: {where}: node type {t!r} is declared twice"
+                               if t is not None else
+                               f"{file}: {where}: a second node entry without type; a typed "
+                               f"graph names the type of every entry")
+        nodes[t] = num
+    if None in nodes and len(nodes) > 1:
+        raise DatasetError(f"{file}: graph.nodes: an entry without type on a graph with "
+                           f"several entries; name every node type")
+    edges = []
+    for i, e in enumerate(_list(graph["edges"], "graph.edges", file)):
+        where = f"graph.edges[{i}]"
+        _mapping(e, where, file, required=("format", "path"), optional=("type",))
+        fmt = _choice(e["format"], EDGE_FORMATS, where, "format", file)
+        path = _text(e["path"], where, "path", file)
+        if None in nodes:
+            if e.get("type") is not None:
+                raise DatasetError(f"{file}: {where}: a typed edge entry on a graph whose nodes "
+                                   f"have no type")
+            if edges:
+                raise DatasetError(f"{file}: {where}: a homogeneous graph has one edge entry")
+            et = None
+        else:
+            if e.get("type") is None:
+                raise DatasetError(f"{file}: {where}: missing 'type' ('src:rel:dst'); the nodes "
+                                   f"are typed")
+            et = _edge_type(e["type"], where, file, nodes)
+            if any(et == x[0] for x in edges):
+                raise DatasetError(f"{file}: {where}: edge type {e['type']!r} is given twice")
+        edges.append((et, fmt, path))
+    features = []
+    for section in ("graph.feature_data", "feature_data"):
+        entries = graph.get("feature_data") if section.startswith("graph") else \
+            raw.get("feature_data")
+        for i, f in enumerate(_list(entries or [], section, file, nonempty=False)):
+            where = f"{section}[{i}]"
+            # GraphBolt passes any other key on as the feature's metadata
+            _mapping(f, where, file, required=("domain", "name", "format", "path"), extra=True)
+            features.append(dict(
+                where=where, domain=_choice(f["domain"], ("node", "edge", "graph"), where,
+                                            "domain", file),
+                type=f.get("type"), name=_text(f["name"], where, "name", file),
+                format=_choice(f["format"], FORMATS, where, "format", file),
+                path=_text(f["path"], where, "path", file)))
+    tasks = []
+    for i, t in enumerate(_list(raw.get("tasks") or [], "tasks", file, nonempty=False)):
+        where = f"tasks[{i}]"
+        _mapping(t, where, file, extra=True)  # GraphBolt keeps other keys as task metadata
+        sets = {}
+        for key, split in SETS.items():
+            for j, s in enumerate(_list(t.get(key) or [], f"{where}.{key}", file,
+                                        nonempty=False)):
+                w = f"{where}.{key}[{j}]"
+                _mapping(s, w, file, required=("data",), optional=("type",))
+                data = []
+                for k, d in enumerate(_list(s["data"], f"{w}.data", file)):
+                    wd = f"{w}.data[{k}]"
+                    _mapping(d, wd, file, required=("format", "path"),
+                             optional=("name", "in_memory"))
+                    dname = d.get("name", "seeds")
+                    _choice(dname, SET_DATA, wd, "name", file)
+                    data.append(dict(where=wd, name=dname,
+                                     format=_choice(d["format"], FORMATS, wd, "format", file),
+                                     path=_text(d["path"], wd, "path", file)))
+                sets.setdefault(split, []).append(dict(where=w, type=s.get("type"), data=data))
+        nc = t.get("num_classes")
+        if nc is not None and (isinstance(nc, bool) or not isinstance(nc, int) or nc < 1):
+            raise DatasetError(f"{file}: {where}: num_classes must be an integer >= 1, got "
+                               f"{nc!r}")
+        tasks.append(dict(where=where, name=t.get("name"), num_classes=nc, sets=sets))
+    order = sorted(nodes, key=lambda t: (t is not None, t or ""))  # GraphBolt numbers by name
+    edges.sort(key=lambda e: ":".join(e[0]) if e[0] else "")
+    return GraphBoltMetadata(root, file, name, {t: nodes[t] for t in order}, edges, features,
+                             tasks)
+
+
+# --------------------------------------------------------------------------- arrays
+def _array(meta: GraphBoltMetadata, rel: str, fmt: str, where: str) -> np.ndarray:
+    """The array at ``rel`` (inside the folder): a memory-mapped pickle-free ``.npy``, or the one
+    tensor of a ``torch.save`` file loaded with ``weights_only=True``."""
+    from ..._io import check_regular_file, load_npy
+
+    path = resolve_inside(meta.root, rel, f"{meta.file}: {where}")
+    if fmt == "numpy":
+        return load_npy(path)
+    check_regular_file(path, "torch file")
+    import torch
+
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - torch raises many types for a bad file
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DatasetError(f"{path}: not a tensor file torch.load(weights_only=True) reads "
+                           f"({first[:120]})") from None
+    if not isinstance(obj, torch.Tensor):
+        raise DatasetError(f"{path}: holds a {type(obj).__name__}; a torch-format entry must "
+                           f"hold one tensor")
+    return obj.detach().contiguous().numpy()
+
+
+def _ints(a: np.ndarray, path_or_where: str, what: str) -> np.ndarray:
+    if a.dtype.kind not in "iu":
+        raise DatasetError(f"{path_or_where}: {what} must be integers, got {a.dtype}")
+    return a.astype(np.int64, copy=False)
+
+
+def _in_range(a: np.ndarray, n: int, where: str, what: str) -> None:
+    if a.size and (int(a.min()) < 0 or int(a.max()) >= n):
+        bad = int(a.min()) if int(a.min()) < 0 else int(a.max())
+        raise DatasetError(f"{where}: {what} id {bad} is out of range [0, {n})")
+
+
+def _edges(meta: GraphBoltMetadata, et, fmt: str, rel: str, i: int) -> tuple:
+    """``(src, dst)`` int64 arrays of one edge entry, ids checked against their node types."""
+    from .._readers import read_int_table
+
+    where = f"graph.edges[{i}]"
+    path = resolve_inside(meta.root, rel, f"{meta.file}: {where}")
+    if fmt == "csv":
+        e = read_int_table(path, 2)
+        src, dst = e[:, 0], e[:, 1]
+    else:
+        a = _array(meta, rel, fmt, where)
+        if a.ndim != 2 or a.shape[0] != 2:
+            raise DatasetError(f"{path}: numpy edges must be (2, num_edges), got shape {a.shape}")
+        a = _ints(a, str(path), "edges")
+        src, dst = a[0], a[1]
+    ns = meta.nodes[et[0] if et else None]
+    nd = meta.nodes[et[2] if et else None]
+    _in_range(src, ns, str(path), "source" + (f" ({et[0]})" if et else ""))
+    _in_range(dst, nd, str(path), "destination" + (f" ({et[2]})" if et else ""))
+    return src, dst
+
+
+# --------------------------------------------------------------------------- tasks
+def _pick_task(meta: GraphBoltMetadata, task) -> dict:
+    tasks = meta.tasks
+    if not tasks:
+        raise DatasetError(f"{meta.file}: no tasks; a graphfeed dataset needs a node "
+                           f"classification or link prediction task (train_set, ...)")
+    names = [t["name"] for t in tasks]
+    if task is None:
+        if len(tasks) > 1:
+            raise DatasetError(f"{meta.file}: {len(tasks)} tasks ({', '.join(map(str, names))}); "
+                               f"choose one with --task NAME (or its position)")
+        return tasks[0]
+    if isinstance(task, int) or (isinstance(task, str) and task.isdigit() and task not in names):
+        i = int(task)
+        if not 0 <= i < len(tasks):
+            raise DatasetError(f"{meta.file}: no task {i}; it has {len(tasks)}")
+        return tasks[i]
+    if task not in names:
+        raise DatasetError(f"{meta.file}: no task named {task!r}; tasks: {names}")
+    return tasks[names.index(task)]
+
+
+def _set_arrays(meta, s) -> dict:
+    """name -> array of one set entry, ``seed_nodes`` read as ``seeds``, ``node_pairs`` as
+    ``(N, 2)`` ``seeds``."""
+    out = {}
+    for d in s["data"]:
+        name = {"seed_nodes": "seeds", "node_pairs": "seeds"}.get(d["name"], d["name"])
+        if name in out:
+            raise meta.err(d["where"], f"{d['name']!r} given twice in one set")
+        a = _array(meta, d["path"], d["format"], d["where"])
+        if d["name"] == "node_pairs" and a.ndim == 2 and a.shape[0] == 2 and a.shape[1] != 2:
+            a = a.T  # the older layout also came as (2, N)
+        out[name] = a
+    if "seeds" not in out:
+        raise meta.err(s["where"], "no seeds (data named seeds)")
+    return out
+
+
+def _kind(meta, task) -> str:
+    kinds = set()
+    for sets in task["sets"].values():
+        for s in sets:
+            for d in s["data"]:
+                if d["name"] in ("node_pairs", "negative_dsts", "indexes"):
+                    kinds.add("link")
+    if not kinds:
+        first = next((s for sets in task["sets"].values() for s in sets), None)
+        if first is None:
+            raise meta.err(task["where"], "the task has no train_set, validation_set or "
+                                          "test_set")
+        seeds = _set_arrays(meta, first)["seeds"]
+        kinds.add("link" if seeds.ndim == 2 else "node")
+    return kinds.pop()
+
+
+def _node_task(meta: GraphBoltMetadata, task, label_feature) -> tuple:
+    """``(labels (N,) int64 or per-type-global, splits name -> ids, target type, num_classes)``
+    of a node classification task (ids global on a typed graph)."""
+    offsets, types = {}, list(meta.nodes)
+    acc = 0
+    for t in types:
+        offsets[t] = acc
+        acc += meta.nodes[t]
+    target = None
+    seen_types = set()
+    for split, sets in task["sets"].items():
+        for s in sets:
+            t = s["type"]
+            if meta.hetero:
+                if t is None:
+                    raise meta.err(s["where"], "missing 'type' (the node type of the seeds)")
+                if t not in meta.nodes:
+                    raise meta.err(s["where"], f"type {t!r} is no node type "
+                                               f"({sorted(meta.nodes)})")
+            elif t is not None:
+                raise meta.err(s["where"], f"a typed set ({t!r}) on a homogeneous graph")
+            seen_types.add(t)
+    if len(seen_types) > 1:
+        raise meta.err(task["where"], f"sets of several node types {sorted(seen_types)}; "
+                                      f"graphfeed's typed datasets have one labelled type")
+    target = next(iter(seen_types), None)
+    n = meta.nodes[target]
+    off = offsets[target]
+    labels = np.full(acc, -1, dtype=np.int64)
+    if label_feature is not None:
+        a, where = label_feature
+        if a.ndim != 1 or a.shape[0] != n:
+            raise meta.err(where, f"node feature 'label' must hold one class per node "
+                                  f"({n}), got shape {a.shape}")
+        labels[off:off + n] = _ints(a, where, "labels")
+    given = np.zeros(acc, dtype=bool)
+    splits = {}
+    for split, sets in task["sets"].items():
+        for s in sets:
+            arr = _set_arrays(meta, s)
+            extra = sorted(set(arr) - {"seeds", "labels"})
+            if extra:
+                raise meta.err(s["where"], f"{extra[0]!r} is link prediction data in a node "
+                                           f"classification set")
+            seeds = arr["seeds"]
+            if seeds.ndim != 1:
+                raise meta.err(s["where"], f"node seeds must be 1-D ids, got shape "
+                                           f"{seeds.shape}")
+            seeds = _ints(seeds, s["where"], "seeds")
+            _in_range(seeds, n, f"{meta.file}: {s['where']}", "seed")
+            ids = seeds + off
+            if "labels" in arr:
+                lab = arr["labels"]
+                if lab.ndim != 1 or lab.shape[0] != seeds.shape[0]:
+                    raise meta.err(s["where"], f"labels must hold one class per seed "
+                                               f"({seeds.shape[0]}), got shape {lab.shape}")
+                lab = _ints(lab, s["where"], "labels")
+                clash = given[ids] & (labels[ids] != lab)
+                known = (labels[ids] >= 0) & ~given[ids] & (labels[ids] != lab)
+                if clash.any() or known.any():
+                    i = int(np.flatnonzero(clash | known)[0])
+                    raise meta.err(s["where"], f"node {int(seeds[i])} gets label {int(lab[i])} "
+                                               f"here and {int(labels[ids[i]])} elsewhere")
+                labels[ids] = lab
+                given[ids] = True
+            elif label_feature is None:
+                raise meta.err(s["where"], "no labels (data named labels, or a node feature "
+                                           "named label)")
+            splits[split] = np.concatenate([splits[split], ids]) if split in splits else ids
+    if "train" not in splits:
+        raise meta.err(task["where"], "no train_set")
+    nc = task["num_classes"]
+    top = int(labels.max()) + 1 if labels.size else 0
+    if nc is not None and top > nc:
+        raise meta.err(task["where"], f"labels go up to {top - 1}, but num_classes = {nc}")
+    return labels, splits, target, nc if nc is not None else max(top, 1)
+
+
+def _link_task(meta: GraphBoltMetadata, task) -> tuple:
+    """``(pairs, negatives)``: split -> edge type (``None`` homogeneous) -> int64 ``(2, P)``
+    positives, and -> ``(P, k)`` negative destinations where the set has them."""
+    pairs, negatives = {}, {}
+    for split, sets in task["sets"].items():
+        for s in sets:
+            et = s["type"]
+            if meta.hetero:
+                if et is None:
+                    raise meta.err(s["where"], "missing 'type' (the edge type 'src:rel:dst')")
+                et = _edge_type(et, s["where"], meta.file, meta.nodes)
+                if et not in [e[0] for e in meta.edges]:
+                    raise meta.err(s["where"], f"edge type {s['type']!r} is not in graph.edges")
+            elif et is not None:
+                raise meta.err(s["where"], f"a typed set ({et!r}) on a homogeneous graph")
+            arr = _set_arrays(meta, s)
+            seeds = arr["seeds"]
+            if seeds.ndim != 2 or seeds.shape[1] != 2:
+                raise meta.err(s["where"], f"link seeds must be (N, 2) pairs, got shape "
+                                           f"{seeds.shape}")
+            seeds = _ints(seeds, s["where"], "seeds")
+            ns = meta.nodes[et[0] if et else None]
+            nd = meta.nodes[et[2] if et else None]
+            _in_range(seeds[:, 0], ns, f"{meta.file}: {s['where']}", "source")
+            _in_range(seeds[:, 1], nd, f"{meta.file}: {s['where']}", "destination")
+            pos, neg = _positives_and_negatives(meta, s, seeds, arr, nd)
+            if (split, et) in pairs:
+                raise meta.err(s["where"], "a second set of the same type in one split")
+            pairs.setdefault(split, {})[et] = pos
+            if neg is not None:
+                negatives.setdefault(split, {})[et] = neg
+    if "train" not in pairs:
+        raise meta.err(task["where"], "no train_set")
+    return pairs, negatives
+
+
+def _positives_and_negatives(meta, s, seeds, arr, nd) -> tuple:
+    where = s["where"]
+    labels, indexes, negs = arr.get("labels"), arr.get("indexes"), arr.get("negative_dsts")
+    if negs is not None:  # the older layout: node_pairs + negative_dsts (N, k)
+        if labels is not None or indexes is not None:
+            raise meta.err(where, "negative_dsts with labels/indexes: use one layout")
+        negs = _ints(negs.reshape(seeds.shape[0], -1) if negs.ndim == 1 else negs, where,
+                     "negative_dsts")
+        if negs.ndim != 2 or negs.shape[0] != seeds.shape[0]:
+            raise meta.err(where, f"negative_dsts must be (N, k) for the {seeds.shape[0]} "
+                                  f"pairs, got shape {negs.shape}")
+        _in_range(negs, nd, f"{meta.file}: {where}", "negative destination")
+        return np.ascontiguousarray(seeds.T), negs
+    if labels is None:
+        if indexes is not None:
+            raise meta.err(where, "indexes without labels")
+        return np.ascontiguousarray(seeds.T), None
+    labels = np.asarray(labels).reshape(-1)
+    if labels.shape[0] != seeds.shape[0] or not np.isin(labels, (0, 1)).all():
+        raise meta.err(where, f"link labels must be one 0 or 1 per pair ({seeds.shape[0]})")
+    is_pos = labels == 1
+    pos = seeds[is_pos]
+    if is_pos.all():
+        return np.ascontiguousarray(pos.T), None
+    if indexes is None:
+        raise meta.err(where, "negative pairs (label 0) without indexes to group them with "
+                              "their positives")
+    idx = _ints(np.asarray(indexes).reshape(-1), where, "indexes")
+    if idx.shape[0] != seeds.shape[0]:
+        raise meta.err(where, f"indexes must hold one group per pair ({seeds.shape[0]})")
+    pos_idx = idx[is_pos]
+    if np.unique(pos_idx).size != pos_idx.size:
+        raise meta.err(where, "two positive pairs share an index")
+    order = np.argsort(pos_idx, kind="stable")
+    neg_idx = idx[~is_pos]
+    slot = np.searchsorted(pos_idx[order], neg_idx).clip(max=max(pos_idx.size - 1, 0))
+    if pos_idx.size == 0 or (pos_idx[order][slot] != neg_idx).any():
+        raise meta.err(where, "a negative pair's index is no positive pair's")
+    owner = order[slot]  # the positive of each negative
+    k_per = np.bincount(owner, minlength=pos.shape[0])
+    neg = seeds[~is_pos]
+    if (k_per != k_per[0]).any() or (neg[:, 0] != pos[owner, 0]).any():
+        raise meta.err(where, "graphfeed stores negatives as k destinations per positive "
+                              "sharing its source: the negatives here differ in count or "
+                              "source")
+    k = int(k_per[0])
+    by_pos = np.argsort(owner, kind="stable")
+    return np.ascontiguousarray(pos.T), neg[by_pos, 1].reshape(pos.shape[0], k)
+
+
+# --------------------------------------------------------------------------- features
+def _features(meta: GraphBoltMetadata, feature_dtype=None) -> tuple:
+    """``(node features, edge features, label feature)``: homogeneous: name -> array or
+    ``.npy`` path; typed: type -> name -> array; edge features name -> 1-D array (homogeneous
+    only); the node feature named ``label`` as ``(array, where)`` (of the target type: the
+    caller checks), or ``None``."""
+    node, edge, label = {}, {}, None
+    for f in meta.features:
+        where, t, name = f["where"], f["type"], f["name"]
+        if f["domain"] == "graph":
+            raise meta.err(where, "graph-level features have no place in a graphfeed dataset")
+        if f["domain"] == "edge":
+            if meta.hetero:
+                raise meta.err(where, "edge features of a typed graph are not imported yet")
+            if t is not None:
+                raise meta.err(where, f"a typed feature ({t!r}) on a homogeneous graph")
+            a = _array(meta, f["path"], f["format"], where)
+            if a.ndim == 2 and a.shape[1] == 1:
+                a = a[:, 0]
+            if a.ndim != 1:
+                raise meta.err(where, f"edge feature {name!r} has shape {a.shape}; graphfeed "
+                                      f"stores 1-D edge features (weights, times)")
+            if name in edge:
+                raise meta.err(where, f"edge feature {name!r} is given twice")
+            edge[name] = a
+            continue
+        if meta.hetero:
+            if t is None:
+                raise meta.err(where, "missing 'type' (the node type of the feature)")
+            if t not in meta.nodes:
+                raise meta.err(where, f"type {t!r} is no node type ({sorted(meta.nodes)})")
+        elif t is not None:
+            raise meta.err(where, f"a typed feature ({t!r}) on a homogeneous graph")
+        n = meta.nodes[t]
+        if name == "label":
+            label = (_array(meta, f["path"], f["format"], where), where, t)
+            continue
+        table = node.setdefault(t, {}) if meta.hetero else node
+        if name in table:
+            raise meta.err(where, f"node feature {name!r}" + (f" of type {t!r}" if t else "")
+                           + " is given twice")
+        if f["format"] == "numpy" and not meta.hetero and feature_dtype is None:
+            path = resolve_inside(meta.root, f["path"], f"{meta.file}: {where}")
+            a = _array(meta, f["path"], "numpy", where)  # checks the file now
+            table[name] = str(path)
+        else:
+            a = _array(meta, f["path"], f["format"], where)
+            table[name] = a
+        if a.ndim == 0 or a.shape[0] != n:
+            raise meta.err(where, f"node feature {name!r} has {a.shape[0] if a.ndim else 0} "
+                                  f"rows; " + (f"node type {t!r}" if t else "the graph")
+                           + f" has {n} nodes")
+    return node, edge, label
+
+
+# --------------------------------------------------------------------------- importer
+def prepare_graphbolt(src, out, *, task=None, split=None, undirected: bool = False,
+                      dedupe: bool = False, drop_self_loops: bool = False,
+                      num_classes: Optional[int] = None, name: Optional[str] = None,
+                      overwrite: bool = False, feature_dtype=None, **common):
+    """Prepare GraphBolt ``OnDiskDataset`` folder ``src`` (layout above; or its
+    ``metadata.yaml``) into dataset folder ``out``; returns the ``PrepareReport``.
+
+    ``task``: the task to import (its name or position) when the file has several. The splits
+    are the task's sets (``split``, a seeded re-split, is refused). ``num_classes`` overrides
+    the task's. ``common``: ``graphfeed prepare``'s build options (``memory_budget``,
+    ``progress``, ``block_bytes``), used by the streamed build of a homogeneous node
+    classification dataset and without effect on the in-memory ones. Any error leaves ``out``
+    untouched."""
+    t0 = time.perf_counter()
+    if split is not None:
+        raise DatasetError("prepare graphbolt: the splits are the task's train/validation/test "
+                           "sets; --split does not apply")
+    meta = read_graphbolt_metadata(src)
+    chosen = _pick_task(meta, task)
+    kind = _kind(meta, chosen)
+    name = name or meta.name or meta.root.name
+    extra = {"source": "graphbolt", "task": chosen["name"]} if chosen["name"] else \
+        {"source": "graphbolt"}
+    if kind == "link":
+        from .link import _link_options
+
+        opts = {"num_classes": num_classes, "feature_dtype": feature_dtype,
+                "drop_self_loops": drop_self_loops}
+        _link_options("graphbolt", opts)
+        return _prepare_link(meta, chosen, out, name, overwrite, undirected, extra, t0)
+    node, edge, label = _features(meta, feature_dtype)
+    if label is not None and not meta.hetero:
+        label = label[:2]
+    labels, splits, target, nc = _node_task(
+        meta, chosen, None if label is None else _target_label(meta, chosen, label))
+    if num_classes is not None:
+        nc = num_classes
+    if not meta.hetero:
+        return _prepare_homogeneous(meta, out, node, edge, labels, splits, nc, name, overwrite,
+                                    undirected, dedupe, drop_self_loops, feature_dtype, extra,
+                                    common)
+    return _prepare_typed(meta, out, node, labels, splits, target, nc, name, overwrite,
+                          undirected, dedupe, extra, t0)
+
+
+def _target_label(meta, task, label):
+    if not meta.hetero:
+        return label
+    a, where, t = label
+    targets = {s["type"] for sets in task["sets"].values() for s in sets}
+    if t not in targets:
+        raise meta.err(where, f"a node feature 'label' of type {t!r}, but the task's sets are "
+                              f"of type {sorted(map(str, targets))}")
+    return a, where
+
+
+def _prepare_homogeneous(meta, out, node, edge, labels, splits, nc, name, overwrite,
+                         undirected, dedupe, drop_self_loops, feature_dtype, extra, common):
+    from .._readers import EdgeSource
+    from . import prepare
+
+    ((_, fmt, rel),) = meta.edges
+    n = meta.nodes[None]
+    block = common.pop("block_bytes", None)
+    kw = {} if block is None else {"block_bytes": block}
+    if fmt == "csv" and not edge:
+        edges = EdgeSource(resolve_inside(meta.root, rel, f"{meta.file}: graph.edges[0]"), **kw)
+    else:
+        src, dst = _edges(meta, None, fmt, rel, 0)
+        for fname, a in edge.items():
+            if a.shape[0] != src.shape[0]:
+                raise DatasetError(f"{meta.file}: edge feature {fname!r} has {a.shape[0]} rows, "
+                                   f"the graph {src.shape[0]} edges")
+        edges = EdgeSource(arrays=(src, dst), values=edge, **kw)
+    return prepare(out, edges=edges, features=node, labels=labels, splits=splits,
+                   num_classes=nc, num_nodes=n, undirected=undirected, dedupe=dedupe,
+                   drop_self_loops=drop_self_loops, name=name, overwrite=overwrite,
+                   feature_dtype=feature_dtype, extra=extra, **common)
+
+
+def _typed_edges(meta, undirected: bool, add=None) -> dict:
+    """edge type -> ``(src, dst)`` of every edge entry (plus ``add``: edge type -> ``(2, P)``
+    pairs), and with ``undirected`` the reverse relations."""
+    edges = {}
+    for i, (et, fmt, rel) in enumerate(meta.edges):
+        s, d = _edges(meta, et, fmt, rel, i)
+        if add and et in add:
+            s = np.concatenate([s] + [p[0] for p in add[et]])
+            d = np.concatenate([d] + [p[1] for p in add[et]])
+        edges[et] = (s, d)
+    if undirected:
+        for et, (s, d) in list(edges.items()):
+            rev = (et[2], f"rev_{et[1]}", et[0])
+            if rev in edges:
+                raise DatasetError(f"{meta.file}: --undirected would add {rev}, which the "
+                                   f"graph already has")
+            edges[rev] = (d, s)
+    return edges
+
+
+def _prepare_typed(meta, out, node, labels, splits, target, nc, name, overwrite, undirected,
+                   dedupe, extra, t0):
+    from ..._memory import peak_rss_bytes
+    from ...graph.hetero import HeteroGraph
+    from ..format import write_dataset
+    from ..hetero import HeteroParts
+    from . import PrepareReport, check_trainable
+
+    edges = _typed_edges(meta, undirected)
+    g = HeteroGraph.from_edges(dict(meta.nodes), edges, drop_duplicates=dedupe)
+    check_trainable({k: [v] for k, v in splits.items()}, labels, splits, str(meta.file))
+    path = write_dataset(out, graph=g.csc, node_features={"label": labels}, splits=splits,
+                         num_classes=nc, name=name, overwrite=overwrite, extra=extra,
+                         hetero=HeteroParts(g, node, target_type=target))
+    size = sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+    return PrepareReport(Path(path), g.num_nodes, g.num_edges,
+                         sum(e[0].shape[0] for e in edges.values()), nc,
+                         {k: int(v.shape[0]) for k, v in splits.items()},
+                         time.perf_counter() - t0, peak_rss_bytes(), size)
+
+
+def _prepare_link(meta, task, out, name, overwrite, undirected, extra, t0):
+    from .link import _report
+
+    pairs, negatives = _link_task(meta, task)
+    node, edge, label = _features(meta)
+    if edge:
+        raise DatasetError(f"{meta.file}: edge features are not imported with a link "
+                           f"prediction task (its graph gets the split pairs as edges)")
+    if label is not None:
+        raise meta.err(label[1], "a node feature 'label' in a link prediction dataset")
+    # graphfeed's link datasets hold their pairs as edges of the graph (repeats dropped)
+    if not meta.hetero:
+        from ...graph.csc import CSCGraph
+        from ..link import write_link_dataset
+
+        ((_, fmt, rel),) = meta.edges
+        src, dst = _edges(meta, None, fmt, rel, 0)
+        every = np.concatenate([np.stack([src, dst])] + [p for sp in pairs.values()
+                                                          for p in sp.values()], axis=1)
+        n = meta.nodes[None]
+        graph = CSCGraph.from_edges(every[0], every[1], n, add_reverse=undirected,
+                                    drop_duplicates=True)
+        from ..._io import load_npy
+
+        feats = {k: (load_npy(v) if isinstance(v, str) else v) for k, v in node.items()}
+        write_link_dataset(out, graph=graph, node_features=feats,
+                           splits={k: v[None] for k, v in pairs.items()},
+                           negatives={k: v[None] for k, v in negatives.items()}, name=name,
+                           overwrite=overwrite, undirected=undirected, extra=extra)
+        return _report(Path(out), t0)
+    from ...graph.hetero import HeteroGraph
+    from ..hetero_link import write_typed_link_dataset
+
+    add = {}
+    for sp in pairs.values():
+        for et, p in sp.items():
+            add.setdefault(et, []).append(p)
+    g = HeteroGraph.from_edges(dict(meta.nodes), _typed_edges(meta, undirected, add),
+                               drop_duplicates=True)
+    write_typed_link_dataset(out, graph=g, splits=pairs, negatives=negatives,
+                             type_features=node, name=name, overwrite=overwrite, extra=extra)
+    return _report(Path(out), t0)
