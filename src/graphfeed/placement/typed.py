@@ -51,16 +51,11 @@ class TypedPlaced:
 
 def open_type_features(dataset, backend: str, cache_size: int = 0,
                        cache_policy: str = "sieve") -> dict:
-    """``dataset``'s per-type features on ``backend`` (type -> name -> ``Feature``): the
-    dataset's own for ``ram``, else one ``disk``/``lmdb`` store per type array."""
-    if backend == "ram":
-        return dataset.type_features
-    from ..datasets.hetero import type_feature_role
-    from ..features.registry import open_feature
-
-    paths = dataset.arrays.paths
-    return {t: {n: open_feature(paths[type_feature_role(t, n)], backend, cache_size=cache_size,
-                                cache_policy=cache_policy) for n in fs}
+    """``dataset``'s per-type features on ``backend`` (type -> name -> ``Feature``,
+    ``Dataset.type_feature``): the dataset's own for ``ram``, else one ``disk``/``lmdb`` store
+    per type array."""
+    return {t: {n: dataset.type_feature(t, n, backend, cache_size=cache_size,
+                                        cache_policy=cache_policy) for n in fs}
             for t, fs in dataset.type_features.items()}
 
 
