@@ -29,7 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(
         prog="graphfeed",
-        description="Feed large graphs to GNN training: sampling, features, pipelines.",
+        description="Feed large graphs to GNN training: sampling, features, pipelines. 'train' "
+                    "does node classification and link prediction, on homogeneous and typed "
+                    "graphs, in one process, several, or across partitions.",
     )
     parser.add_argument("--version", action="version", version=f"graphfeed {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -63,6 +63,12 @@ SPECS["hetero"] = _hetero.SPEC
 SPECS["hetero-link"] = _hetero_link.SPEC
 
 
+def plain_node_names() -> list[str]:
+    """The built-in datasets of one node type with a node-classification task (the ones
+    ``graphfeed partition`` and the feature and memory benchmarks take), in ``SPECS`` order."""
+    return [n for n, s in SPECS.items() if isinstance(s, SyntheticSpec) and s.task == "node"]
+
+
 @dataclass
 class SyntheticArrays:
     src: np.ndarray
