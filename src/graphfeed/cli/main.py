@@ -63,13 +63,13 @@ def _join_negative_values(argv: list) -> list:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from ..errors import GraphfeedError, MissingDependencyError
+    from ..errors import USER_ERRORS
 
     parser = build_parser()
     args = parser.parse_args(_join_negative_values(sys.argv[1:] if argv is None else list(argv)))
     try:
         return int(args._run(args) or 0)
-    except (GraphfeedError, MissingDependencyError, FileNotFoundError, FileExistsError) as e:
+    except USER_ERRORS as e:
         print(f"graphfeed {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -43,7 +43,7 @@ import numpy as np
 
 from .._io import load_npy, writing_to
 from .._memory import release_free_memory
-from ..errors import GraphfeedError, GraphfeedWarning
+from ..errors import GraphfeedError, GraphfeedWarning, PeerFailedError
 from .sharing import _agree_failed, share_arrays
 from .world import World, is_initialized
 
@@ -122,7 +122,7 @@ def _on_every_rank(step, collective: bool, others_failed: str):
         error = e
     if collective and _agree_failed(error is not None):
         if error is None:
-            raise GraphfeedError(others_failed)
+            raise PeerFailedError(others_failed)
     if error is not None:
         raise error
     return out
