@@ -14,6 +14,7 @@ SUBCOMMANDS = {
     "inspect": "graphfeed.cli.inspect",
     "bench": "graphfeed.cli.bench",
     "partition": "graphfeed.cli.partition",
+    "report": "graphfeed.cli.report",
 }
 
 
