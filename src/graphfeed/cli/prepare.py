@@ -241,10 +241,14 @@ def _link_split_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--relation", action="append", metavar="REL",
                    help="heterogeneous SRC: split the edges of this relation (a name, or "
                         "src_type:relation:dst_type); repeat for several")
+    p.add_argument("--data-root", default=None,
+                   help="cache folder for built-in datasets [$GRAPHFEED_HOME/datasets, else "
+                        "~/.cache/graphfeed/datasets]")
 
 
 def _link_split_kwargs(args) -> dict:
-    kw = dict(src=args.src, out=args.out, split=_split(args.split, args.seed))
+    kw = dict(src=args.src, out=args.out, split=_split(args.split, args.seed),
+              data_root=args.data_root)
     if args.relation:
         kw["relation"] = args.relation
     return kw
