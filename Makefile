@@ -49,7 +49,7 @@ $(STAMP): pyproject.toml Makefile
 	  echo "graphfeed: CPU torch: installing $(TRITON_TEST_SPEC) for the Triton kernel tests"; \
 	  $(PY) -m pip install -q "$(TRITON_TEST_SPEC)" "$(TRITON_TEST_NUMPY)"; \
 	fi; \
-	$(PY) -m pip install -q -e ".[pyg,lmdb,dev]"; \
+	$(PY) -m pip install -q -e ".[pyg,lmdb,report,dev]"; \
 	touch $(STAMP)
 
 demo: $(STAMP)

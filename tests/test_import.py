@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-HEAVY_PREFIXES = ("numba", "lmdb", "torch_geometric", "torch.distributed", "llvmlite")
+HEAVY_PREFIXES = ("numba", "lmdb", "torch_geometric", "torch.distributed", "llvmlite", "matplotlib")
 GRAPHFEED_HEAVY = (
     "graphfeed._numba",
     "graphfeed.graph._kernels",
@@ -116,7 +116,8 @@ def test_the_checker_flags_heavy_modules():
 
 def test_the_cli_parser_and_the_registries_load_no_torch():
     """``graphfeed --help`` builds every subcommand's choices from the registries (feature
-    backends, cache policies, placement modes, samplers, importers) without importing torch."""
+    backends, cache policies, placement modes, samplers, importers) without importing torch (or
+    matplotlib, which only ``graphfeed report --out`` imports)."""
     code = textwrap.dedent("""
         import sys
         from graphfeed.cli.main import build_parser
@@ -126,7 +127,8 @@ def test_the_cli_parser_and_the_registries_load_no_torch():
         from graphfeed.placement import MODES
         from graphfeed.sampling import SAMPLERS
         BACKENDS.names(), MODES.names(), SAMPLERS.names(), sorted(POLICIES)
-        print(sorted(m for m in sys.modules if m == "torch" or m.startswith(("numba", "lmdb"))))
+        print(sorted(m for m in sys.modules
+                     if m == "torch" or m.startswith(("numba", "lmdb", "matplotlib"))))
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -21,7 +21,7 @@ from typing import BinaryIO, Callable, Iterator, Optional
 
 import numpy as np
 
-from .errors import DatasetError
+from .errors import DatasetError, GraphfeedError
 
 
 def fsync_dir(path: str | os.PathLike) -> None:
@@ -278,6 +278,34 @@ def publish_lock(final: str | os.PathLike, markers: tuple, *, wait: bool = False
             yield
         finally:
             recover_interrupted_swap(final, markers)
+
+
+#: errnos saying that a place cannot be written: a read-only mount, no permission, a full disk or
+#: quota, a file where a folder should be on the way
+NOT_WRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT,
+                          errno.ENOTDIR})
+
+
+@contextlib.contextmanager
+def writing_to(folder: str | os.PathLike, what: str, hint: Optional[str] = None) -> Iterator[None]:
+    """Writes into ``folder`` that fail because it cannot be written (:data:`NOT_WRITABLE`)
+    raise one ``GraphfeedError`` naming ``what`` (the option that chose the folder, e.g.
+    ``"--table-cache"``) and the folder, e.g. ``--table-cache /mnt/ro: cannot write there
+    (Read-only file system)``, then ``"; " + hint`` if given; other errors pass unchanged. The
+    caller's own cleanup (inside) runs first."""
+    try:
+        yield
+    except FileExistsError:
+        raise  # "already exists, pass --overwrite": the writer's own message
+    except OSError as e:
+        if e.errno not in NOT_WRITABLE:
+            raise
+        reason = os.strerror(e.errno)
+        where = os.fsdecode(e.filename) if e.filename is not None else None
+        if where is not None and os.path.abspath(where) != os.path.abspath(folder):
+            reason += f": {where}"
+        raise GraphfeedError(f"{what} {os.fspath(folder)}: cannot write there ({reason})"
+                             + (f"; {hint}" if hint else "")) from None
 
 
 @contextlib.contextmanager

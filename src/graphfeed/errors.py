@@ -6,7 +6,8 @@ for callers that do not know graphfeed; the subclasses let callers tell the case
 
 from __future__ import annotations
 
-__all__ = ["GraphfeedError", "DatasetError", "MissingDependencyError", "GraphfeedWarning"]
+__all__ = ["GraphfeedError", "DatasetError", "MissingDependencyError", "PeerFailedError",
+           "GraphfeedWarning", "USER_ERRORS"]
 
 
 class GraphfeedError(ValueError):
@@ -18,6 +19,11 @@ class DatasetError(GraphfeedError):
 
     The message names the file and the offending value.
     """
+
+
+class PeerFailedError(GraphfeedError):
+    """This rank stopped because another rank of the run failed; that rank's own error says why
+    (``graphfeed.distributed.launch`` reports it first)."""
 
 
 class MissingDependencyError(ImportError):
@@ -34,3 +40,9 @@ class MissingDependencyError(ImportError):
 
 class GraphfeedWarning(UserWarning):
     """A graphfeed usage warning: the call works, but not the way the caller probably expects."""
+
+
+#: what a user can fix (bad input, a missing optional package, a path that is or is not there):
+#: the command line prints these as one line (exit status 2), and a rank of
+#: ``graphfeed.distributed.launch`` passes them to its parent as one line, without a traceback
+USER_ERRORS = (GraphfeedError, MissingDependencyError, FileNotFoundError, FileExistsError)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -281,6 +282,22 @@ def test_prepare_link_split_of_a_relation(builtin_root, tmp_path, capsys):
                  "paper:sells:paper"]) != 0
     assert "unknown edge type" in capsys.readouterr().err
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_prepare_link_split_of_a_builtin_name(builtin_root, tmp_path, capsys):
+    """The README's typed-link example splits the built-in ``hetero`` by name (it once named a
+    folder nothing created): SRC may be a built-in name, cached under --data-root."""
+    from graphfeed.cli.main import main
+
+    root = builtin_root("hetero")
+    before = sorted(Path(root).iterdir())
+    assert main(["prepare", "link-split", "hetero", str(tmp_path / "c"), "--relation",
+                 "paper:cites:paper", "--data-root", root]) == 0, capsys.readouterr().err
+    ds = Dataset.open(tmp_path / "c")
+    et = ("paper", "cites", "paper")
+    assert typed_link_edge_types(ds) == [et] and ds.metadata.extra["link_split"]["from"] == (
+        "synthetic-hetero")
+    assert sorted(Path(root).iterdir()) == before  # the cached one was used, not rebuilt
 
 
 def test_inspect_describes_a_typed_link_dataset(tmp_path, capsys):

@@ -63,6 +63,37 @@ def fail_on_rank(bad_rank: int):
     return "unreachable"
 
 
+def user_error_on_rank(bad_rank: int):
+    """As :func:`fail_on_rank`, with a user error (a ``GraphfeedError``) instead of a bug."""
+    from graphfeed.distributed import World, init, share_arrays
+    from graphfeed.errors import GraphfeedError
+
+    w = init(World.from_env(), timeout_s=60)
+    share_arrays("x", lambda: {"a": np.ones(1 << 16)}, w)
+    if w.rank == bad_rank:
+        raise GraphfeedError(f"part {w.rank}: bad input (a user error)")
+    import torch
+    import torch.distributed as dist
+
+    dist.all_reduce(torch.ones(1))  # the peer never joins: must fail, not hang
+    return "unreachable"
+
+
+def first_rank_cannot_share():
+    """The first rank's data cannot be produced (a user error); the other rank learns it through
+    the collective and raises ``PeerFailedError``: the launcher must report the cause."""
+    from graphfeed.distributed import World, init, share_arrays
+    from graphfeed.errors import GraphfeedError
+
+    w = init(World.from_env(), timeout_s=60)
+
+    def produce():
+        raise GraphfeedError("dataset x: no such array (a user error)")
+
+    share_arrays("x", produce, w)
+    return "unreachable"
+
+
 def kill_in_window(victim: int):
     """The first rank creates a segment, and ``victim`` is SIGKILLed before it is unlinked:
     only the launcher can remove it."""

@@ -140,6 +140,22 @@ def size_range(lo: int, hi: int, what: str, limits: str):
 SIZE_UNITS = "kB/MB/GB are powers of 1000, KiB/MiB/GiB powers of 1024"
 
 
+def builtin_datasets(*, plain_node: bool = False) -> str:
+    """The built-in dataset names for a ``--dataset`` help, comma-separated, read from where they
+    are registered (``graphfeed.datasets.synthetic.SPECS``); ``plain_node``: only those of one node
+    type with a node-classification task."""
+    from ..datasets import synthetic
+
+    return ", ".join(synthetic.plain_node_names() if plain_node else synthetic.SPECS)
+
+
+def shown(value) -> str:
+    """A default as the option takes it on the command line: ``10,10`` for a list."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
 def feature_backends() -> list[str]:
     """``--features`` choices: the feature backend registry's names."""
     from ..features.registry import BACKENDS

@@ -25,17 +25,24 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         description="Seeds/s, sampled edges/s, batches/s and peak RSS of the loader's "
                         "sampling stage, alone and with feature fetch.")
     src = s.add_mutually_exclusive_group()
-    src.add_argument("--dataset", default=None, help="built-in dataset (tiny, small, medium, hetero) [medium]")
+    src.add_argument("--dataset", default=None,
+                     help=f"built-in dataset ({_args.builtin_datasets()}) [medium]")
     src.add_argument("--graph", default=None, metavar="DIR",
                      help="prepared dataset folder, or a folder with indptr.npy and indices.npy "
                      "(optional features.npy, train_ids.npy)")
-    s.add_argument("--fanouts", type=_args.fanouts, default=[15, 10, 5])
-    s.add_argument("--batch-size", type=_args.positive_int, default=1024)
-    s.add_argument("--batches", type=_args.positive_int, default=100)
-    s.add_argument("--warmup", type=int, default=5)
-    s.add_argument("--threads", type=_args.positive_int, default=2)
-    s.add_argument("--prefetch", type=_args.positive_int, default=2)
-    s.add_argument("--replace", action="store_true")
+    s.add_argument("--fanouts", type=_args.fanouts, default=[15, 10, 5],
+                   help="neighbours per layer, input layer first, -1 = all [15,10,5]")
+    s.add_argument("--batch-size", type=_args.positive_int, default=1024,
+                   help="seeds (or pairs, --task link) per batch [%(default)s]")
+    s.add_argument("--batches", type=_args.positive_int, default=100,
+                   help="timed batches [%(default)s]")
+    s.add_argument("--warmup", type=int, default=5,
+                   help="untimed batches first (JIT, caches) [%(default)s]")
+    s.add_argument("--threads", type=_args.positive_int, default=2,
+                   help="loader threads [%(default)s]")
+    s.add_argument("--prefetch", type=_args.positive_int, default=2,
+                   help="finished batches queued ahead [%(default)s]")
+    s.add_argument("--replace", action="store_true", help="sample neighbours with replacement")
     _args.add_sampler_arguments(s)
     s.add_argument("--random-weights", action="store_true",
                    help="weighted: seeded random weights in (0, 1] instead of the graph's own")
@@ -45,16 +52,19 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="non-uniform --sampler: alternate it with uniform sampling this many "
                         "times and report the median ratio; uniform with --features: alternate "
                         "sampling alone and sampling + fetch the same way [3]")
-    s.add_argument("--features", default="ram", choices=[*_args.feature_backends(), "none"])
-    s.add_argument("--cache-size", type=_args.size, default=0, help=f"({_args.SIZE_UNITS}) [0]")
-    s.add_argument("--cache-policy", default="sieve", choices=_args.cache_policies())
+    s.add_argument("--features", default="ram", choices=[*_args.feature_backends(), "none"],
+                   help="feature store the fetch reads from; none: sampling alone [%(default)s]")
+    s.add_argument("--cache-size", type=_args.size, default=0,
+                   help=f"CPU cache in front of disk/lmdb features ({_args.SIZE_UNITS}) [%(default)s]")
+    s.add_argument("--cache-policy", default="sieve", choices=_args.cache_policies(),
+                   help="cache policy [%(default)s]")
     s.add_argument("--mode", default="cpu-cpu", choices=_args.placement_modes(),
                    help="placement, as in graphfeed train [cpu-cpu]")
     s.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N [auto]")
     s.add_argument("--baselines", action="store_true",
                    help="also time a vectorised torch sampler and the 1-thread numba kernel")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--data-root", default=None)
+    s.add_argument("--seed", type=int, default=0, help="seed of the shuffles and the sampling [%(default)s]")
+    s.add_argument("--data-root", default=None, help="cache folder for built-in datasets")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument("--task", default="node", choices=["node", "link"],
                    help="link: batches of --batch-size seed pairs (a link dataset's training "
@@ -65,7 +75,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     s.add_argument("--exclude", default="auto", choices=["auto", "none", "self", "reverse"],
                    help="--task link: sampled edges removed from the blocks: the seed pairs "
                         "(self), also their reverses, or none; auto: reverse when the dataset "
-                        "is marked undirected, else self [auto]")
+                        "is marked undirected, else self [%(default)s]")
     s.set_defaults(_bench_run=run_sample)
 
     for name, modname in BENCHES.items():

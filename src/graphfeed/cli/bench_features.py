@@ -22,28 +22,33 @@ DESCRIPTION = (
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("features", help=HELP, description=DESCRIPTION)
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--dataset", default=None, help="built-in dataset (tiny, small, medium) [medium]")
+    src.add_argument("--dataset", default=None,
+                     help=f"built-in dataset ({_args.builtin_datasets(plain_node=True)}) [medium]")
     src.add_argument("--graph", default=None, metavar="DIR",
                      help="prepared dataset folder, or a folder with indptr.npy, indices.npy and "
                      "features.npy (optional train_ids.npy)")
     p.add_argument("--feature", default="feat", help="node feature name in a prepared dataset [feat]")
     p.add_argument("--batches", type=_args.positive_int, default=20, help="timed batches [20]")
-    p.add_argument("--warmup", type=int, default=5, help="untimed batches (cache warm-up) [5]")
+    p.add_argument("--warmup", type=int, default=5, help="untimed batches (cache warm-up) [%(default)s]")
     p.add_argument("--cold-batches", type=_args.positive_int, default=5,
                    help="batches timed for the cold backends [5]")
-    p.add_argument("--batch-size", type=_args.positive_int, default=1024)
-    p.add_argument("--fanouts", type=_args.fanouts, default=[15, 10, 5])
+    p.add_argument("--batch-size", type=_args.positive_int, default=1024,
+                   help="seeds per sampled batch [%(default)s]")
+    p.add_argument("--fanouts", type=_args.fanouts, default=[15, 10, 5],
+                   help="neighbours per layer of the sampled batches [15,10,5]")
     p.add_argument("--backends", default=",".join(FEATURE_VARIANTS),
-                   help=f"comma-separated subset of {','.join(FEATURE_VARIANTS)}")
+                   help="comma-separated feature variants to time [%(default)s]")
     p.add_argument("--cache-fraction", type=_args.positive_float, default=0.2,
                    help="cache capacity as a fraction of the rows [0.2]")
     p.add_argument("--cache-policy", default="sieve,s3fifo", help="comma-separated policies [sieve,s3fifo]")
     p.add_argument("--threads", type=_args.positive_int, default=2, help="read threads per backend [2]")
-    p.add_argument("--repeats", type=_args.positive_int, default=3)
-    p.add_argument("--rows-per-chunk", type=_args.positive_int, default=None, help="LMDB chunking")
+    p.add_argument("--repeats", type=_args.positive_int, default=3,
+                   help="timed passes per warm backend, the best one reported [%(default)s]")
+    p.add_argument("--rows-per-chunk", type=_args.positive_int, default=None,
+                   help="LMDB chunking [the store's default]")
     p.add_argument("--workdir", default=None, help="where the LMDB copy is built [a temp folder]")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--data-root", default=None)
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampled batches [%(default)s]")
+    p.add_argument("--data-root", default=None, help="cache folder for built-in datasets")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p
 

@@ -44,19 +44,28 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--nproc", type=_nproc_list, default=[1, 2, 4],
                    help="process counts, comma-separated; 1 is always measured [1,2,4]")
     p.add_argument("--dataset", default="medium",
-                   help="built-in dataset (tiny, small, medium) or a prepared folder [medium]")
-    p.add_argument("--features", default="ram", choices=_args.feature_backends())
-    p.add_argument("--cache-size", type=_args.size, default=0, help=f"({_args.SIZE_UNITS}) [0]")
+                   help=f"built-in dataset ({_args.builtin_datasets(plain_node=True)}) or a "
+                        f"prepared folder [%(default)s]")
+    p.add_argument("--features", default="ram", choices=_args.feature_backends(),
+                   help="feature store backend [%(default)s]")
+    p.add_argument("--cache-size", type=_args.size, default=0,
+                   help=f"CPU cache in front of disk/lmdb features ({_args.SIZE_UNITS}) [%(default)s]")
     p.add_argument("--private-copy", action="store_true",
                    help="every rank loads its own copy of graph and features (for comparison)")
-    p.add_argument("--epochs", type=_args.positive_int, default=1)
-    p.add_argument("--fanouts", type=_args.fanouts, default=[10, 5])
-    p.add_argument("--batch-size", type=_args.positive_int, default=1024)
-    p.add_argument("--hidden", type=_args.positive_int, default=64)
-    p.add_argument("--threads", type=_args.positive_int, default=1, help="loader threads per rank [1]")
+    p.add_argument("--epochs", type=_args.positive_int, default=1,
+                   help="epochs of each measured run [%(default)s]")
+    p.add_argument("--fanouts", type=_args.fanouts, default=[10, 5],
+                   help="neighbours per layer, input layer first [10,5]")
+    p.add_argument("--batch-size", type=_args.positive_int, default=1024,
+                   help="seeds per batch [%(default)s]")
+    p.add_argument("--hidden", type=_args.positive_int, default=64,
+                   help="width of the hidden layers [%(default)s]")
+    p.add_argument("--threads", type=_args.positive_int, default=1,
+                   help="loader threads per rank [%(default)s]")
     p.add_argument("--interval", type=_args.positive_float, default=0.25,
-                   help="seconds between PSS samples [0.25]")
-    p.add_argument("--dist-timeout", type=_args.positive_float, default=600.0)
+                   help="seconds between PSS samples [%(default)s]")
+    p.add_argument("--dist-timeout", type=_args.positive_float, default=600.0,
+                   help="seconds before a stuck collective fails the run [%(default)s]")
     p.add_argument("--data-root", default=None, help="cache folder for built-in datasets")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p

@@ -19,7 +19,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--nproc", type=positive_int, default=None,
                    help="processes per machine for the second estimate (default: CPU count, at least 2)")
     p.add_argument("--cache-size", default=0, type=size,
-                   help=f"feature cache per process for the disk placement, e.g. 2GB ({SIZE_UNITS})")
+                   help=f"feature cache per process for the disk placement, e.g. 2GB ({SIZE_UNITS}) "
+                        f"[%(default)s]")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--no-validate", action="store_true", help="skip the O(N + E) content checks")
     return p

@@ -14,6 +14,7 @@ SUBCOMMANDS = {
     "inspect": "graphfeed.cli.inspect",
     "bench": "graphfeed.cli.bench",
     "partition": "graphfeed.cli.partition",
+    "report": "graphfeed.cli.report",
 }
 
 
@@ -29,7 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(
         prog="graphfeed",
-        description="Feed large graphs to GNN training: sampling, features, pipelines.",
+        description="Feed large graphs to GNN training: sampling, features, pipelines. 'train' "
+                    "does node classification and link prediction, on homogeneous and typed "
+                    "graphs, in one process, several, or across partitions.",
     )
     parser.add_argument("--version", action="version", version=f"graphfeed {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -61,13 +64,13 @@ def _join_negative_values(argv: list) -> list:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from ..errors import GraphfeedError, MissingDependencyError
+    from ..errors import USER_ERRORS
 
     parser = build_parser()
     args = parser.parse_args(_join_negative_values(sys.argv[1:] if argv is None else list(argv)))
     try:
         return int(args._run(args) or 0)
-    except (GraphfeedError, MissingDependencyError, FileNotFoundError, FileExistsError) as e:
+    except USER_ERRORS as e:
         print(f"graphfeed {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

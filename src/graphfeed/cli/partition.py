@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 
-from ._args import int_range, positive_int
+from ._args import builtin_datasets, int_range, positive_int
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -21,14 +21,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "Reports the edge cut and the balance.",
     )
     p.add_argument("dataset", metavar="DATASET",
-                   help="built-in name (tiny, small, medium) or prepared dataset folder")
+                   help=f"built-in name ({builtin_datasets(plain_node=True)}) or prepared dataset "
+                        f"folder")
     p.add_argument("out", metavar="OUT", help="output folder (written atomically)")
     p.add_argument("--parts", type=positive_int, required=True, help="number of parts")
     p.add_argument("--method", choices=("metis", "random"), default="metis",
                    help="metis (needs pymetis: pip install 'graphfeed[partition]') or random "
-                        "(default: metis)")
+                        "[%(default)s]")
     p.add_argument("--seed", type=int_range(0, 2**63 - 1), default=0,
-                   help="seed of the assignment, >= 0 (default 0)")
+                   help="seed of the assignment, >= 0 [%(default)s]")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it is a partition")
     p.add_argument("--data-root", default=None, help="where built-in datasets are cached")
     p.add_argument("--json", action="store_true", help="print the book as one JSON object")

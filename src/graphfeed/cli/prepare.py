@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 from . import _args, _output
 
+#: the defaults of the formats that build a node-classification dataset (the link formats say
+#: their own in their description)
 DEFAULTS = (
     "Defaults: edges are kept only in their stored direction (src -> dst; --undirected adds the "
-    "reverse of every edge that the input does not hold already); self loops and repeated edges are kept (--drop-self-loops, --dedupe); "
-    "the generic format splits the labelled nodes 80/10/10 at random with seed 0 (--split, "
-    "--train/--valid/--test); the other formats use their dataset's standard split."
+    "reverse of every edge that the input does not hold already); self loops and repeated edges "
+    "are kept (--drop-self-loops, --dedupe); the generic format splits the labelled nodes "
+    "80/10/10 at random with seed 0 (--split, --train/--valid/--test); the other formats use "
+    "their dataset's standard split."
 )
 
 
@@ -48,34 +50,76 @@ def split_rule(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- parser
-def _common(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("graph and output options")
-    g.add_argument("--undirected", action="store_true",
-                   help="add the reverse of every edge, unless the input holds it already (each directed "
-                        "edge is stored once; default: keep only the stored direction src -> dst)")
-    g.add_argument("--drop-self-loops", action="store_true", help="remove edges v -> v (default: keep them)")
-    g.add_argument("--dedupe", action="store_true", help="remove repeated (src, dst) pairs, keeping the first")
-    g.add_argument("--split", type=split_rule,
-                   help="seeded split of labelled nodes: fractions 0.8,0.1,0.1 or per-class:20,500,1000 "
-                        "(default for generic: 0.8,0.1,0.1)")
-    from ..datasets.schema import MAX_NUM_CLASSES
+#: which of the shared options a format takes: ``node`` (every one: a node-classification build),
+#: ``ogbl`` and ``link-split`` (link prediction: the options that shape node-classification data
+#: or tune the streamed build do not apply, so they are not offered)
+COMMON_KINDS = ("node", "ogbl", "link-split")
 
-    g.add_argument("--seed", type=_args.int_range(0, 2**63 - 1), default=0,
-                   help="seed of --split (default 0)")
-    g.add_argument("--num-classes", type=_args.int_range(1, MAX_NUM_CLASSES),
-                   help="number of classes (default: max label + 1)")
+
+def _common(p: argparse.ArgumentParser, kind: str) -> None:
+    assert kind in COMMON_KINDS, kind
+    node = kind == "node"
+    g = p.add_argument_group("graph and output options")
+    if node:
+        g.add_argument("--undirected", action="store_true",
+                       help="add the reverse of every edge, unless the input holds it already (each "
+                            "directed edge is stored once; default: keep only the stored direction "
+                            "src -> dst)")
+        g.add_argument("--drop-self-loops", action="store_true",
+                       help="remove edges v -> v (default: keep them)")
+        g.add_argument("--dedupe", action="store_true",
+                       help="remove repeated (src, dst) pairs, keeping the first")
+        g.add_argument("--split", type=split_rule,
+                       help="seeded split of labelled nodes: fractions 0.8,0.1,0.1 or "
+                            "per-class:20,500,1000 (default for generic: 0.8,0.1,0.1)")
+    elif kind == "ogbl":
+        g.add_argument("--undirected", action="store_true",
+                       help="store every edge in both directions (ogbl-collab, ppa and ddi are "
+                            "undirected; default: as in the files)")
+    else:
+        g.add_argument("--split", type=split_rule,
+                       help="seeded split of the edges: fractions train,valid,test (default "
+                            "0.85,0.05,0.1)")
+    if kind != "ogbl":
+        g.add_argument("--seed", type=_args.int_range(0, 2**63 - 1), default=0,
+                       help="seed of --split [%(default)s]")
+    if node:
+        from ..datasets.schema import MAX_NUM_CLASSES
+
+        g.add_argument("--num-classes", type=_args.int_range(1, MAX_NUM_CLASSES),
+                       help="number of classes (default: max label + 1)")
     g.add_argument("--name", help="dataset name (default: from the input)")
-    g.add_argument("--feature-dtype", type=feature_dtype,
-                   help="store features as this dtype (e.g. float16, float32; default: as given, "
-                        "float32 for text); a value that does not fit is an error")
-    g.add_argument("--memory-budget", default=2**31, type=_args.size_range(2**20, 2**50, "--memory-budget", "1MiB and 1PiB"),
-                   help=f"bytes of the indices file mapped at once; bigger graphs build in windows "
-                        f"(default 2GiB; {_args.SIZE_UNITS})")
-    g.add_argument("--block-size", default=2**23, type=_args.size_range(1, 2**30, "--block-size", "1B and 1GiB"),
-                   help="bytes read per chunk, 1 B to 1 GiB (default 8MiB)")
+    if node:
+        g.add_argument("--feature-dtype", type=feature_dtype,
+                       help="store features as this dtype (e.g. float16, float32; default: as "
+                            "given, float32 for text); a value that does not fit is an error")
+        g.add_argument("--memory-budget", default=2**31,
+                       type=_args.size_range(2**20, 2**50, "--memory-budget", "1MiB and 1PiB"),
+                       help=f"bytes of the indices file mapped at once; bigger graphs build in "
+                            f"windows ({_args.SIZE_UNITS}) [2GiB]")
+        g.add_argument("--block-size", default=2**23,
+                       type=_args.size_range(1, 2**30, "--block-size", "1B and 1GiB"),
+                       help="bytes read per chunk, 1 B to 1 GiB [8MiB]")
     g.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
-    g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="progress bar on stderr (default: when stderr is a terminal)")
+    if node:
+        g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="progress bar on stderr (default: when stderr is a terminal)")
+
+
+def _common_kwargs(args) -> dict:
+    """The importer keywords of the shared options this format's subcommand has."""
+    from ..datasets.build import Progress
+
+    given = vars(args)
+    kw = {k: given[k] for k in ("undirected", "drop_self_loops", "dedupe", "num_classes",
+                                "overwrite", "memory_budget", "feature_dtype") if k in given}
+    if "progress" in given:
+        kw["progress"] = Progress(args.progress)
+    if "block_size" in given:
+        kw["block_bytes"] = args.block_size
+    if args.name:
+        kw["name"] = args.name
+    return kw
 
 
 # --------------------------------------------------------------------------- per-format arguments
@@ -97,8 +141,9 @@ def _generic_arguments(p: argparse.ArgumentParser) -> None:
                        help=f"{what} node ids or boolean mask (.npy, FILE.npz:KEY, one id per line); "
                             f"repeat, or give an (N, k) mask, for k stored splits")
     p.add_argument("--num-nodes", type=int, help="number of nodes (default: feature rows / label count)")
-    p.add_argument("--src-col", type=int, default=0, help="column of the source id in a text edge list (default 0)")
-    p.add_argument("--dst-col", type=int, default=1, help="column of the destination id (default 1)")
+    p.add_argument("--src-col", type=int, default=0,
+                   help="column of the source id in a text edge list [%(default)s]")
+    p.add_argument("--dst-col", type=int, default=1, help="column of the destination id [%(default)s]")
     p.add_argument("--weight-col", type=int, help="column of an edge weight in a text edge list")
     p.add_argument("--time-col", type=int, help="column of an edge timestamp in a text edge list")
     p.add_argument("--edge-key", help="edges in an .npz: one (2, E) or (E, 2) array, or SRC,DST")
@@ -175,24 +220,36 @@ def _cora_kwargs(args) -> dict:
     return kw
 
 
-def _link_arguments(p: argparse.ArgumentParser, fmt: str) -> None:
-    what = ("OGB link-property folder (holding raw/ and split/)" if fmt == "ogbl"
-            else "a prepared dataset folder (its graph and node features are kept)")
-    p.add_argument("src", metavar="SRC", help=what)
+def _ogbl_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("src", metavar="SRC", help="OGB link-property folder (holding raw/ and split/)")
     p.add_argument("out", metavar="OUT", help="dataset folder to create")
-    if fmt == "ogbl":
-        p.add_argument("--split-name", help="which split/<name>/ to use (default: the first)")
-    if fmt == "link-split":
-        p.add_argument("--relation", action="append", metavar="REL",
-                       help="heterogeneous SRC: split the edges of this relation (a name, or "
-                            "src_type:relation:dst_type); repeat for several")
+    p.add_argument("--split-name", help="which split/<name>/ to use (default: the first)")
 
 
-def _link_kwargs(args) -> dict:
-    kw = dict(src=args.src, out=args.out, split=_split(args.split, args.seed))
-    if getattr(args, "split_name", None):
+def _ogbl_kwargs(args) -> dict:
+    kw = dict(src=args.src, out=args.out)
+    if args.split_name:
         kw["split_name"] = args.split_name
-    if getattr(args, "relation", None):
+    return kw
+
+
+def _link_split_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("src", metavar="SRC",
+                   help="a prepared dataset folder or a built-in dataset name (its graph and node "
+                        "features are kept)")
+    p.add_argument("out", metavar="OUT", help="dataset folder to create")
+    p.add_argument("--relation", action="append", metavar="REL",
+                   help="heterogeneous SRC: split the edges of this relation (a name, or "
+                        "src_type:relation:dst_type); repeat for several")
+    p.add_argument("--data-root", default=None,
+                   help="cache folder for built-in datasets [$GRAPHFEED_HOME/datasets, else "
+                        "~/.cache/graphfeed/datasets]")
+
+
+def _link_split_kwargs(args) -> dict:
+    kw = dict(src=args.src, out=args.out, split=_split(args.split, args.seed),
+              data_root=args.data_root)
+    if args.relation:
         kw["relation"] = args.relation
     return kw
 
@@ -200,24 +257,89 @@ def _link_kwargs(args) -> dict:
 def _graphbolt_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("src", metavar="SRC", help="GraphBolt OnDiskDataset folder (holding metadata.yaml)")
     p.add_argument("out", metavar="OUT", help="dataset folder to create")
-    p.add_argument("--task", help="the task to import, by name or position (when there are several)")
+    p.add_argument("--task", help="the task to import, by name or position (when there are "
+                                  "several) [the first]")
 
 
 def _graphbolt_kwargs(args) -> dict:
     return dict(src=args.src, out=args.out, task=args.task, split=_split(args.split, args.seed))
 
 
-#: importer name -> (add its arguments to a subparser, turn the parsed arguments into its keywords)
+class Format(NamedTuple):
+    """One ``graphfeed prepare FORMAT`` subcommand: its own arguments, how the parsed arguments
+    become the importer's keywords, which shared options it takes (:data:`COMMON_KINDS`) and its
+    ``--help`` description (plain text: it is read in a terminal)."""
+
+    arguments: Callable[[argparse.ArgumentParser], None]
+    kwargs: Callable[..., dict]
+    common: str
+    description: str
+
+
+#: importer name -> its subcommand
 FORMATS = {
-    "generic": (_generic_arguments, _generic_kwargs),
-    "ogb": (_ogb_arguments, _ogb_kwargs),
-    "ogb-hetero": (_ogb_arguments, _ogb_kwargs),
-    "cora-text": (lambda p: _file_arguments(p, "cora-text"), _cora_kwargs),
-    "planetoid-npz": (lambda p: _file_arguments(p, "planetoid-npz"), _file_kwargs),
-    "csr-npz": (lambda p: _file_arguments(p, "csr-npz"), _file_kwargs),
-    "ogbl": (lambda p: _link_arguments(p, "ogbl"), _link_kwargs),
-    "link-split": (lambda p: _link_arguments(p, "link-split"), _link_kwargs),
-    "graphbolt": (_graphbolt_arguments, _graphbolt_kwargs),
+    "generic": Format(
+        _generic_arguments, _generic_kwargs, "node",
+        "An edge list, node features, labels, and split files or a seeded split. Edges: CSV, TSV "
+        "or whitespace text (optionally gzipped; optional weight, time and edge type columns), "
+        ".npy of shape (E, 2) or (2, E), or .npz (--edge-key, --weight-key, --time-key). "
+        "Features: .npy, CSV, sparse JSON (feature ids per node) or a scipy sparse .npz, one row "
+        "per node. Labels: .npy or text (one per line, or id,label; string labels become "
+        "classes). Splits: --train/--valid/--test id files or boolean masks (repeat a flag, or "
+        "give an (N, k) mask, for k stored splits), or a seeded --split 0.8,0.1,0.1. "
+        "--node-types writes a heterogeneous dataset."),
+    "ogb": Format(
+        _ogb_arguments, _ogb_kwargs, "node",
+        "The OGB node-property raw layout, as downloaded (e.g. ogbn-arxiv): SRC/raw/edge.csv.gz "
+        "(one src,dst per line), raw/node-feat.csv.gz (optional), raw/node-label.csv.gz, "
+        "raw/num-node-list.csv.gz (optional) and SRC/split/<name>/{train,valid,test}.csv.gz. OGB "
+        "stores ogbn-arxiv's edges in one direction: --undirected adds the reverse edges, as the "
+        "OGB leaderboard examples do."),
+    "ogb-hetero": Format(
+        _ogb_arguments, _ogb_kwargs, "node",
+        "The OGB heterogeneous node-property raw layout, as ogbn-mag is downloaded: "
+        "SRC/raw/num-node-dict.csv.gz, raw/relations/<src>___<rel>___<dst>/edge.csv.gz, "
+        "raw/node-feat/<type>/node-feat.csv.gz, raw/node-label/<type>/node-label.csv.gz and "
+        "SRC/split/<name>/<type>/{train,valid,test}.csv.gz. Built in memory. --undirected adds a "
+        "reverse relation rev_<rel> for every relation."),
+    "cora-text": Format(
+        lambda p: _file_arguments(p, "cora-text"), _cora_kwargs, "node",
+        "A folder with *_edges.csv (id_1,id_2), *_features.json ({node id: [indices of the "
+        "features equal to 1]}) and *_target.csv (id,target), as Cora's text files in "
+        "shared/datasets. For Cora the split is the standard Planetoid one."),
+    "planetoid-npz": Format(
+        lambda p: _file_arguments(p, "planetoid-npz"), _file_kwargs, "node",
+        "An .npz with x, y, optional has_label, edge_index (2, E) and train_idx, val_idx, "
+        "test_idx (e.g. CiteSeer's derived file in shared/datasets: Planetoid order and split)."),
+    "csr-npz": Format(
+        lambda p: _file_arguments(p, "csr-npz"), _file_kwargs, "node",
+        "The gnn-benchmark .npz of CSR parts (adj_data, adj_indices, adj_indptr, adj_shape, "
+        "attr_*, labels); edges follow the adjacency rows (row -> column). It has no standard "
+        "split: the default is per-class:20,500,1000 (seeded)."),
+    "ogbl": Format(
+        _ogbl_arguments, _ogbl_kwargs, "ogbl",
+        "The OGB link-property raw layout (e.g. ogbl-collab) -> a link-prediction dataset: "
+        "SRC/raw/edge.csv.gz (the training graph, one src,dst per line), raw/num-node-list.csv.gz "
+        "and raw/node-feat.csv.gz (optional), and SRC/split/<name>/{train,valid,test}.csv.gz "
+        "pairs with optional {valid,test}_neg.csv.gz negatives (one line of destinations per "
+        "pair). OGB ships its splits as torch pickles, which graphfeed never loads: export them "
+        "to text first. The graph is the training edges plus the valid and test pairs; repeated "
+        "edges are dropped; the splits are the files'."),
+    "link-split": Format(
+        _link_split_arguments, _link_split_kwargs, "link-split",
+        "A prepared dataset (or a built-in one) -> a link-prediction dataset over the same graph "
+        "and node features, with a seeded random split of its edges: 85/5/10 with seed 0 unless "
+        "--split and --seed say otherwise (an undirected graph's edges are split once each). "
+        "The graph is taken as stored: prepare SRC with --undirected or --dedupe first if it "
+        "needs them. A typed (heterogeneous) SRC needs --relation: the pairs are then those of "
+        "the given relations."),
+    "graphbolt": Format(
+        _graphbolt_arguments, _graphbolt_kwargs, "node",
+        "A DGL GraphBolt OnDiskDataset folder: SRC/metadata.yaml naming the graph's nodes and "
+        "edges (csv or numpy), its feature_data (numpy, or torch files read with "
+        "weights_only=True) and its tasks (train_set, validation_set, test_set; node "
+        "classification or link prediction), homogeneous or typed. --task picks one task when "
+        "there are several."),
 }
 
 
@@ -253,32 +375,19 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     sub.required = True
     assert set(FORMATS) == set(IMPORTERS.names()), "every importer needs its CLI arguments"
     for fmt in IMPORTERS.names():
-        doc = sys.modules[IMPORTERS.get(fmt).__module__].__doc__ or ""
+        f = FORMATS[fmt]
         sp = sub.add_parser(fmt, help=IMPORTERS.entry(fmt).help,
-                            description=doc.strip().split("\n\n")[0] + "\n\n" + DEFAULTS)
-        FORMATS[fmt][0](sp)
-        _common(sp)
+                            description=f.description + (" " + DEFAULTS if f.common == "node" else ""))
+        f.arguments(sp)
+        _common(sp, f.common)
     return p
 
 
 # --------------------------------------------------------------------------- errors
 def run(args) -> int:
-    from ..datasets.build import Progress
     from ..datasets.importers import IMPORTERS
 
-    common = dict(
-        undirected=args.undirected,
-        drop_self_loops=args.drop_self_loops,
-        dedupe=args.dedupe,
-        num_classes=args.num_classes,
-        overwrite=args.overwrite,
-        memory_budget=args.memory_budget,
-        feature_dtype=args.feature_dtype,
-        progress=Progress(args.progress),
-        block_bytes=args.block_size,
-    )
-    if args.name:
-        common["name"] = args.name
     with _output.one_line_errors("prepare", args.out):
-        report = IMPORTERS.get(args.format)(**FORMATS[args.format][1](args), **common)
+        report = IMPORTERS.get(args.format)(**FORMATS[args.format].kwargs(args),
+                                            **_common_kwargs(args))
     return _output.write_stdout("prepare", report.summary() + "\n")

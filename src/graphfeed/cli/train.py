@@ -1,4 +1,5 @@
-"""``graphfeed train``: node classification (GraphSAGE, GCN or GAT) on a built-in or prepared dataset."""
+"""``graphfeed train``: node classification or link prediction (GraphSAGE, GCN or GAT; an R-GCN on
+typed graphs), on a built-in or prepared dataset or across the parts of a partitioned one."""
 
 from __future__ import annotations
 
@@ -9,117 +10,143 @@ import sys
 from . import _args
 
 
-HELP = "train node classification with neighbour sampling (defaults run the demo)"
+HELP = ("train a GNN with neighbour sampling: node classification or link prediction, on plain "
+        "or typed graphs, in one process, several, or across partitions (defaults run the demo)")
 DESCRIPTION = (
-    "Mini-batch GNN training with neighbour sampling; prints per-epoch loss, the "
-    "task's metrics (accuracy and macro-F1, or ROC-AUC and accuracy for 2 classes), seeds/s "
-    "and memory, then an MLP baseline and the majority-class rate for comparison. The main "
-    "metric (accuracy, or ROC-AUC for 2 classes) on the validation set picks the best epoch."
+    "Mini-batch GNN training with neighbour sampling: node classification (--task node) or link "
+    "prediction (--task link), on homogeneous or typed (heterogeneous) datasets, in one process, "
+    "in --nproc ranks sharing one copy of the data, or across the parts of a 'graphfeed "
+    "partition' folder (--partitions). Prints per-epoch loss, the task's metrics (accuracy and "
+    "macro-F1, or ROC-AUC and accuracy for 2 classes; MRR, Hits@K and ROC-AUC for links), seeds/s "
+    "and memory, then the baselines (an MLP and the majority class; the degree baseline for "
+    "links). The main metric (accuracy, ROC-AUC for 2 classes, MRR for links) on the validation "
+    "set picks the best epoch. Defaults are in [brackets]."
 )
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     from ..trainer import config as C
 
+    D = C.TrainConfig()  # the defaults: one place for the Python API and the command line
     p = sub.add_parser("train", help=HELP, description=DESCRIPTION)
-    p.add_argument("--dataset", default="small",
-                   help="built-in dataset (tiny, small, medium) or a prepared dataset folder [small]")
-    p.add_argument("--model", default="sage", choices=list(C.MODELS),
-                   help="GraphSAGE (SAGEConv), GCN (GCNConv) or GAT (GATConv) [sage]")
-    p.add_argument("--fanouts", type=_args.fanouts, default=[10, 10],
-                   help="neighbours per layer, input layer first, -1 = all [10,10]")
-    p.add_argument("--eval", dest="eval_method", default="auto", choices=list(C.EVAL_METHODS),
+    p.add_argument("--dataset", default=D.dataset,
+                   help=f"built-in dataset ({_args.builtin_datasets()}) or a prepared dataset "
+                        f"folder [%(default)s]")
+    p.add_argument("--model", default=D.model, choices=list(C.MODELS),
+                   help="GraphSAGE (SAGEConv), GCN (GCNConv) or GAT (GATConv) [%(default)s]")
+    p.add_argument("--fanouts", type=_args.fanouts, default=list(D.fanouts),
+                   help=f"neighbours per layer, input layer first, -1 = all "
+                        f"[{_args.shown(D.fanouts)}]")
+    p.add_argument("--eval", dest="eval_method", default=D.eval_method, choices=list(C.EVAL_METHODS),
                    help="evaluation and --predict: layerwise computes each layer once for every "
                         "node it needs from all its neighbours (exact); sampled runs the model on "
                         "sampled neighbourhoods of each evaluated node (--eval-fanouts); auto is "
                         "layerwise for --model sage/gcn/gat on plain datasets and sampled for "
                         "--task link, typed datasets, --partitions, --sampler temporal and "
-                        "--eval-fanouts [auto]")
-    p.add_argument("--eval-fanouts", type=_args.fanouts, default=None,
+                        "--eval-fanouts [%(default)s]")
+    p.add_argument("--eval-fanouts", type=_args.fanouts, default=D.eval_fanouts,
                    help="sampled evaluation (implies --eval sampled): neighbours per layer "
                    "[every neighbour, capped at 10000^(1/layers): 100,100 for two layers]")
-    p.add_argument("--eval-every", type=_args.int_range(1, 10**9), default=1, metavar="N",
+    p.add_argument("--eval-every", type=_args.int_range(1, 10**9), default=D.eval_every, metavar="N",
                    help="evaluate every N epochs and after the last; --patience counts "
-                        "evaluations and the best epoch is an evaluated one [1]")
-    p.add_argument("--batch-size", type=_args.int_range(1, 2**31 - 1), default=1024)
-    p.add_argument("--epochs", type=_args.int_range(1, 10**9), default=5)
-    p.add_argument("--hidden", type=_args.int_range(1, C.MAX_HIDDEN), default=128)
-    p.add_argument("--heads", type=_args.int_range(1, C.MAX_HEADS), default=8,
-                   help="GAT attention heads; --hidden is split across them [8]")
-    p.add_argument("--lr", type=_args.positive_float, default=3e-3)
-    p.add_argument("--dropout", type=_args.fraction, default=0.5)
-    p.add_argument("--weight-decay", type=_args.nonnegative_float, default=0.0)
-    p.add_argument("--patience", type=_args.int_range(0, 10**9), default=0,
+                        "evaluations and the best epoch is an evaluated one [%(default)s]")
+    p.add_argument("--batch-size", type=_args.int_range(1, 2**31 - 1), default=D.batch_size,
+                   help="seeds per training batch (node ids, or pairs for --task link) "
+                        "[%(default)s]")
+    p.add_argument("--epochs", type=_args.int_range(1, 10**9), default=D.epochs,
+                   help="passes over the training seeds [%(default)s]")
+    p.add_argument("--hidden", type=_args.int_range(1, C.MAX_HIDDEN), default=D.hidden,
+                   help="width of the hidden layers [%(default)s]")
+    p.add_argument("--heads", type=_args.int_range(1, C.MAX_HEADS), default=D.heads,
+                   help="GAT attention heads; --hidden is split across them [%(default)s]")
+    p.add_argument("--lr", type=_args.positive_float, default=D.lr,
+                   help="Adam learning rate [%(default)s]")
+    p.add_argument("--dropout", type=_args.fraction, default=D.dropout,
+                   help="dropout probability between layers, in [0, 1) [%(default)s]")
+    p.add_argument("--weight-decay", type=_args.nonnegative_float, default=D.weight_decay,
+                   help="Adam weight decay (L2 penalty) [%(default)s]")
+    p.add_argument("--patience", type=_args.int_range(0, 10**9), default=D.patience,
                    help="stop after this many evaluations (epochs, unless --eval-every) without a "
-                        "better validation main metric [0: never]")
+                        "better validation main metric [%(default)s: never]")
     p.add_argument("--replace", action="store_true", help="sample neighbours with replacement")
     _args.add_sampler_arguments(p)
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N [auto]")
-    p.add_argument("--mode", default="auto", choices=_args.placement_modes(),
-                   help="where the graph and features live and where sampling runs [auto]")
-    p.add_argument("--features", default="ram", choices=_args.feature_backends(),
-                   help="feature store backend [ram]")
-    p.add_argument("--cache-size", type=_args.size, default=0,
-                   help=f"CPU cache in front of disk/lmdb features, e.g. 512MB ({_args.SIZE_UNITS}) [0]")
-    p.add_argument("--cache-policy", default="sieve", choices=_args.cache_policies(),
-                   help="cache policy [sieve]")
-    p.add_argument("--threads", type=_args.int_range(1, C.MAX_THREADS), default=2,
-                   help="loader threads sampling and fetching batches in parallel [2]")
-    p.add_argument("--prefetch", type=_args.int_range(1, C.MAX_PREFETCH), default=2,
-                   help="finished batches queued ahead [2]")
-    p.add_argument("--nproc", type=_args.int_range(1, C.MAX_NPROC), default=1,
-                   help="training processes on this machine (torch.distributed, one data copy) [1]")
-    p.add_argument("--dist-timeout", type=_args.positive_float, default=300.0,
-                   help="seconds before a stuck collective fails the run [300]")
-    p.add_argument("--dist-backend", default="auto", choices=list(C.DIST_BACKENDS),
+    p.add_argument("--device", default=D.device, help="auto, cpu, cuda or cuda:N [%(default)s]")
+    p.add_argument("--mode", default=D.mode, choices=_args.placement_modes(),
+                   help="where the graph and features live and where sampling runs [%(default)s]")
+    p.add_argument("--features", default=D.features, choices=_args.feature_backends(),
+                   help="feature store backend [%(default)s]")
+    p.add_argument("--cache-size", type=_args.size, default=D.cache_size,
+                   help=f"CPU cache in front of disk/lmdb features, e.g. 512MB ({_args.SIZE_UNITS}) "
+                        f"[%(default)s]")
+    p.add_argument("--cache-policy", default=D.cache_policy, choices=_args.cache_policies(),
+                   help="cache policy [%(default)s]")
+    p.add_argument("--threads", type=_args.int_range(1, C.MAX_THREADS), default=D.num_threads,
+                   help="loader threads sampling and fetching batches in parallel [%(default)s]")
+    p.add_argument("--prefetch", type=_args.int_range(1, C.MAX_PREFETCH), default=D.prefetch,
+                   help="finished batches queued ahead [%(default)s]")
+    p.add_argument("--nproc", type=_args.int_range(1, C.MAX_NPROC), default=D.nproc,
+                   help="training processes on this machine (torch.distributed, one data copy) "
+                        "[%(default)s]")
+    p.add_argument("--dist-timeout", type=_args.positive_float, default=D.dist_timeout,
+                   help="seconds before a stuck collective fails the run [%(default)s]")
+    p.add_argument("--dist-backend", default=D.dist_backend, choices=list(C.DIST_BACKENDS),
                    help="process-group backend: auto is NCCL on GPUs (one GPU per rank) and gloo on "
-                        "CPUs; gloo lets several ranks share one GPU [auto]")
-    p.add_argument("--split", type=_args.int_range(0, 10**6), default=None,
+                        "CPUs; gloo lets several ranks share one GPU [%(default)s]")
+    p.add_argument("--split", type=_args.int_range(0, 10**6), default=D.split,
                    help="stored split set to train on, for datasets that store several (e.g. the 10 "
                         "standard splits); with --runs K and no --split, run k uses split k mod "
                         "the number of sets [0]")
     p.add_argument("--private-copy", action="store_true",
                    help="each rank loads its own copy of the data (for memory comparisons)")
-    p.add_argument("--table-cache", metavar="DIR", default=None,
+    p.add_argument("--table-cache", metavar="DIR", default=D.table_cache,
                    help="keep the tables of --sampler weighted/labor/temporal in DIR, so that the "
                         "next run with the same graph, method and seed maps them instead of "
                         "building them (off)")
-    p.add_argument("--seed", type=_args.int_range(0, C.MAX_SEED), default=0)
-    p.add_argument("--runs", type=_args.int_range(1, C.MAX_RUNS), default=1,
-                   help="independent runs with seeds SEED..SEED+RUNS-1; prints mean and std [1]")
-    p.add_argument("--save", metavar="DIR", default=None,
+    p.add_argument("--seed", type=_args.int_range(0, C.MAX_SEED), default=D.seed,
+                   help="seed of the weights, the shuffles and the sampling [%(default)s]")
+    p.add_argument("--runs", type=_args.int_range(1, C.MAX_RUNS), default=D.runs,
+                   help="independent runs with seeds SEED..SEED+RUNS-1; prints mean and std "
+                        "[%(default)s]")
+    p.add_argument("--save", metavar="DIR", default=D.save,
                    help="write DIR/checkpoint.pt after every epoch (atomically)")
-    p.add_argument("--resume", metavar="DIR", default=None,
+    p.add_argument("--resume", metavar="DIR", default=D.resume,
                    help="continue the run checkpointed in DIR (and keep checkpointing there)")
-    p.add_argument("--predict", metavar="FILE", default=None,
+    p.add_argument("--predict", metavar="FILE", default=D.predict,
                    help="write the best epoch's predicted classes as int64 .npy (--task link: "
                         "test-pair scores, float32 .npy; .npz per relation on typed datasets)")
-    p.add_argument("--predict-nodes", default="test", choices=list(C.PREDICT_NODES),
-                   help="predict the test nodes (in split order) or all nodes (in id order) [test]")
-    p.add_argument("--log", metavar="FILE", default=None,
-                   help="append one JSON object per epoch to FILE (JSON lines)")
-    p.add_argument("--task", default="node", choices=list(C.TASKS),
+    p.add_argument("--predict-nodes", default=D.predict_nodes, choices=list(C.PREDICT_NODES),
+                   help="predict the test nodes (in split order) or all nodes (in id order) "
+                        "[%(default)s]")
+    p.add_argument("--log", metavar="FILE", default=D.log,
+                   help="append one JSON object per epoch to FILE (JSON lines; "
+                        "'graphfeed report FILE' summarises and plots them)")
+    p.add_argument("--task", default=D.task, choices=list(C.TASKS),
                    help="node classification, or link prediction on a link_prediction dataset "
-                        "(e.g. the built-in 'link') [node]")
-    p.add_argument("--decoder", default="dot", choices=list(C.DECODERS),
+                        "(e.g. the built-in 'link' or 'hetero-link') [%(default)s]")
+    p.add_argument("--decoder", default=D.decoder, choices=list(C.DECODERS),
                    help="--task link: score a pair by the dot product of its embeddings or an "
-                        "MLP on their product [dot]")
-    p.add_argument("--num-negatives", type=_args.int_range(1, C.MAX_NEGATIVES), default=1,
-                   help="--task link: uniform negatives per training pair [1]")
-    p.add_argument("--eval-negatives", type=_args.int_range(1, C.MAX_NEGATIVES), default=1000,
+                        "MLP on their product [%(default)s]")
+    p.add_argument("--num-negatives", type=_args.int_range(1, C.MAX_NEGATIVES),
+                   default=D.num_negatives,
+                   help="--task link: uniform negatives per training pair [%(default)s]")
+    p.add_argument("--eval-negatives", type=_args.int_range(1, C.MAX_NEGATIVES),
+                   default=D.eval_negatives,
                    help="--task link: negatives each valid/test pair is ranked against (the "
-                        "dataset's fixed ones when it has them) [1000]")
+                        "dataset's fixed ones when it has them) [%(default)s]")
     p.add_argument("--no-mlp", action="store_true", help="skip the MLP baseline")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--data-root", default=None, help="cache folder for built-in datasets")
+    p.add_argument("--data-root", default=D.data_root,
+                   help="cache folder for built-in datasets [$GRAPHFEED_HOME/datasets, else "
+                        "~/.cache/graphfeed/datasets]")
     p.add_argument("--json", action="store_true",
                    help="print the result as one JSON object on stdout (human lines go to stderr)")
-    p.add_argument("--partitions", metavar="DIR", default=None,
+    p.add_argument("--partitions", metavar="DIR", default=D.partitions,
                    help="train across the parts of a 'graphfeed partition' folder (--nproc: a "
                         "multiple of its parts; under torchrun WORLD_SIZE is)")
-    p.add_argument("--remote-cache", type=_args.int_range(0, 2**62), default=0, metavar="ROWS",
+    p.add_argument("--remote-cache", type=_args.int_range(0, 2**62), default=D.remote_cache,
+                   metavar="ROWS",
                    help="with --partitions: remote feature rows each rank caches, the most "
-                        "sampled in epoch 0 [0]")
+                        "sampled in epoch 0 [%(default)s]")
     p.add_argument("--dry-run", action="store_true",
                    help="check the arguments and the dataset, print the plan, train nothing")
     return p

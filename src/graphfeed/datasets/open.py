@@ -1,5 +1,6 @@
 """``open_dataset``: one name for a dataset anywhere in graphfeed, a built-in synthetic one
-(``tiny``, ``small``, ``medium``) or a prepared dataset folder."""
+(``tiny``, ``small``, ``medium``, ``link``, ``hetero``, ``hetero-link``: ``synthetic.SPECS``) or a
+prepared dataset folder."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ __all__ = ["open_dataset"]
 
 
 def open_dataset(spec: str, data_root: Optional[str] = None, *, verbose: bool = False):
-    """A built-in name (``tiny``, ``small``, ``medium``; ``link`` for link prediction) or a
-    prepared dataset folder, opened as a
+    """A built-in name (a key of ``synthetic.SPECS``: ``tiny``, ``small``, ``medium``; ``link``
+    for link prediction; ``hetero`` and ``hetero-link``, typed) or a prepared dataset folder,
+    opened as a
     :class:`~graphfeed.datasets.format.Dataset`.
 
     A built-in dataset is generated on first use and cached under ``data_root`` (default

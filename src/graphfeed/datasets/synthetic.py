@@ -63,6 +63,12 @@ SPECS["hetero"] = _hetero.SPEC
 SPECS["hetero-link"] = _hetero_link.SPEC
 
 
+def plain_node_names() -> list[str]:
+    """The built-in datasets of one node type with a node-classification task (the ones
+    ``graphfeed partition`` and the feature and memory benchmarks take), in ``SPECS`` order."""
+    return [n for n, s in SPECS.items() if isinstance(s, SyntheticSpec) and s.task == "node"]
+
+
 @dataclass
 class SyntheticArrays:
     src: np.ndarray
@@ -183,16 +189,24 @@ def builtin_path(name: str, root: Optional[Path] = None) -> Path:
 
 
 def load_builtin(name: str = "small", root: Optional[Path] = None, *, verbose: bool = False, **open_kw):
-    """Open built-in dataset ``name``, generating and caching it on first use."""
+    """Open built-in dataset ``name``, generating and caching it on first use.
+
+    A cache folder that cannot be written (a read-only mount, no permission, a full disk) is a
+    ``GraphfeedError`` naming it and the option that chose it (``--data-root``, or
+    ``GRAPHFEED_HOME`` for the default); a read-only folder that already holds the dataset is
+    fine (nothing is written then)."""
     from .format import Dataset
 
-    from .._io import file_lock
+    from .._io import file_lock, writing_to
 
     path = builtin_path(name, root)
+    where = (("--data-root", None) if root is not None else
+             ("built-in dataset cache", "set GRAPHFEED_HOME or pass --data-root a writable folder"))
     if not (path / "graphfeed.json").exists():
         # ranks started together (torchrun, --nproc) on a cold cache: one generates, the others
         # wait for it and then open the result
-        with file_lock(path.with_name(f".{path.name}.build-lock")):
+        with writing_to(path.parent, *where), \
+                file_lock(path.with_name(f".{path.name}.build-lock")):
             if not (path / "graphfeed.json").exists():
                 t0 = time.perf_counter()
                 if verbose:

@@ -10,7 +10,9 @@ the variables torchrun sets (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_W
 ``GROUP_RANK``, ``MASTER_ADDR=127.0.0.1``, a free ``MASTER_PORT``) plus graphfeed's run id and
 collective timeout, and calls ``fn(*args)`` in each. The parent returns the ranks' results in
 rank order, or, as soon as one rank fails, stops the others and raises :class:`RankFailedError`
-naming the failed rank and its error. Every shared-memory segment of the run is removed at the
+naming the failed rank and its error. A rank that fails with a user error (``GraphfeedError``,
+:data:`graphfeed.errors.USER_ERRORS`) prints nothing and the error is its one-line message, as
+in one process; any other exception is printed with its traceback by the rank. Every shared-memory segment of the run is removed at the
 end, whatever happened (see :mod:`graphfeed.distributed.shm`).
 
 Processes we start die with us. The chain is launcher -> fork server -> ranks, and each link is
@@ -40,11 +42,11 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional, Sequence
 
 from .._checks import check_int
-from ..errors import GraphfeedError
+from ..errors import USER_ERRORS, GraphfeedError, PeerFailedError
 from .shm import RUN_ID_ENV, remove_segments
 from .world import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
 
@@ -54,15 +56,27 @@ __all__ = ["launch", "RankFailedError", "RankFailure", "LaunchTerminated", "free
 TERMINATE_GRACE_S = 5.0
 
 
+#: :attr:`RankFailure.kind`: an unexpected exception (its traceback went to the rank's stderr)
+#: or a death without a word; a user error (``error`` is its message, nothing was printed); the
+#: rank was stopped (by the launcher, a signal, or the failure of another rank it learnt of:
+#: :class:`~graphfeed.errors.PeerFailedError`), which is no cause of its own
+FAILURE_KINDS = ("error", "user", "stopped")
+
+
 @dataclass(frozen=True)
 class RankFailure:
     """How one rank ended badly: its exit code (negative: killed by that signal) and, if it
-    raised, the exception line (``"ValueError: boom"``) and the full traceback text."""
+    raised, the exception line (``"ValueError: boom"``; a user error's message alone) and the
+    full traceback text; ``kind``: one of :data:`FAILURE_KINDS`."""
 
     rank: int
     exitcode: Optional[int]
     error: Optional[str] = None
     traceback: Optional[str] = None
+    kind: str = "error"
+
+    def __post_init__(self):
+        assert self.kind in FAILURE_KINDS, self.kind
 
     def describe(self) -> str:
         if self.error:
@@ -78,15 +92,20 @@ class RankFailure:
 
 class RankFailedError(GraphfeedError):
     """A rank of a :func:`launch` run failed; ``failure`` is the first failure, ``failures`` all
-    of them (ranks that failed because a peer had failed come after the first)."""
+    of them (ranks that failed because a peer had failed come after the first, and so do the
+    ranks that were stopped, whenever they reported). When the first is a user error the
+    message is ``rank R of N failed: <its message>`` and nothing more: one line, as the same error
+    reads in one process."""
 
     def __init__(self, failures: Sequence[RankFailure], nproc: int):
-        self.failures = list(failures)
+        # the causes first: a rank that was stopped, or only reports its peer's failure, says
+        # nothing new
+        self.failures = sorted(failures, key=lambda f: f.kind == "stopped")
         self.failure = self.failures[0]
         self.rank = self.failure.rank
         msg = f"rank {self.rank} of {nproc} failed: {self.failure.describe()}"
         others = [f for f in self.failures[1:]]
-        if others:
+        if others and self.failure.kind != "user":
             msg += "; then " + ", ".join(f"rank {f.rank}: {f.describe()}" for f in others)
         super().__init__(msg)
 
@@ -189,14 +208,16 @@ def _rank_main(rank: int, nproc: int, env: dict, conn, fn, args) -> None:
     except BaseException as e:  # noqa: BLE001 - everything is reported to the parent
         code = 1
         tb = traceback.format_exc()
-        # a rank told to stop (SIGTERM -> SystemExit, Ctrl-C) is no error worth a traceback
-        stopped = isinstance(e, (SystemExit, KeyboardInterrupt))
-        with contextlib.suppress(OSError):
-            sys.stderr.write(f"[graphfeed rank {rank}] " + (
-                f"stopped ({_exception_line(e)})\n" if stopped else tb))
-            sys.stderr.flush()
+        kind = _failure_kind(e)
+        # only a bug's traceback is printed here: a user error is one line, which the parent
+        # prints; a rank that was stopped (SIGTERM -> SystemExit, Ctrl-C, a peer's failure) is
+        # named in the parent's error when it matters
+        if kind == "error":
+            with contextlib.suppress(OSError):
+                sys.stderr.write(f"[graphfeed rank {rank}] {tb}")
+                sys.stderr.flush()
         try:
-            conn.send(("error", _exception_line(e), tb))
+            conn.send(("error", str(e) if kind == "user" else _exception_line(e), tb, kind))
         except Exception:  # pragma: no cover - parent gone or unpicklable
             pass
     finally:
@@ -209,6 +230,13 @@ def _rank_main(rank: int, nproc: int, env: dict, conn, fn, args) -> None:
         conn.close()
     if code:
         sys.exit(code)
+
+
+def _failure_kind(e: BaseException) -> str:
+    """:data:`FAILURE_KINDS` of the exception a rank raised."""
+    if isinstance(e, (PeerFailedError, SystemExit, KeyboardInterrupt)):
+        return "stopped"
+    return "user" if isinstance(e, USER_ERRORS) else "error"
 
 
 #: extra modules the fork server imports (``launch(preload=...)``), comma-separated
@@ -353,7 +381,7 @@ def launch(
                     if msg[0] == "ok":
                         results[r] = msg[1]
                     else:
-                        failures.append(RankFailure(r, None, msg[1], msg[2]))
+                        failures.append(RankFailure(r, None, *msg[1:]))
                 else:
                     r = by_sentinel[obj]
                     procs[r].join()
@@ -368,7 +396,7 @@ def launch(
                                 if msg[0] == "ok":
                                     results[r] = msg[1]
                                 else:
-                                    failures.append(RankFailure(r, None, msg[1], msg[2]))
+                                    failures.append(RankFailure(r, None, *msg[1:]))
                         except (EOFError, OSError):
                             pass
                         open_conns.discard(c)
@@ -382,15 +410,14 @@ def launch(
                     )
                     if code != 0 and r not in reported:
                         if ours:
-                            failures.append(RankFailure(r, code, "stopped by the launcher"))
+                            failures.append(RankFailure(r, code, "stopped by the launcher",
+                                                        kind="stopped"))
                         else:
                             # died without a word (signal, os._exit): the cause, so listed first
                             failures.insert(0, RankFailure(r, code))
                     elif code != 0:
-                        failures[:] = [
-                            RankFailure(f.rank, code, f.error, f.traceback) if f.rank == r else f
-                            for f in failures
-                        ]
+                        failures[:] = [replace(f, exitcode=code) if f.rank == r else f
+                                       for f in failures]
                     elif r not in results:
                         failures.append(RankFailure(r, 0, "exited without returning a result"))
             if failures and first_failure_at is None:

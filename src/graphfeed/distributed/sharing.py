@@ -29,7 +29,7 @@ from typing import Callable, Dict, Mapping, Optional, Union
 
 import numpy as np
 
-from ..errors import GraphfeedError
+from ..errors import GraphfeedError, PeerFailedError
 from .shm import RUN_ID_ENV, SharedArrays, segment_path
 from .world import World, is_initialized
 
@@ -160,7 +160,7 @@ def share_arrays(
         if _agree_failed(error is not None):
             if error is not None:
                 raise error
-            raise GraphfeedError(
+            raise PeerFailedError(
                 f"share_arrays({key!r}): the first rank of machine {world.group_rank} failed "
                 "to create the shared segment (see its error)"
             )
@@ -172,13 +172,13 @@ def share_arrays(
         if _agree_failed(error is not None):
             if error is not None:
                 raise error
-            raise GraphfeedError(f"share_arrays({key!r}): a rank failed to attach {path}")
+            raise PeerFailedError(f"share_arrays({key!r}): a rank failed to attach {path}")
     finally:
         if world.is_local_main and seg is not None:
             seg.unlink()  # every local rank has mapped it (or we are failing): drop the name
     # a third step, so that on every rank the name is gone once this returns
     if _agree_failed(False):  # pragma: no cover - nobody reports failure here
-        raise GraphfeedError(f"share_arrays({key!r}): a rank failed")
+        raise PeerFailedError(f"share_arrays({key!r}): a rank failed")
     return dict(seg)
 
 

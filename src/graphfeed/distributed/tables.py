@@ -41,9 +41,9 @@ from typing import Callable, Dict, Optional
 
 import numpy as np
 
-from .._io import load_npy
+from .._io import load_npy, writing_to
 from .._memory import release_free_memory
-from ..errors import GraphfeedError, GraphfeedWarning
+from ..errors import GraphfeedError, GraphfeedWarning, PeerFailedError
 from .sharing import _agree_failed, share_arrays
 from .world import World, is_initialized
 
@@ -53,6 +53,8 @@ __all__ = ["share_prepared", "TableCache", "TABLES_FORMAT"]
 TABLES_FORMAT = 1
 
 _MANIFEST = "__manifest__"
+#: the option that names a table cache folder, in its errors
+_FLAG = "--table-cache"
 _counter = itertools.count()
 _counter_lock = threading.Lock()
 
@@ -120,7 +122,7 @@ def _on_every_rank(step, collective: bool, others_failed: str):
         error = e
     if collective and _agree_failed(error is not None):
         if error is None:
-            raise GraphfeedError(others_failed)
+            raise PeerFailedError(others_failed)
     if error is not None:
         raise error
     return out
@@ -250,6 +252,9 @@ class TableCache:
     names, shapes, dtypes, ranges and order, O(E), no O(E) allocation), and :meth:`sharer`
     treats a damaged folder as a miss (a ``GraphfeedWarning`` names it and the problem; it is
     removed and built again). Nothing is ever evicted: delete the folder to reclaim space.
+    A folder that cannot be written (a read-only mount, no permission, a full disk) is a
+    ``GraphfeedError`` naming it (``--table-cache DIR: cannot write there (...)``) when a store
+    or a discard needs to write; tables already stored there are read as usual.
     """
 
     def __init__(self, folder):
@@ -292,12 +297,14 @@ class TableCache:
         """Remove the folder under ``key``: renamed out of the way in one step (a process that
         maps its files keeps them), then deleted."""
         final = self.path(key)
-        aside = Path(tempfile.mkdtemp(prefix=f".bad-{final.name}-", dir=self.folder))
-        try:
-            os.rename(final, aside / final.name)
-        except FileNotFoundError:
-            pass  # another process discarded it first
-        shutil.rmtree(aside, ignore_errors=True)
+        with writing_to(self.folder, _FLAG):
+            aside = Path(tempfile.mkdtemp(prefix=f".bad-{final.name}-", dir=self.folder))
+            try:
+                os.rename(final, aside / final.name)
+            except FileNotFoundError:
+                pass  # another process discarded it first
+            finally:
+                shutil.rmtree(aside, ignore_errors=True)
 
     def store(self, key: str, tables: dict, inputs: dict, fingerprint: dict) -> Path:
         """Write ``tables`` under ``key`` atomically; a concurrent writer that finishes first
@@ -306,6 +313,10 @@ class TableCache:
         for name in arrays:
             if not _NAME.match(name):
                 raise GraphfeedError(f"table cache: table name {name!r} is not a file name")
+        with writing_to(self.folder, _FLAG):
+            return self._store(key, arrays)
+
+    def _store(self, key: str, arrays: dict) -> Path:
         self.folder.mkdir(parents=True, exist_ok=True)
         final = self.path(key)
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=self.folder))

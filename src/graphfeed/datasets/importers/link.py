@@ -141,16 +141,17 @@ def prepare_ogbl(src, out, *, split_name: Optional[str] = None, undirected: bool
 
 
 def prepare_link_split(src, out, *, split=None, undirected: bool = False, dedupe: bool = False,
-                       relation=None, **common):
+                       relation=None, data_root=None, **common):
     """``graphfeed prepare link-split SRC OUT --split 0.85,0.05,0.1 --seed S``: the prepared
-    dataset folder ``src`` as a link dataset with a seeded random edge split
+    dataset folder (or built-in dataset name, :func:`~graphfeed.datasets.open.open_dataset`)
+    ``src`` as a link dataset with a seeded random edge split
     (:func:`split_dataset`; ``split``: a ``SplitRule`` of three fractions, default 85/5/10).
     The graph is taken as stored (``undirected``/``dedupe`` do not apply). A heterogeneous
     ``src`` needs ``relation`` (``--relation``, repeatable: a relation name or
     ``src:relation:dst``) and gives a typed link dataset of those relations' edges
-    (:func:`~graphfeed.datasets.hetero_link.split_typed_dataset`). Returns the
-    ``PrepareReport``."""
-    from ..format import Dataset
+    (:func:`~graphfeed.datasets.hetero_link.split_typed_dataset`). ``data_root``: where a
+    built-in ``src`` is cached (``--data-root``). Returns the ``PrepareReport``."""
+    from ..open import open_dataset
 
     t0 = time.perf_counter()
     opts = _link_options("link-split", common)
@@ -166,7 +167,7 @@ def prepare_link_split(src, out, *, split=None, undirected: bool = False, dedupe
         if fractions[0] == 0:
             raise DatasetError(f"prepare link-split: --split {','.join(f'{v:g}' for v in fractions)} "
                                f"gives the train split no edges; nothing to train on")
-    ds = Dataset.open(src)
+    ds = open_dataset(str(src), data_root)
     if ds.num_edges == 0:
         raise DatasetError(f"prepare link-split: {src} has 0 edges; there are no edge pairs to "
                            f"split, nothing to train on")
