@@ -56,3 +56,49 @@ def _pyg_gcn(conv, h, ei):
     ref = pyg_nn.GCNConv(conv.in_channels, conv.out_channels)
     ref.load_state_dict(conv.state_dict())
     return ref(h, ei)
+
+
+@pytest.mark.parametrize("name", ["sage", "gcn", "gat"])
+@pytest.mark.parametrize("norm", ["none", "layer", "batch"])
+def test_residual_and_norm_options_match_the_full_graph(tiny_dataset, name, norm):
+    """``residual=True`` adds each layer's input (a linear map where the widths differ) to the
+    convolution; ``norm`` picks the normalisation between layers. On full neighbourhoods the
+    block model still equals the same layers run on the whole graph by PyG."""
+    torch.manual_seed(0)
+    model = build_model(name, 32, 16, 5, 2, dropout=0.0, heads=4, norm=norm, residual=True,
+                        in_degrees=tiny_dataset.graph.in_degrees)
+    assert len(model.skips) == 2 and isinstance(model.skips[0], torch.nn.Linear)
+    assert len(model.norms) == (0 if norm == "none" else 1)
+    if norm == "batch":  # running statistics that are not the identity
+        model.train()
+        with torch.no_grad():
+            x_all, _ = _full(tiny_dataset)
+            model.norms[0](torch.randn(64, 16) * 3 + 1)
+    model.eval()
+    mb = NeighborSampler(tiny_dataset.graph, (-1, -1), seed=1).sample(
+        torch.as_tensor(tiny_dataset.test_ids[:100]))
+    x_all, ei = _full(tiny_dataset)
+    with torch.no_grad():
+        out = model(x_all[mb.input_nodes], mb.blocks)
+        h = x_all
+        for i, conv in enumerate(model.convs):
+            c = _pyg_gcn(conv, h, ei) if name == "gcn" else conv(h, ei)
+            h = c + model.skips[i](h)
+            if i == 0:
+                h = model.norms[0](h) if len(model.norms) else h
+                h = model.activation(h)
+        full = h[mb.seeds]
+    torch.testing.assert_close(out, full, rtol=1e-4, atol=1e-5)
+
+
+def test_pyg_argument_order_is_refused():
+    """``GraphSAGE(32, 128, 3, 5)`` is PyG's (in, hidden, num_layers, out): it would build 5
+    layers with 3 outputs in graphfeed's order, so a fourth positional argument is refused
+    (issue 28, item 4)."""
+    from graphfeed.models import GAT, GCN, GraphSAGE
+
+    for model in (GraphSAGE, GCN, GAT):
+        with pytest.raises(TypeError, match="pass num_layers and the rest by name"):
+            model(32, 128, 3, 5)
+    m = GraphSAGE(32, 128, 3, num_layers=5)
+    assert m.num_layers == 5 and m.convs[-1].out_channels == 3

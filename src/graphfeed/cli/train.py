@@ -59,6 +59,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="width of the hidden layers [%(default)s]")
     p.add_argument("--heads", type=_args.int_range(1, C.MAX_HEADS), default=D.heads,
                    help="GAT attention heads; --hidden is split across them [%(default)s]")
+    p.add_argument("--norm", default=D.norm, choices=list(C.NORMS),
+                   help="normalisation between layers: auto is the model's own (LayerNorm for "
+                        "sage, none for gcn and gat), layer (LayerNorm), batch (BatchNorm) "
+                        "[%(default)s]")
+    p.add_argument("--residual", action="store_true",
+                   help="residual connections: add each layer's input to its output (a linear "
+                        "map where the widths differ) [off]")
     p.add_argument("--lr", type=_args.positive_float, default=D.lr,
                    help="Adam learning rate [%(default)s]")
     p.add_argument("--dropout", type=_args.fraction, default=D.dropout,
@@ -166,6 +173,8 @@ def config_from_args(args):
         epochs=args.epochs,
         hidden=args.hidden,
         heads=args.heads,
+        norm=args.norm,
+        residual=args.residual,
         lr=args.lr,
         dropout=args.dropout,
         weight_decay=args.weight_decay,

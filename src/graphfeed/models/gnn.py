@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from ..errors import MissingDependencyError
 from ..sampling.base import Block
-from .names import MODEL_NAMES
+from .names import MODEL_NAMES, NORMS
 from .adapter import accepts_bipartite, apply_conv
 
 __all__ = ["BlockGNN", "GraphSAGE", "GCN", "GAT", "MLP", "build_model", "parameter_count"]
@@ -35,17 +35,24 @@ def _pyg_nn():
 
 class BlockGNN(nn.Module):
     """``convs[i]`` on ``blocks[i]``, with ``norms[i]`` (or none), ``activation`` and dropout
-    between layers."""
+    between layers. ``skips``: one module per layer (or none) whose output on the destinations'
+    own input rows is added to the convolution's (a residual connection: ``nn.Identity`` where
+    the widths agree, a ``Linear`` where they do not); a destination's output still depends only
+    on its own row and its in-edges, so layer-wise inference stays exact."""
 
     def __init__(self, convs: Sequence[nn.Module], norms: Sequence[nn.Module] = (), *,
-                 dropout: float = 0.5, activation: Callable = F.relu, input_dropout: bool = False):
+                 dropout: float = 0.5, activation: Callable = F.relu, input_dropout: bool = False,
+                 skips: Sequence[nn.Module] = ()):
         super().__init__()
         if not convs:
             raise ValueError("a GNN needs at least one layer")
         if norms and len(norms) != len(convs) - 1:
             raise ValueError(f"one norm between each two layers: {len(convs) - 1}, got {len(norms)}")
+        if skips and len(skips) != len(convs):
+            raise ValueError(f"one skip per layer: {len(convs)}, got {len(skips)}")
         self.convs = nn.ModuleList(convs)
         self.norms = nn.ModuleList(norms)
+        self.skips = nn.ModuleList(skips)
         self.dropout = dropout
         self.activation = activation
         self.input_dropout = input_dropout
@@ -75,7 +82,10 @@ class BlockGNN(nn.Module):
         inference (``graphfeed.trainer.layerwise``) runs exactly the training code."""
         if self.input_dropout and i == 0:
             x = F.dropout(x, p=self.dropout, training=self.training)
-        x = self._layer(self.convs[i], x, block)
+        out = self._layer(self.convs[i], x, block)
+        if self.skips:
+            out = out + self.skips[i](x[: block.num_dst])
+        x = out
         if i < len(self.convs) - 1:
             if self.norms:
                 x = self.norms[i](x)
@@ -97,14 +107,35 @@ def _dims(in_dim: int, hidden: int, out_dim: int, num_layers: int) -> list[int]:
     return [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
 
 
-def GraphSAGE(in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5) -> BlockGNN:
-    """Mean-aggregation GraphSAGE: bipartite ``SAGEConv`` per block, LayerNorm + ReLU + dropout
-    between layers."""
+def _norms(norm: str, default: str, hidden: int, num_layers: int) -> list:
+    kind = default if norm == "auto" else norm
+    if kind not in NORMS[1:]:
+        raise ValueError(f"norm must be one of {', '.join(NORMS)}, got {norm!r}")
+    if kind == "none":
+        return []
+    make = nn.LayerNorm if kind == "layer" else nn.BatchNorm1d
+    return [make(hidden) for _ in range(num_layers - 1)]
+
+
+def _skips(residual: bool, d: list) -> list:
+    """A residual connection per layer: identity where the widths agree, else a linear map."""
+    if not residual:
+        return []
+    return [nn.Identity() if d[i] == d[i + 1] else nn.Linear(d[i], d[i + 1], bias=False)
+            for i in range(len(d) - 1)]
+
+
+def GraphSAGE(in_dim: int, hidden: int, out_dim: int, *positional, num_layers: int = 2,
+              dropout: float = 0.5, norm: str = "auto", residual: bool = False) -> BlockGNN:
+    """Mean-aggregation GraphSAGE: bipartite ``SAGEConv`` per block, a norm (LayerNorm unless
+    ``norm`` says otherwise) + ReLU + dropout between layers; ``residual`` adds each layer's input
+    to its output. ``num_layers`` and what follows are keyword-only (:func:`_by_name`)."""
+    _by_name("GraphSAGE", positional)
     pyg = _pyg_nn()
     d = _dims(in_dim, hidden, out_dim, num_layers)
     convs = [pyg.SAGEConv(d[i], d[i + 1]) for i in range(num_layers)]
-    norms = [nn.LayerNorm(hidden) for _ in range(num_layers - 1)]
-    return BlockGNN(convs, norms, dropout=dropout)
+    return BlockGNN(convs, _norms(norm, "layer", hidden, num_layers), dropout=dropout,
+                    skips=_skips(residual, d))
 
 
 class _GraphNormGCN(BlockGNN):
@@ -139,27 +170,33 @@ class _GraphNormGCN(BlockGNN):
         return conv(x, edge_index, weight)[: block.num_dst]
 
 
-def GCN(in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5,
-        in_degrees=None) -> BlockGNN:
+def GCN(in_dim: int, hidden: int, out_dim: int, *positional, num_layers: int = 2,
+        dropout: float = 0.5, in_degrees=None, norm: str = "auto",
+        residual: bool = False) -> BlockGNN:
     """Kipf & Welling's GCN: ReLU and dropout (also on the input features) between layers.
 
     With ``in_degrees`` (the graph's, ``(num_nodes,)``) the normalisation uses the whole graph's
     degrees (:class:`_GraphNormGCN`: exact on full neighbourhoods); without, stock ``GCNConv``
     runs on each block's union node set and normalises with in-block degrees."""
+    _by_name("GCN", positional)
     pyg = _pyg_nn()
     d = _dims(in_dim, hidden, out_dim, num_layers)
+    extra = dict(norms=_norms(norm, "none", hidden, num_layers), skips=_skips(residual, d),
+                 dropout=dropout, input_dropout=True)
     if in_degrees is None:
         convs = [pyg.GCNConv(d[i], d[i + 1]) for i in range(num_layers)]
-        return BlockGNN(convs, dropout=dropout, input_dropout=True)
+        return BlockGNN(convs, **extra)
     convs = [pyg.GCNConv(d[i], d[i + 1], normalize=False) for i in range(num_layers)]
-    return _GraphNormGCN(convs, in_degrees, dropout=dropout, input_dropout=True)
+    return _GraphNormGCN(convs, in_degrees, **extra)
 
 
-def GAT(in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5,
-        heads: int = 8) -> BlockGNN:
+def GAT(in_dim: int, hidden: int, out_dim: int, *positional, num_layers: int = 2,
+        dropout: float = 0.5, heads: int = 8, norm: str = "auto",
+        residual: bool = False) -> BlockGNN:
     """Veličković et al.'s GAT: bipartite ``GATConv``; hidden layers concatenate ``heads`` heads
     of ``hidden // heads`` features, the output layer has one head; ELU and dropout between
     layers, dropout on the input features and on the attention coefficients."""
+    _by_name("GAT", positional)
     if hidden % heads:
         raise ValueError(f"hidden ({hidden}) must be a multiple of heads ({heads})")
     pyg = _pyg_nn()
@@ -170,19 +207,34 @@ def GAT(in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float 
         convs.append(pyg.GATConv(dim, out_dim if last else hidden // heads, heads=1 if last else heads,
                                  concat=not last, dropout=dropout))
         dim = hidden
-    return BlockGNN(convs, dropout=dropout, activation=F.elu, input_dropout=True)
+    return BlockGNN(convs, _norms(norm, "none", hidden, num_layers), dropout=dropout,
+                    activation=F.elu, input_dropout=True,
+                    skips=_skips(residual, _dims(in_dim, hidden, out_dim, num_layers)))
+
+
+def _by_name(model: str, positional: tuple) -> None:
+    """``GraphSAGE(32, 128, 3, 5)`` is PyG's ``(in, hidden, num_layers, out)`` order and would
+    silently build 5 layers with 3 outputs in graphfeed's ``(in, hidden, out)``: a fourth
+    positional argument is refused, naming both orders."""
+    if positional:
+        raise TypeError(f"{model}(in_dim, hidden, out_dim, *, num_layers=...): pass num_layers and "
+                        f"the rest by name; got {len(positional)} more positional argument(s) "
+                        f"{positional} (PyG's models take (in, hidden, num_layers, out))")
 
 
 def build_model(name: str, in_dim: int, hidden: int, out_dim: int, num_layers: int, *,
-                dropout: float = 0.5, heads: int = 8, in_degrees=None) -> BlockGNN:
+                dropout: float = 0.5, heads: int = 8, in_degrees=None, norm: str = "auto",
+                residual: bool = False) -> BlockGNN:
     """The ``--model`` names: ``sage``, ``gcn``, ``gat``. ``in_degrees``: the graph's, for GCN's
-    normalisation (see :func:`GCN`)."""
+    normalisation (see :func:`GCN`); ``norm`` and ``residual``: see :data:`NORMS`,
+    :func:`_skips`."""
+    kw = dict(num_layers=num_layers, dropout=dropout, norm=norm, residual=residual)
     if name == "sage":
-        return GraphSAGE(in_dim, hidden, out_dim, num_layers, dropout)
+        return GraphSAGE(in_dim, hidden, out_dim, **kw)
     if name == "gcn":
-        return GCN(in_dim, hidden, out_dim, num_layers, dropout, in_degrees)
+        return GCN(in_dim, hidden, out_dim, in_degrees=in_degrees, **kw)
     if name == "gat":
-        return GAT(in_dim, hidden, out_dim, num_layers, dropout, heads)
+        return GAT(in_dim, hidden, out_dim, heads=heads, **kw)
     raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
 
 

@@ -46,7 +46,8 @@ def build_link_model(cfg, in_dim: int, *, in_degrees=None):
     from .gnn import build_model
 
     enc = build_model(cfg.model, in_dim, cfg.hidden, cfg.hidden, len(cfg.fanouts),
-                      dropout=cfg.dropout, heads=cfg.heads, in_degrees=in_degrees)
+                      dropout=cfg.dropout, heads=cfg.heads, in_degrees=in_degrees,
+                      norm=cfg.norm, residual=cfg.residual)
     return LinkPredictor(enc, cfg.hidden, cfg.decoder)
 
 

@@ -11,6 +11,7 @@ from .._checks import check_float as _float
 from .._checks import check_int as _int
 from ..errors import GraphfeedError
 from ..models.names import MODEL_NAMES as MODELS  # the --model names
+from ..models.names import NORMS  # the --norm names
 
 #: a fanout above this is refused (``-1`` takes every neighbour; no GNN samples more per node)
 MAX_FANOUT = 100_000
@@ -61,6 +62,8 @@ class TrainConfig:
     epochs: int = 5
     hidden: int = 128
     heads: int = 8  # GAT attention heads (hidden is split across them)
+    norm: str = "auto"  # between layers: auto (the model's own), none, layer, batch
+    residual: bool = False  # add each layer's input to its output (a linear map where widths differ)
     lr: float = 3e-3
     dropout: float = 0.5
     weight_decay: float = 0.0
@@ -138,6 +141,9 @@ class TrainConfig:
         self.epochs = _int("epochs", self.epochs, 1, 10**9)
         self.hidden = _int("hidden", self.hidden, 1, MAX_HIDDEN)
         self.heads = _int("heads", self.heads, 1, MAX_HEADS)
+        if self.norm not in NORMS:
+            raise GraphfeedError(f"norm must be one of {', '.join(NORMS)}, got {self.norm!r}")
+        self.residual = bool(self.residual)
         if self.model == "gat" and self.hidden % self.heads:
             raise GraphfeedError(
                 f"model gat splits hidden={self.hidden} across heads={self.heads}: hidden must be "
@@ -214,7 +220,8 @@ class TrainConfig:
             strict=bool(self.strict_time), node_times=self.node_times, edge_times=self.edge_times)
 
     # the fields a checkpoint must agree on to continue a run (the rest may change on resume)
-    RESUME_KEYS = ("model", "fanouts", "batch_size", "hidden", "heads", "dropout", "lr",
+    RESUME_KEYS = ("model", "fanouts", "batch_size", "hidden", "heads", "norm", "residual",
+                   "dropout", "lr",
                    "weight_decay", "seed", "replace", "eval_fanouts", "eval_method", "sampler",
                    "layer_dependency", "labor_variates", "temporal_strategy", "strict_time")
 

@@ -116,6 +116,9 @@ def check_typed_link_dataset(cfg, dataset) -> list:
     _check_predict(cfg)
     if cfg.partitions:
         raise GraphfeedError("--partitions: typed link datasets train on one graph")
+    from .node import refuse_rgcn_options
+
+    refuse_rgcn_options(cfg)
     if cfg.sampling_method().kind != "uniform":
         raise GraphfeedError(f"heterogeneous datasets are sampled uniformly; got "
                              f"{cfg.sampling_method().describe()}")

@@ -81,6 +81,7 @@ def check_partitions(cfg) -> None:
 
 def check_typed(cfg, dataset) -> str:
     """What node classification on a typed dataset refuses; returns the target type."""
+    refuse_rgcn_options(cfg)
     if cfg.sampling_method().kind != "uniform":
         raise GraphfeedError(f"heterogeneous datasets are sampled uniformly; got "
                              f"{cfg.sampling_method().describe()}")
@@ -89,6 +90,14 @@ def check_typed(cfg, dataset) -> str:
         raise GraphfeedError(f"dataset {dataset.name!r}: its hetero section names no target_type "
                              f"(the node type the labels and splits are of)")
     return target
+
+
+def refuse_rgcn_options(cfg) -> None:
+    """Typed graphs train the R-GCN: the options of the homogeneous models are refused by name."""
+    if cfg.norm != "auto" or cfg.residual:
+        flag = f"--norm {cfg.norm}" if cfg.norm != "auto" else "--residual"
+        raise GraphfeedError(f"{flag}: typed (heterogeneous) datasets train the R-GCN, which has "
+                             f"no norm or residual options; drop {flag}")
 
 
 def save_predictions(path, array: np.ndarray) -> str:
@@ -270,7 +279,7 @@ class NodeTask(Task):
                        and self.graph == "homogeneous" else None)
             net = build_model(cfg.model, self.in_dim, cfg.hidden, self.num_classes,
                               len(cfg.fanouts), dropout=cfg.dropout, heads=cfg.heads,
-                              in_degrees=degrees)
+                              in_degrees=degrees, norm=cfg.norm, residual=cfg.residual)
         if self.graph == "homogeneous":
             self.eval_method = _eval_method_for(cfg, self.eval_method, net)
         return net
