@@ -18,13 +18,12 @@ import traceback
 from pathlib import Path
 from typing import Callable, Optional
 
-import numpy as np
 
 from ._memory import release_free_memory
 from .datasets.open import open_dataset
 from .errors import GraphfeedError
 from .trainer.config import TrainConfig
-from .trainer.evaluate import EVAL_BATCH_SIZE, plan_eval, resolve_eval_method
+from .trainer.evaluate import EVAL_BATCH_SIZE
 from .trainer.result import EpochStats, RunsResult, TrainResult
 
 __all__ = ["TrainConfig", "EpochStats", "TrainResult", "RunsResult", "train", "train_runs",
@@ -155,16 +154,6 @@ def run_plan(cfg: TrainConfig, dataset) -> list:
     return [RunSpec(seed=cfg.seed + k, split=(k % n) if n > 1 else None) for k in range(cfg.runs)]
 
 
-def _split_ids(dataset, split: Optional[int]):
-    """``(train, valid, test)`` node ids of stored split set ``split`` (``None``: the one the
-    dataset has selected, set 0 unless opened otherwise). An index out of range is an error
-    naming the range."""
-    if split is not None:
-        dataset = dataset.with_split(split)
-    return (np.asarray(dataset.train_ids), np.asarray(dataset.valid_ids),
-            np.asarray(dataset.test_ids))
-
-
 def _say(cfg: TrainConfig):
     """Prints human lines to stdout, or to stderr when stdout carries JSON."""
     stream = sys.stderr if cfg.human_output == "stderr" else sys.stdout
@@ -242,32 +231,15 @@ def _train_loop(cfg: TrainConfig, dataset, plan, model=None, on_batch=None,
 
         cuda_alloc.start_cuda()  # the allocator setting first, then CUDA
         torch.cuda.set_device(torch.device(plan.device))
-    pre = None
-    if cfg.partitions:
-        _check_outputs(cfg)
-    elif cfg.task == "node":
-        pre = _preflight(cfg, dataset, plan.device, verbose=rank == 0)
-        dataset = pre.dataset
-    else:
-        _check_outputs(cfg)
-        if dataset is None:
-            dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=rank == 0)
+    _check_outputs(cfg)
+    if dataset is None and not cfg.partitions:
+        dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=rank == 0)
     task = TASKS.get(cfg.task).prepare(cfg, dataset, plan, rank=rank, world_size=world_size,
-                                       say=say, model=model, pre=pre)
+                                       say=say, model=model)
     return fit(task, on_batch=on_batch, on_epoch=on_epoch)
 
 
 # ---------------------------------------------------------------------------- checks before a run
-@dataclasses.dataclass
-class _Preflight:
-    dataset: object
-    splits: tuple
-    num_classes: int
-    in_dim: int
-    eval_plan: object
-    eval_method: str = "sampled"
-
-
 def _check_output_path(flag: str, path) -> None:
     parent = Path(path).resolve().parent
     if not parent.is_dir():
@@ -297,83 +269,23 @@ def _check_outputs(cfg: TrainConfig) -> None:
             raise GraphfeedError(f"--resume {cfg.resume}: no checkpoint.pt there")
 
 
-def _preflight(cfg: TrainConfig, dataset, device: str, *, verbose: bool) -> _Preflight:
-    """Everything that can be refused before the data is placed or a model allocated."""
-    _check_outputs(cfg)
-    if dataset is None:
-        dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=verbose)
-    splits = _split_ids(dataset, cfg.split)
-    if len(splits[0]) == 0:
-        raise GraphfeedError(f"dataset {cfg.dataset!r} has no training ids")
-    num_classes = int(dataset.num_classes)
-    if num_classes < 2:
-        raise GraphfeedError(
-            f"dataset {cfg.dataset!r} has {num_classes} class(es); classification needs 2 or more"
-        )
-    row_shape = dataset.features["feat"].row_shape if "feat" in dataset.features else None
-    if row_shape is None and getattr(dataset, "hetero", None) is not None:
-        from .models.rgcn import hetero_in_dim  # per-type features
-
-        row_shape = (hetero_in_dim(dataset),)
-    if row_shape is None:
-        raise GraphfeedError(f"dataset {cfg.dataset!r} has no node feature 'feat'")
-    in_dim = int(np.prod(row_shape)) if row_shape else 1
-    from .trainer.tasks.node import check_model_fits
-
-    check_model_fits(cfg, in_dim, num_classes, device)
-    graph = dataset.graph
-    plan = plan_eval(len(cfg.fanouts), cfg.batch_size, int(graph.in_degrees.max(initial=0)),
-                     cfg.eval_fanouts)
-    # the typed (R-GCN) trainer evaluates sampled; it refuses --eval layerwise itself
-    method = resolve_eval_method(cfg, supported=getattr(dataset, "hetero", None) is None,
-                                 why_not="heterogeneous datasets (R-GCN) evaluate with sampled "
-                                         "neighbourhoods only")
-    return _Preflight(dataset, splits, num_classes, in_dim, plan, method)
-
-
 def check_run(cfg: TrainConfig, *, dataset=None) -> dict:
     """What ``graphfeed train --dry-run`` prints: every check a run makes before its first batch
-    without placing data or starting ranks (arguments, dataset, splits, output paths, model
-    size, the sampling method against the dataset's weights and times, the task's refusals on
-    typed or partitioned data, the placement decision on this machine's memory), and the plan:
-    placement mode and reason, evaluation method and fanouts."""
+    without placing data or starting ranks (arguments, output paths, dataset, the task's checks
+    (``Task.check``: splits, model size, the sampling method against the dataset's weights and
+    times, what typed or partitioned data refuses), the placement decision on this machine's
+    memory), and the plan: placement mode and reason, evaluation method and fanouts."""
+    from .trainer.tasks import TASKS
+
     cfg.validate()
     if cfg.partitions:
         return _check_partitions_run(cfg)
     device = resolve_device(cfg.device, cfg.mode)
-    if cfg.task == "link":
-        from .trainer.tasks.link import check, check_link_method
-
-        _check_outputs(cfg)
-        ds = open_dataset(cfg.dataset, cfg.data_root) if dataset is None else dataset
-        info = check(cfg, ds)
-        if getattr(ds, "hetero", None) is None:
-            method = cfg.sampling_method()
-            if not method.is_uniform:
-                method = method.bind(ds)
-            check_link_method(method, ds.name)
-        return {"dataset": ds.name, "task": "link", "device": device, **info,
-                "decoder": cfg.decoder, "fanouts": list(cfg.fanouts), **_check_placement(cfg, ds)}
-    pre = _preflight(cfg, dataset, device, verbose=False)
-    ds = pre.dataset
-    typed = getattr(ds, "hetero", None) is not None
-    if typed:
-        from .trainer.tasks.node import check_typed
-
-        check_typed(cfg, ds)
-    elif not cfg.sampling_method().is_uniform:
-        cfg.sampling_method().bind(ds)  # the dataset's weights or times, as placing binds them
-    return {
-        "dataset": ds.name, "device": device, "model": "rgcn" if typed else cfg.model,
-        "in_dim": pre.in_dim, "num_classes": pre.num_classes,
-        "train/valid/test": "/".join(str(len(s)) for s in pre.splits),
-        "fanouts": list(cfg.fanouts), "eval": pre.eval_method,
-        "eval_fanouts": (list(cfg.eval_fanouts or cfg.fanouts) if typed  # the typed node task's
-                         else list(pre.eval_plan.fanouts) if pre.eval_method == "sampled"
-                         else [-1] * len(cfg.fanouts)),
-        "eval_batch_size": cfg.batch_size if typed else pre.eval_plan.batch_size,
-        "eval_every": cfg.eval_every, **_check_placement(cfg, ds),
-    }
+    _check_outputs(cfg)
+    ds = open_dataset(cfg.dataset, cfg.data_root) if dataset is None else dataset
+    info = TASKS.get(cfg.task).check(cfg, ds, device)
+    return {"dataset": ds.name, "task": cfg.task, "device": device, **info,
+            **_check_placement(cfg, ds)}
 
 
 def _check_placement(cfg: TrainConfig, dataset) -> dict:

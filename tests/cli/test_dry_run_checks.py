@@ -50,3 +50,12 @@ def test_every_part_is_opened_and_checked(builtin_root, tmp_path):
     np.save(idx, a)
     with pytest.raises(GraphfeedError):
         check_run(_cfg(partitions=str(out), nproc=2))
+
+
+def test_the_wrong_task_names_the_right_one(builtin_root):
+    """A link dataset trained as node classification says ``--task link`` (not "0 classes"),
+    and ``--task link`` on a node dataset names ``prepare link-split`` (issue 29)."""
+    with pytest.raises(GraphfeedError, match="link-prediction dataset: train it with --task link"):
+        check_run(_cfg(dataset="link", data_root=builtin_root("link")))
+    with pytest.raises(GraphfeedError, match="graphfeed prepare link-split tiny OUT"):
+        check_run(_cfg(dataset="tiny", data_root=builtin_root("tiny"), task="link"))

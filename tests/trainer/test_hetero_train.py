@@ -29,11 +29,9 @@ def run_on_cpu(cfg, ds, say=print):
     from graphfeed.placement.plan import DataPlan
     from graphfeed.trainer.fit import fit
     from graphfeed.trainer.tasks import TASKS
-    from graphfeed.training import _preflight
 
     plan = DataPlan(features=cfg.features, mode=cfg.mode, device="cpu", world=World())
-    pre = _preflight(cfg, ds, "cpu", verbose=False) if cfg.task == "node" else None
-    task = TASKS.get(cfg.task).prepare(cfg, ds, plan, rank=0, world_size=1, say=say, pre=pre)
+    task = TASKS.get(cfg.task).prepare(cfg, ds, plan, rank=0, world_size=1, say=say)
     return fit(task)
 
 

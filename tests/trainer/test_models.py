@@ -33,22 +33,25 @@ def test_block_models_match_the_full_graph(tiny_dataset, name, fanouts):
     x_all, ei = _full(tiny_dataset)
     with torch.no_grad():
         out = model(x_all[mb.input_nodes], mb.blocks)
-        # the same layers run on the whole graph by PyG itself
-        h = x_all
-        for i, conv in enumerate(model.convs):
-            if name == "gcn":
-                h = _pyg_gcn(conv, h, ei)
-            else:
-                h = conv(h, ei)
-            if i == 0:
-                h = model.norms[0](h) if len(model.norms) else h
-                h = model.activation(h)
-        full = h[mb.seeds]
+        full = _whole_graph(model, name, x_all, ei)[mb.seeds]
     assert out.shape == (100, 5)
     if fanouts == (-1, -1):
         torch.testing.assert_close(out, full, rtol=1e-4, atol=1e-5)
     else:
         assert not torch.allclose(out, full)  # sampled: an estimate, not the exact value
+
+
+def _whole_graph(model, name, x_all, ei):
+    """The model's two layers run on the whole graph by PyG itself (with its residual
+    connections and norm, when it has them)."""
+    h = x_all
+    for i, conv in enumerate(model.convs):
+        c = _pyg_gcn(conv, h, ei) if name == "gcn" else conv(h, ei)
+        h = c + model.skips[i](h) if len(model.skips) else c
+        if i == 0:
+            h = model.norms[0](h) if len(model.norms) else h
+            h = model.activation(h)
+    return h
 
 
 def _pyg_gcn(conv, h, ei):
@@ -72,7 +75,6 @@ def test_residual_and_norm_options_match_the_full_graph(tiny_dataset, name, norm
     if norm == "batch":  # running statistics that are not the identity
         model.train()
         with torch.no_grad():
-            x_all, _ = _full(tiny_dataset)
             model.norms[0](torch.randn(64, 16) * 3 + 1)
     model.eval()
     mb = NeighborSampler(tiny_dataset.graph, (-1, -1), seed=1).sample(
@@ -80,14 +82,7 @@ def test_residual_and_norm_options_match_the_full_graph(tiny_dataset, name, norm
     x_all, ei = _full(tiny_dataset)
     with torch.no_grad():
         out = model(x_all[mb.input_nodes], mb.blocks)
-        h = x_all
-        for i, conv in enumerate(model.convs):
-            c = _pyg_gcn(conv, h, ei) if name == "gcn" else conv(h, ei)
-            h = c + model.skips[i](h)
-            if i == 0:
-                h = model.norms[0](h) if len(model.norms) else h
-                h = model.activation(h)
-        full = h[mb.seeds]
+        full = _whole_graph(model, name, x_all, ei)[mb.seeds]
     torch.testing.assert_close(out, full, rtol=1e-4, atol=1e-5)
 
 
@@ -102,3 +97,29 @@ def test_pyg_argument_order_is_refused():
             model(32, 128, 3, 5)
     m = GraphSAGE(32, 128, 3, num_layers=5)
     assert m.num_layers == 5 and m.convs[-1].out_channels == 3
+
+
+def test_wide_inputs_aggregate_without_a_row_per_edge(tiny_dataset):
+    """A mean SAGEConv on inputs wider than its output takes the neighbour mean as one sparse
+    product (issue 29, item 11): the same output and input gradient as PyG's gather, and no
+    temporary of a row per edge at the input width."""
+    from graphfeed.models.adapter import apply_conv
+    from graphfeed.models.gnn import _sage_sparse_mean, _wide_mean_sage
+
+    torch.manual_seed(0)
+    mb = NeighborSampler(tiny_dataset.graph, (10, 5), seed=3).sample(
+        torch.as_tensor(tiny_dataset.train_ids[:200]))
+    block = mb.blocks[0]
+    conv = pyg_nn.SAGEConv(300, 16)
+    x = torch.randn(block.num_src, 300, requires_grad=True)
+    assert _wide_mean_sage(conv, x) and not _wide_mean_sage(conv, x[:, :16])
+    ours, ref = _sage_sparse_mean(conv, x, block), apply_conv(conv, x, block)
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+    g1, = torch.autograd.grad(ours.square().sum(), x)
+    g2, = torch.autograd.grad(ref.square().sum(), x)
+    torch.testing.assert_close(g1, g2, rtol=1e-5, atol=1e-5)
+    # the whole model takes the sparse path for its wide first layer and still trains
+    model = build_model("sage", 300, 16, 5, 2, dropout=0.0)
+    out = model(torch.randn(mb.input_nodes.shape[0], 300), mb.blocks)
+    out.sum().backward()
+    assert out.shape == (200, 5) and model.convs[0].lin_l.weight.grad is not None

@@ -93,18 +93,18 @@ def test_run_plan_cycles_through_stored_splits(split_sets_dataset):
 
 
 def test_runs_train_on_their_split(split_sets_dataset, monkeypatch):
-    import graphfeed.training as training
+    import graphfeed.trainer.tasks.node as node
 
     ds, perm = split_sets_dataset
     seen = []
-    real = training._split_ids
+    real = node.split_ids
 
     def spy(dataset, split):
         out = real(dataset, split)
         seen.append((split, sorted(out[0].tolist())))
         return out
 
-    monkeypatch.setattr(training, "_split_ids", spy)
+    monkeypatch.setattr(node, "split_ids", spy)
     cfg = TrainConfig(dataset=str(ds.path), runs=3, epochs=1, batch_size=64, fanouts=(5, 5),
                       mlp_baseline=False, progress=False, device="cpu")
     res = train_runs(cfg, dataset=ds)

@@ -12,7 +12,11 @@ says what it trains on and how it is scored:
 - :meth:`open_evaluation` / :meth:`evaluate` (split name -> metrics, every rank the same),
   :meth:`predict` (every rank takes part, rank 0 writes), :meth:`finish` (baselines, warnings),
   :meth:`close`;
-- :meth:`result` (a ``TrainResult`` with the run's mode, placement and model).
+- :meth:`result` (a ``TrainResult`` with the run's mode, placement and model);
+- two class methods: ``check(cfg, dataset, device) -> dict`` (``--dry-run``: every refusal
+  before data is placed, and what would be trained) and ``prepare(cfg, dataset, plan, *, rank,
+  world_size, say, model)`` (the same checks, then the data placed through ``plan``: the task,
+  ready for ``fit``).
 
 A new task is one module beside ``node.py`` and ``link.py`` and one ``TASKS.add`` line in
 ``tasks/__init__.py``.

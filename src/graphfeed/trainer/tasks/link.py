@@ -71,7 +71,7 @@ def check_link_dataset(cfg, dataset) -> int:
         raise GraphfeedError(
             f"--task link needs a link_prediction dataset (node_pairs splits); {dataset.name!r} "
             f"is a {dataset.task_type} dataset: split its edges into one with graphfeed prepare "
-            f"link-split {dataset.name} OUT (or use the built-in 'link')")
+            f"link-split {cfg.dataset} OUT (or use the built-in 'link')")
     if "feat" not in dataset.features:
         raise GraphfeedError(f"dataset {dataset.name!r} has no node feature 'feat'")
     if dataset.link_split("train")[0].shape[1] == 0:
@@ -129,14 +129,6 @@ def check_typed_link_dataset(cfg, dataset) -> list:
         raise GraphfeedError(f"--predict scores the test pairs, and dataset {dataset.name!r} has "
                              f"no test pairs of a relation it trains on ({[list(e) for e in ets]})")
     return ets
-
-
-def check(cfg, dataset) -> dict:
-    """``--dry-run`` of link prediction: the checks above, and what the run would train."""
-    if getattr(dataset, "hetero", None) is not None:
-        return {"model": "rgcn", "edge_types": [list(e) for e in
-                                                check_typed_link_dataset(cfg, dataset)]}
-    return {"model": cfg.model, "in_dim": check_link_dataset(cfg, dataset)}
 
 
 # ---------------------------------------------------------------------------- predictions
@@ -231,8 +223,22 @@ class LinkTask(Task):
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def prepare(cls, cfg, dataset, plan, *, rank: int, world_size: int, say, model=None,
-                pre=None):
+    def check(cls, cfg, dataset, device: str) -> dict:
+        """``--dry-run``: the checks :meth:`prepare` makes before placing data, and what the
+        run would train."""
+        out = {"decoder": cfg.decoder, "fanouts": list(cfg.fanouts)}
+        if getattr(dataset, "hetero", None) is not None:
+            return {"model": "rgcn", "edge_types": [list(e) for e in
+                                                    check_typed_link_dataset(cfg, dataset)], **out}
+        in_dim = check_link_dataset(cfg, dataset)
+        method = cfg.sampling_method()
+        if not method.is_uniform:
+            method = method.bind(dataset)
+        check_link_method(method, dataset.name)
+        return {"model": cfg.model, "in_dim": in_dim, **out}
+
+    @classmethod
+    def prepare(cls, cfg, dataset, plan, *, rank: int, world_size: int, say, model=None):
         if getattr(dataset, "hetero", None) is not None:
             return cls._prepare_typed(cfg, dataset, plan, rank=rank, world_size=world_size,
                                       say=say)

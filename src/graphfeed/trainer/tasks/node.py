@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
 from ...errors import GraphfeedError
 from ..config import TrainConfig
 from ..evaluate import (Evaluator, default_eval_fanouts, features_as_float, gather_rows,
-                        resolve_eval_method, unwrap)
+                        plan_eval, resolve_eval_method, unwrap)
 from ..metrics import compute_metrics, is_better, majority_class, task_for
 from ..result import TrainResult
 from .base import Task
@@ -111,6 +112,63 @@ def save_predictions(path, array: np.ndarray) -> str:
     return str(path)
 
 
+def split_ids(dataset, split):
+    """``(train, valid, test)`` node ids of stored split set ``split`` (``None``: the one the
+    dataset has selected, set 0 unless opened otherwise). An index out of range is an error
+    naming the range."""
+    if split is not None:
+        dataset = dataset.with_split(split)
+    return (np.asarray(dataset.train_ids), np.asarray(dataset.valid_ids),
+            np.asarray(dataset.test_ids))
+
+
+@dataclass
+class Preflight:
+    """What node classification checked before placing data: the splits, classes, input width,
+    the evaluation plan and method."""
+
+    splits: tuple
+    num_classes: int
+    in_dim: int
+    eval_plan: object
+    eval_method: str = "sampled"
+
+
+def preflight(cfg, dataset, device: str) -> Preflight:
+    """Everything node classification refuses before the data is placed or a model allocated."""
+    splits = split_ids(dataset, cfg.split)
+    if len(splits[0]) == 0:
+        raise GraphfeedError(f"dataset {cfg.dataset!r} has no training ids")
+    if getattr(dataset, "task_type", "node_classification") == "link_prediction":
+        raise GraphfeedError(f"dataset {dataset.name!r} is a link-prediction dataset: train it "
+                             f"with --task link")
+    num_classes = int(dataset.num_classes)
+    if num_classes < 2:
+        raise GraphfeedError(
+            f"dataset {cfg.dataset!r} has {num_classes} class(es); classification needs 2 or more")
+    typed = getattr(dataset, "hetero", None) is not None
+    row_shape = dataset.features["feat"].row_shape if "feat" in dataset.features else None
+    if row_shape is None and typed:
+        from ...models.rgcn import hetero_in_dim  # per-type features
+
+        row_shape = (hetero_in_dim(dataset),)
+    if row_shape is None:
+        raise GraphfeedError(f"dataset {cfg.dataset!r} has no node feature 'feat'")
+    in_dim = int(np.prod(row_shape)) if row_shape else 1
+    check_model_fits(cfg, in_dim, num_classes, device)
+    if typed:
+        check_typed(cfg, dataset)
+    elif not cfg.sampling_method().is_uniform:
+        cfg.sampling_method().bind(dataset)  # the dataset's weights or times, as placing binds
+    plan = plan_eval(len(cfg.fanouts), cfg.batch_size,
+                     int(dataset.graph.in_degrees.max(initial=0)), cfg.eval_fanouts)
+    # typed graphs (the R-GCN) evaluate sampled; --eval layerwise is refused for them
+    method = resolve_eval_method(cfg, supported=not typed,
+                                 why_not="heterogeneous datasets (R-GCN) evaluate with sampled "
+                                         "neighbourhoods only")
+    return Preflight(splits, num_classes, in_dim, plan, method)
+
+
 class ShareEvaluator:
     """Sampled evaluation where each rank scores its own share of a set (typed graphs: a
     contiguous slice; partitions: its part's share) through loaders built once, and the rows are
@@ -179,13 +237,30 @@ class NodeTask(Task):
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def prepare(cls, cfg, dataset, plan, *, rank: int, world_size: int, say, model=None,
-                pre=None):
-        """Place ``dataset`` (or ``cfg.partitions``) with ``plan`` and return the task; ``pre``:
-        the checks already made (``graphfeed.training`` preflight)."""
+    def check(cls, cfg, dataset, device: str) -> dict:
+        """``--dry-run``: :func:`preflight`, and what the run would train and evaluate."""
+        pre = preflight(cfg, dataset, device)
+        typed = getattr(dataset, "hetero", None) is not None
+        return {
+            "model": "rgcn" if typed else cfg.model, "in_dim": pre.in_dim,
+            "num_classes": pre.num_classes,
+            "train/valid/test": "/".join(str(len(s)) for s in pre.splits),
+            "fanouts": list(cfg.fanouts), "eval": pre.eval_method,
+            "eval_fanouts": (list(cfg.eval_fanouts or cfg.fanouts) if typed  # the R-GCN's
+                             else list(pre.eval_plan.fanouts) if pre.eval_method == "sampled"
+                             else [-1] * len(cfg.fanouts)),
+            "eval_batch_size": cfg.batch_size if typed else pre.eval_plan.batch_size,
+            "eval_every": cfg.eval_every,
+        }
+
+    @classmethod
+    def prepare(cls, cfg, dataset, plan, *, rank: int, world_size: int, say, model=None):
+        """Check (:func:`preflight`) and place ``dataset`` (or ``cfg.partitions``) with ``plan``;
+        the task, ready for ``fit``."""
         if cfg.partitions:
             return cls._prepare_partitions(cfg, plan, rank=rank, world_size=world_size, say=say,
                                            model=model)
+        pre = preflight(cfg, dataset, plan.device)
         if getattr(dataset, "hetero", None) is not None:
             return cls._prepare_typed(cfg, dataset, plan, pre, rank=rank, world_size=world_size,
                                       say=say)
