@@ -234,6 +234,35 @@ def test_csr_sum_rows_weights_per_edge_and_per_head():
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("heads", [None, 1, 3])
+def test_host_and_sparse_aggregations_agree(heads):
+    """The host kernel (split over threads or not) and the CSR x dense products that run on a
+    GPU (here on the CPU) sum the same rows: a slice of int32 sources, a gathered batch of
+    int64 rows, rows without edges."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from graphfeed.trainer import layerwise as lw
+
+    rng = np.random.default_rng(1)
+    deg = rng.integers(0, 5, size=40)
+    deg[[0, 17, 39]] = 0
+    crow = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
+    table = torch.from_numpy(rng.normal(size=(30, 6)).astype(np.float32))
+    values = None if heads is None else torch.from_numpy(
+        rng.normal(size=(int(crow[-1]), heads)).astype(np.float32))
+    dst = np.arange(40, dtype=np.int64)
+    for col in (rng.integers(0, 30, size=int(crow[-1])).astype(np.int32),
+                rng.integers(0, 30, size=int(crow[-1])).astype(np.int64)):
+        edges = lw._Edges(dst, dst, crow, col, col)
+        want = lw._aggregate(edges, table, values)
+        with ThreadPoolExecutor(2) as pool:
+            split = lw._aggregate(edges, table, values, threads=lw._Threads(pool, 3))
+        sparse = lw._sparse_sum_rows(edges, table, values, 6)
+        torch.testing.assert_close(split, want, rtol=0, atol=0)
+        torch.testing.assert_close(sparse, want, rtol=1e-5, atol=1e-5)
+        assert float(want[17].abs().sum()) == 0.0
+
+
 def test_edge_batches_bound_every_batch(varied_dataset):
     from graphfeed.trainer.layerwise import edge_batches
 

@@ -240,25 +240,60 @@ def csr_sum_rows(crow, col, values, table, out, start, end):
                     out[v, k] += table[u, k]
 
 
-def _aggregate(edges: _Edges, table, values=None, width: Optional[int] = None):
+def _row_ranges(crow: np.ndarray, parts: int) -> list:
+    """``[(start, stop), ...]``: the rows of a CSR cut into at most ``parts`` consecutive ranges
+    of about equal edge counts (none empty)."""
+    n = crow.shape[0] - 1
+    cuts = np.searchsorted(crow, np.linspace(0, int(crow[-1]), parts + 1)[1:-1])
+    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, n), [n]]))
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+@dataclass(frozen=True)
+class _Threads:
+    """Where a host aggregation runs: ``parts`` row ranges on ``executor`` (the evaluator's
+    threads; the kernel releases the GIL), or inline when ``executor`` is ``None``."""
+
+    executor: Optional[object] = None
+    parts: int = 1
+
+
+def _aggregate(edges: _Edges, table, values=None, width: Optional[int] = None,
+               threads: _Threads = _Threads()):
     """``out[v] = sum over v's in-edges e of values[e] * table[src_rows[e], :width]`` on
     ``table``'s device, float32 ``(n, width)`` there (``width`` default: the table's).
     ``values``: float32 ``(E,)``, or ``(E, H)`` for one weight per block of ``width // H``
-    columns, or ``None`` (every weight 1). :func:`csr_sum_rows` on the host, CSR x dense
-    products on a GPU; reads only the rows the edges name."""
+    columns, or ``None`` (every weight 1). Reads only the rows the edges name: on the host
+    :func:`csr_sum_rows` (row ranges split over ``threads``), elsewhere
+    :func:`_sparse_sum_rows`."""
+    import torch
+
+    width = table.shape[1] if width is None else int(width)
+    if values is not None and values.dim() == 1:
+        values = values[:, None]
+    if table.device.type != "cpu":
+        return _sparse_sum_rows(edges, table, values, width)
+    assert table.dtype == torch.float32 and table.is_contiguous()
+    n = edges.dst.shape[0]
+    out = torch.zeros((n, width), dtype=torch.float32)
+    w = np.zeros((0, 0), np.float32) if values is None else values.contiguous().numpy()
+    args = (edges.crow, edges.src_rows, w, table.numpy(), out.numpy())
+    ranges = _row_ranges(edges.crow, threads.parts) if n else []
+    if threads.executor is None or len(ranges) < 2:
+        csr_sum_rows(*args, 0, n)
+    else:
+        for f in [threads.executor.submit(csr_sum_rows, *args, a, b) for a, b in ranges]:
+            f.result()
+    return out
+
+
+def _sparse_sum_rows(edges: _Edges, table, values, width: int):
+    """:func:`_aggregate` as CSR x dense products on ``table``'s device (one per block of
+    columns that ``values`` ``(E, H)`` weighs, one in all when ``values`` is ``None``)."""
     import torch
 
     dev = table.device
     n = edges.dst.shape[0]
-    width = table.shape[1] if width is None else int(width)
-    if values is not None and values.dim() == 1:
-        values = values[:, None]
-    if dev.type == "cpu":
-        assert table.dtype == torch.float32 and table.is_contiguous()
-        out = torch.zeros((n, width), dtype=torch.float32)
-        w = np.zeros((0, 0), np.float32) if values is None else values.contiguous().numpy()
-        csr_sum_rows(edges.crow, edges.src_rows, w, table.numpy(), out.numpy(), 0, n)
-        return out
     col = torch.from_numpy(np.ascontiguousarray(edges.src_rows)).to(dev)
     crow = torch.from_numpy(edges.crow).to(dev)
     if col.dtype != crow.dtype:  # int32 sources (a graph slice): narrow the offsets
@@ -284,8 +319,8 @@ class _SageMeanLayer:
     when the output is narrower than the input; ``lin_r`` then reads the destinations' inputs
     again (``read_input``)."""
 
-    def __init__(self, conv, in_width: int):
-        self.conv = conv
+    def __init__(self, conv, in_width: int, threads: _Threads):
+        self.conv, self.threads = conv, threads
         out = int(conv.lin_l.weight.shape[0])
         self.project = in_width > out
         self.width = out if self.project else in_width
@@ -305,7 +340,7 @@ class _SageMeanLayer:
         conv = self.conv
         dev = conv.lin_l.weight.device
         deg = torch.from_numpy(edges.degrees).to(dev).clamp_(min=1).to(torch.float32)
-        out = _aggregate(edges, table).to(dev).div_(deg[:, None])
+        out = _aggregate(edges, table, threads=self.threads).to(dev).div_(deg[:, None])
         if not self.project:
             out = conv.lin_l(out)
         elif conv.lin_l.bias is not None:
@@ -323,8 +358,8 @@ class _GCNLayer:
     ``b + sum_u (x_u W) / sqrt((d_u + 1)(d_v + 1)) + (x_v W) / (d_v + 1)`` with the model's
     degrees ``d``. Aggregates at the narrower of the input and output widths."""
 
-    def __init__(self, conv, in_degrees, in_width: int):
-        self.conv = conv
+    def __init__(self, conv, in_degrees, in_width: int, threads: _Threads):
+        self.conv, self.threads = conv, threads
         self.in_degrees = in_degrees  # float32 (num_nodes,), the model's buffer
         out = int(conv.lin.weight.shape[0])
         self.project = in_width > out
@@ -349,7 +384,8 @@ class _GCNLayer:
         # the model's edge weight is (d_v / k_v) inv_u inv_v: k_v = d_v with every in-edge
         w = inv.index_select(0, col) * inv.index_select(0, dst).index_select(0, edges.targets(tdev))
         loop = (1.0 / (deg.index_select(0, dst) + 1))[:, None]
-        out = _aggregate(edges, table, w).add_(_take(table, edges.dst_rows) * loop).to(dev)
+        out = _aggregate(edges, table, w, threads=self.threads)
+        out = out.add_(_take(table, edges.dst_rows) * loop).to(dev)
         if not self.project:
             out = conv.lin(out)
         return out if conv.bias is None else out.add_(conv.bias)
@@ -361,8 +397,8 @@ class _GATLayer:
     logits per head; a destination attends over its in-edges (and itself when the layer adds
     self-loops, after dropping existing ones, as ``GATConv`` does)."""
 
-    def __init__(self, conv):
-        self.conv = conv
+    def __init__(self, conv, threads: _Threads):
+        self.conv, self.threads = conv, threads
         self.heads, self.channels = int(conv.heads), int(conv.out_channels)
         self.project = True
         self.width = self.heads * self.channels + 2 * self.heads
@@ -414,7 +450,7 @@ class _GATLayer:
             total.add_(ex_self)
         total.add_(1e-16)  # torch_geometric.utils.softmax's guard
         alpha = ex.div_(total.index_select(0, tgt))
-        out = _aggregate(edges, table, alpha, width=h * c).view(n, h, c)
+        out = _aggregate(edges, table, alpha, width=h * c, threads=self.threads).view(n, h, c)
         if conv.add_self_loops:
             own = _take(table, edges.dst_rows)[:, :h * c].reshape(n, h, c)
             out = out.add_(own * (ex_self / total)[:, :, None])
@@ -434,7 +470,7 @@ def _has_forward_hooks(module) -> bool:
                if k.endswith("hooks") and "forward" in k)
 
 
-def direct_layer(net, i: int, in_width: int):
+def direct_layer(net, i: int, in_width: int, threads: _Threads = _Threads()):
     """The direct computation of layer ``i`` of ``net`` (module docstring) given its input
     width, or ``None`` when the layer runs through blocks: only the reference models' exact
     classes (``BlockGNN`` with ``SAGEConv`` mean / ``GATConv``, the graph-normalised GCN) and
@@ -453,15 +489,15 @@ def direct_layer(net, i: int, in_width: int):
     if type(net) is BlockGNN:
         if (type(conv) is SAGEConv and not conv.project
                 and type(conv.aggr_module) is MeanAggregation):
-            return _SageMeanLayer(conv, in_width)
+            return _SageMeanLayer(conv, in_width, threads)
         if (type(conv) is GATConv and getattr(conv, "lin", None) is not None
                 and getattr(conv, "lin_edge", None) is None
                 and getattr(conv, "res", None) is None
                 and type(conv.aggr_module) is SumAggregation):
-            return _GATLayer(conv)
+            return _GATLayer(conv, threads)
     elif type(net) is GraphNormGCN:
         if type(conv) is GCNConv and not conv.normalize and type(conv.aggr_module) is SumAggregation:
-            return _GCNLayer(conv, net.in_degrees, in_width)
+            return _GCNLayer(conv, net.in_degrees, in_width, threads)
     return None
 
 
@@ -529,6 +565,7 @@ class LayerwiseEvaluator:
                                  f"{int(graph.num_nodes)} nodes")
         self._sampler = with_fanouts(placed.sampler, [-1])
         self._plans = {}  # names -> _Plan
+        self._pool = None  # host aggregation threads (_threads)
 
     def _plan(self, names: tuple) -> _Plan:
         if names not in self._plans:
@@ -561,7 +598,7 @@ class LayerwiseEvaluator:
                 for i in range(self.num_layers):
                     width = h.shape[1] if h is not None else int(
                         np.prod(self.placed.features["feat"].row_shape, dtype=np.int64))
-                    direct = direct_layer(net, i, width)
+                    direct = direct_layer(net, i, width, self._threads())
                     if direct is None:
                         h = self._block_layer(net, i, plan, h, progress)
                     else:
@@ -587,15 +624,22 @@ class LayerwiseEvaluator:
         n, w = int(self.graph.num_nodes), self.world_size
         src_nodes, nodes = plan.sets[i], plan.sets[i + 1]
         row_of = _RowMap(src_nodes, n)
-        if i == 0:
-            feat = self.placed.features["feat"]
+        feat = self.placed.features["feat"]
 
-            def read_input(ids):  # ids are node ids: the feature has a row for each (init)
-                rows = feat.read(torch.from_numpy(ids), check=False)
-                return features_as_float(rows).to(self.device)
-        else:
-            def read_input(ids):
-                return _take(h_prev, row_of(ids)).to(self.device)
+        def read_input(ids):  # layer i's input rows of ids (node ids: feat has them, __init__)
+            if i == 0:
+                return features_as_float(feat.read(torch.from_numpy(ids), check=False)).to(
+                    self.device)
+            return _take(h_prev, row_of(ids)).to(self.device)
+
+        def fill(ids, out):  # the source rows of ids; float32 features kept as they are are
+            # read straight into the table
+            if (i == 0 and not layer.project and feat.dtype == torch.float32
+                    and feat.device == out.device):
+                feat.read(torch.from_numpy(ids), out=out.view(ids.shape[0], *feat.row_shape),
+                          check=False)
+            else:
+                out.copy_(layer.source(read_input(ids)))
 
         share = np.ascontiguousarray(nodes[self.rank::w])
         batches = edge_batches(np.asarray(self.graph.in_degrees[share], dtype=np.int64),
@@ -607,8 +651,8 @@ class LayerwiseEvaluator:
             if build:
                 local = self._alloc(src_share.shape[0], layer.width)
                 for s in chunks:
-                    e = s + self.max_batch
-                    local[s:e] = layer.source(read_input(src_share[s:e])).to(local.device)
+                    ids = src_share[s:s + self.max_batch]
+                    fill(ids, local[s:s + ids.shape[0]])
                     pbar.update(1)
                 table = local if w == 1 else gather_strided(local, src_nodes.shape[0], w,
                                                             alloc=self._alloc)
@@ -682,6 +726,18 @@ class LayerwiseEvaluator:
             return local
         return gather_strided(local, nodes.shape[0], w, alloc=self._alloc)
 
+    def _threads(self) -> _Threads:
+        """The evaluator's threads for host aggregations (``num_threads``; started on first
+        use, stopped by :meth:`close`)."""
+        if self.num_threads < 2:
+            return _Threads()
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(self.num_threads,
+                                            thread_name_prefix="graphfeed-layerwise")
+        return _Threads(self._pool, self.num_threads)
+
     def _alloc(self, rows: int, dim: int):
         """A float32 ``(rows, dim)`` output on the device when it takes at most a quarter of its
         free memory, else on the host."""
@@ -697,3 +753,6 @@ class LayerwiseEvaluator:
         for plan in self._plans.values():
             plan.close()
         self._plans = {}
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
