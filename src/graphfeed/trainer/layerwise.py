@@ -21,10 +21,13 @@ Two ways to run a layer:
   input, the input already multiplied by the weight applied to the neighbours (SAGE's
   ``lin_l``, GCN's ``lin``; aggregation is linear, so ``W mean(x_u) == mean(W x_u)`` up to
   rounding; GAT always projects first, as ``GATConv`` does). Each batch of destinations then
-  sums its in-edges' source rows with one sparse (CSR) x dense product straight from the
-  graph's ``indptr`` / ``indices``: no sampler, no per-edge copy of a row, and the narrower
+  sums its in-edges' source rows as CSR rows taken straight from the graph's ``indptr`` /
+  ``indices`` (:func:`csr_sum_rows` on the host, split over the evaluator's ``num_threads``;
+  sparse x dense products on a GPU): no sampler, no per-edge copy of a row, and the narrower
   width. Batches are consecutive destinations holding at most ``max_batch_edges`` in-edges (a
-  node with more comes alone) and ``max_batch`` nodes (:func:`edge_batches`).
+  node with more comes alone) and ``max_batch`` nodes (:func:`edge_batches`). Layer 0 reads
+  each input row once (and, when SAGE projects first, the destinations' rows again for its
+  root weight ``lin_r``).
 - **through blocks** (any other layer that qualifies): loaders sample each batch's full
   in-neighbourhood (fanout ``-1``) and run ``BlockGNN.layer`` on the block. Destinations are
   grouped by in-degree (powers of 4); each group's batch size keeps a batch under
@@ -35,7 +38,7 @@ Two ways to run a layer:
 Memory: layer 0 reads its input rows through the placed ``features["feat"]`` (RAM, disk,
 LMDB, cached, GPU: any backend); a layer's source table and its output are float32 tensors held
 on the device when each takes at most a quarter of its free memory, else in host memory (the
-sparse product runs where the source table is). A direct layer's source table is at most as
+sums run where the source table is). A direct layer's source table is at most as
 wide as the narrower of its input and output (GAT: its output plus two columns per head).
 
 Ranks: each rank computes a strided share (``nodes[rank::world_size]``) of every layer's nodes
@@ -105,7 +108,8 @@ def _in_neighbours(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray, m
                    chunk_edges: int = _HOP_CHUNK_EDGES) -> None:
     """Set ``mask[u]`` for every in-neighbour ``u`` of ``nodes`` (sorted distinct),
     ``chunk_edges`` edges at a time (memory O(chunk), whatever the degrees)."""
-    counts = np.asarray(indptr[nodes + 1], dtype=np.int64) - np.asarray(indptr[nodes], dtype=np.int64)
+    starts = np.asarray(indptr[nodes], dtype=np.int64)
+    counts = np.asarray(indptr[nodes + 1], dtype=np.int64) - starts
     for a, b in edge_batches(counts, chunk_edges, nodes.shape[0]):
         _, col = _in_edges(indptr, indices, nodes[a:b])
         mask[col] = True
@@ -313,7 +317,28 @@ def _sparse_sum_rows(edges: _Edges, table, values, width: int):
     return parts[0] if heads == 1 else torch.cat(parts, dim=1)
 
 
-class _SageMeanLayer:
+class _DirectLayer:
+    """One convolution computed from a source table (module docstring). ``project``: whether
+    the table holds projected rows; ``width``: its row width."""
+
+    project: bool
+    width: int
+
+    def source(self, x):
+        """The source-table rows of input rows ``x`` (float32 ``(k, in_width)``)."""
+        raise NotImplementedError
+
+    def prepare(self, table):
+        """What :meth:`output` reads, from the complete source table (once a layer)."""
+        return table
+
+    def output(self, edges: _Edges, prepared, read_input: Callable):
+        """The convolution's output ``(n, out)`` for the destinations of ``edges``, on the
+        model's device; ``read_input(ids)`` gives layer inputs (sorted node ids)."""
+        raise NotImplementedError
+
+
+class _SageMeanLayer(_DirectLayer):
     """``SAGEConv`` with mean aggregation: ``lin_l(mean_u x_u) + lin_r(x_v)`` (then L2
     normalisation if the layer has it). Projects first (the source table holds ``x_u W_l^T``)
     when the output is narrower than the input; ``lin_r`` then reads the destinations' inputs
@@ -329,9 +354,6 @@ class _SageMeanLayer:
         import torch.nn.functional as F
 
         return F.linear(x, self.conv.lin_l.weight) if self.project else x
-
-    def prepare(self, table):
-        return table
 
     def output(self, edges: _Edges, table, read_input: Callable):
         import torch
@@ -353,7 +375,7 @@ class _SageMeanLayer:
         return out
 
 
-class _GCNLayer:
+class _GCNLayer(_DirectLayer):
     """The graph-normalised ``GCNConv`` (``models.gnn._GraphNormGCN``) with every in-edge:
     ``b + sum_u (x_u W) / sqrt((d_u + 1)(d_v + 1)) + (x_v W) / (d_v + 1)`` with the model's
     degrees ``d``. Aggregates at the narrower of the input and output widths."""
@@ -382,7 +404,7 @@ class _GCNLayer:
         col = torch.from_numpy(np.ascontiguousarray(edges.col)).to(tdev).to(torch.int64)
         dst = torch.from_numpy(edges.dst).to(tdev)
         # the model's edge weight is (d_v / k_v) inv_u inv_v: k_v = d_v with every in-edge
-        w = inv.index_select(0, col) * inv.index_select(0, dst).index_select(0, edges.targets(tdev))
+        w = inv.index_select(0, col) * inv.index_select(0, dst)[edges.targets(tdev)]
         loop = (1.0 / (deg.index_select(0, dst) + 1))[:, None]
         out = _aggregate(edges, table, w, threads=self.threads)
         out = out.add_(_take(table, edges.dst_rows) * loop).to(dev)
@@ -391,7 +413,7 @@ class _GCNLayer:
         return out if conv.bias is None else out.add_(conv.bias)
 
 
-class _GATLayer:
+class _GATLayer(_DirectLayer):
     """``GATConv`` with one weight for sources and destinations and neither edge features nor a
     residual: the source table holds ``lin(x)`` (heads x channels) and each row's two attention
     logits per head; a destination attends over its in-edges (and itself when the layer adds
@@ -496,7 +518,8 @@ def direct_layer(net, i: int, in_width: int, threads: _Threads = _Threads()):
                 and type(conv.aggr_module) is SumAggregation):
             return _GATLayer(conv, threads)
     elif type(net) is GraphNormGCN:
-        if type(conv) is GCNConv and not conv.normalize and type(conv.aggr_module) is SumAggregation:
+        if (type(conv) is GCNConv and not conv.normalize
+                and type(conv.aggr_module) is SumAggregation):
             return _GCNLayer(conv, net.in_degrees, in_width, threads)
     return None
 
@@ -569,7 +592,8 @@ class LayerwiseEvaluator:
 
     def _plan(self, names: tuple) -> _Plan:
         if names not in self._plans:
-            targets = np.concatenate([self.sets[k] for k in names]) if names else np.zeros(0, np.int64)
+            targets = (np.concatenate([self.sets[k] for k in names]) if names
+                       else np.zeros(0, np.int64))
             self._plans[names] = _Plan(needed_nodes(self.graph, targets, self.num_layers + 1))
         return self._plans[names]
 
