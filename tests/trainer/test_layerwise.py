@@ -202,14 +202,18 @@ def test_only_the_reference_layers_run_directly(varied_dataset):
     assert direct_layer(Custom([SAGEConv(IN_DIM, 4)]), 0, IN_DIM) is None
     assert direct_layer(BlockGNN([SAGEConv(IN_DIM, 4, aggr="max")]), 0, IN_DIM) is None
     assert direct_layer(BlockGNN([SAGEConv(IN_DIM, 4, project=True)]), 0, IN_DIM) is None
-    # and such a model still evaluates exactly, through blocks
+    # such models still evaluate exactly: through blocks, or one layer each way
     ds = varied_dataset
     placed = _placed(ds)
-    net = Custom([SAGEConv(IN_DIM, 16), SAGEConv(16, CLASSES, aggr="max")],
-                 [torch.nn.LayerNorm(16)])
-    got = _layerwise(placed, ds, {"all": np.arange(N)}, net, 2, max_batch=11)
-    ref, _ = _sampled(placed, np.arange(N), net, 2)
-    torch.testing.assert_close(got["all"][0], ref, atol=1e-4, rtol=1e-4)
+    for net in (Custom([SAGEConv(IN_DIM, 16), SAGEConv(16, CLASSES)], [torch.nn.LayerNorm(16)]),
+                BlockGNN([SAGEConv(IN_DIM, 16, aggr="max"), SAGEConv(16, CLASSES)],
+                         [torch.nn.LayerNorm(16)]),
+                BlockGNN([SAGEConv(IN_DIM, 16), SAGEConv(16, CLASSES, aggr="max")],
+                         [torch.nn.LayerNorm(16)])):
+        got = _layerwise(placed, ds, {"all": np.arange(N), "few": [20, 3]}, net, 2, max_batch=11)
+        ref, _ = _sampled(placed, np.arange(N), net, 2)
+        torch.testing.assert_close(got["all"][0], ref, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(got["few"][0], ref[[20, 3]], atol=1e-4, rtol=1e-4)
 
 
 def test_csr_sum_rows_weights_per_edge_and_per_head():

@@ -298,6 +298,8 @@ def _sparse_sum_rows(edges: _Edges, table, values, width: int):
 
     dev = table.device
     n = edges.dst.shape[0]
+    if edges.src_rows.shape[0] == 0:  # no in-edge in the batch
+        return torch.zeros((n, width), dtype=table.dtype, device=dev)
     col = torch.from_numpy(np.ascontiguousarray(edges.src_rows)).to(dev)
     crow = torch.from_numpy(edges.crow).to(dev)
     if col.dtype != crow.dtype:  # int32 sources (a graph slice): narrow the offsets
@@ -486,7 +488,8 @@ def _has_forward_hooks(module) -> bool:
     ``module``: a direct layer would skip them, so such a layer runs through blocks."""
     from torch.nn.modules import module as torch_module
 
-    if torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks:
+    if (getattr(torch_module, "_global_forward_hooks", None)
+            or getattr(torch_module, "_global_forward_pre_hooks", None)):
         return True
     return any(isinstance(v, dict) and v for k, v in vars(module).items()
                if k.endswith("hooks") and "forward" in k)
