@@ -123,6 +123,34 @@ def test_disk_features_give_the_same_logits(varied_dataset):
     torch.testing.assert_close(disk["all"][0], ram["all"][0], atol=1e-6, rtol=1e-6)
 
 
+@pytest.mark.parametrize("name", ["sage", "gcn", "gat"])
+def test_residual_and_batch_norm_models(varied_dataset, name):
+    """--residual adds each layer's input (Identity or a Linear) to its convolution and --norm
+    batch normalises with running statistics: both per node, so the direct layers (which add
+    the skip on the destinations' input rows) stay exact. Runs where build_model has them."""
+    import inspect
+
+    from graphfeed.models import build_model
+
+    if "residual" not in inspect.signature(build_model).parameters:
+        pytest.skip("this build_model has no residual / norm options")
+    ds = varied_dataset
+    placed = _placed(ds)
+    for hidden in (16, 12, 8):  # skips: Linear, Identity (layer 0 with hidden == IN_DIM), Linear
+        torch.manual_seed(0)
+        model = build_model(name, IN_DIM, hidden, CLASSES, 3, heads=4, norm="batch",
+                            residual=True,
+                            in_degrees=ds.graph.in_degrees if name == "gcn" else None)
+        for bn in model.norms:  # running statistics other than the initial 0 / 1
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+        got = _layerwise(placed, ds, {"all": np.arange(N), "few": [20, 3]}, model, 3,
+                         max_batch=11)
+        ref, _ = _sampled(placed, np.arange(N), model, 3)
+        torch.testing.assert_close(got["all"][0], ref, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(got["few"][0], ref[[20, 3]], atol=1e-4, rtol=1e-4)
+
+
 @pytest.fixture(scope="module")
 def multigraph_dataset(tmp_path_factory):
     """60 nodes with self-loops and repeated edges kept (GATConv drops a graph's self-loops and
