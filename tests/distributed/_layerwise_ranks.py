@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 
-def layerwise_logits(data_root: str, model_name: str, max_batch: int):
-    """Layer-wise logits of valid + test on the tiny dataset, this rank's world evaluating."""
+def layerwise_logits(data_root: str, model_name: str, max_batch: int, hidden: int = 16):
+    """Layer-wise logits of valid + test on the tiny dataset (32 input features: ``hidden`` 16
+    projects layer 0's inputs first, 64 does not), this rank's world evaluating."""
     import torch
 
     from graphfeed import place
@@ -19,7 +20,7 @@ def layerwise_logits(data_root: str, model_name: str, max_batch: int):
     placed = place(ds.graph, {"feat": ds.node_feature("feat"), "label": ds.node_feature("label")},
                    [5, 5], mode="cpu-cpu", device="cpu")
     torch.manual_seed(0)
-    model = build_model(model_name, 32, 16, int(ds.num_classes), 2, heads=4,
+    model = build_model(model_name, 32, hidden, int(ds.num_classes), 2, heads=4,
                         in_degrees=ds.graph.in_degrees if model_name == "gcn" else None)
     ev = LayerwiseEvaluator(placed, ds.graph, {"valid": ds.valid_ids, "test": ds.test_ids}, 2,
                             rank=rank, world_size=world, num_threads=1, max_batch=max_batch)

@@ -19,14 +19,18 @@ def data_root(tmp_path_factory):
     return str(root)
 
 
-@pytest.mark.parametrize("model", ["sage", "gcn"])
-def test_two_ranks_compute_the_single_process_logits(data_root, model, no_leftover_segments):
+@pytest.mark.parametrize("model, hidden", [("sage", 16), ("gcn", 16), ("gat", 16), ("sage", 64)])
+def test_two_ranks_compute_the_single_process_logits(data_root, model, hidden,
+                                                     no_leftover_segments):
+    """Each rank builds a share of every source table (projected first when ``hidden`` < 32
+    input features) and of every layer's outputs; the gathered logits are the single-process
+    ones."""
     from graphfeed.distributed import launch
 
     import _layerwise_ranks as ranks
 
-    one = ranks.layerwise_logits(data_root, model, 97)
-    two = launch(ranks.layerwise_logits, 2, data_root, model, 97, timeout_s=120)
+    one = ranks.layerwise_logits(data_root, model, 97, hidden)
+    two = launch(ranks.layerwise_logits, 2, data_root, model, 97, hidden, timeout_s=120)
     for got in two:  # every rank holds every row
         for k in ("valid", "test"):
             np.testing.assert_allclose(got[k][0], one[k][0], atol=1e-5, rtol=1e-5)

@@ -1,5 +1,6 @@
 """Layer-wise inference (trainer/layerwise.py): equal to evaluating with every neighbour sampled,
-whatever the batches or the feature backend; --eval / --eval-every in a run."""
+whatever the batches, the widths (projected first or not), the path (direct or through blocks)
+or the feature backend; --eval / --eval-every in a run."""
 
 from __future__ import annotations
 
@@ -46,11 +47,11 @@ def _placed(ds, backend="ram"):
                     device="cpu")
 
 
-def _model(name, ds, layers=2):
+def _model(name, ds, layers=2, hidden=16):
     from graphfeed.models import build_model
 
     torch.manual_seed(0)
-    return build_model(name, IN_DIM, 16, CLASSES, layers, heads=4,
+    return build_model(name, IN_DIM, hidden, CLASSES, layers, heads=4,
                        in_degrees=ds.graph.in_degrees if name == "gcn" else None)
 
 
@@ -75,16 +76,27 @@ def _layerwise(placed, ds, sets, model, layers, **kw):
         ev.close()
 
 
-@pytest.mark.parametrize("name, layers", [("sage", 2), ("gcn", 2), ("gat", 2), ("sage", 3),
-                                          ("gcn", 3)])
+@pytest.mark.parametrize("name, layers, hidden", [
+    ("sage", 2, 16), ("gcn", 2, 16), ("gat", 2, 16), ("sage", 3, 16), ("gcn", 3, 16),
+    # hidden 8 < IN_DIM 12: layer 0 projects its inputs first (SAGE's lin_l, GCN's lin)
+    ("sage", 2, 8), ("gcn", 2, 8), ("gat", 2, 8), ("sage", 3, 8),
+])
 @pytest.mark.parametrize("max_batch, max_edges", [(7, 1 << 22), (1 << 16, 23)])
-def test_layerwise_equals_full_neighbour_sampled_evaluation(varied_dataset, name, layers,
+def test_layerwise_equals_full_neighbour_sampled_evaluation(varied_dataset, name, layers, hidden,
                                                             max_batch, max_edges):
-    """Every node, and a small set whose receptive field is not the whole graph: batches of 7
-    destinations (157 = 22 x 7 + 3), or batches cut by in-edges (the hub alone)."""
+    """Every node, and a small set whose receptive field is not the whole graph: batches (and
+    source-table chunks) of 7 nodes (157 = 22 x 7 + 3), or batches cut by in-edges (the hub
+    alone)."""
+    from graphfeed.trainer.layerwise import direct_layer
+
     ds = varied_dataset
     placed = _placed(ds)
-    model = _model(name, ds, layers)
+    model = _model(name, ds, layers, hidden)
+    widths = [IN_DIM] + [hidden] * (layers - 1)
+    assert all(direct_layer(model, i, widths[i]) is not None for i in range(layers))
+    if name != "gat":  # a layer projects first exactly when its output is narrower
+        assert [direct_layer(model, i, widths[i]).project for i in range(layers)] == \
+            [hidden < IN_DIM] + [False] * (layers - 2) + [True]
     everyone = np.arange(N)
     few = np.array([20, 3, 150, 0, 77])  # the hub, nodes without in-edges, unsorted
     got = _layerwise(placed, ds, {"all": everyone, "few": few}, model, layers,
@@ -109,6 +121,192 @@ def test_disk_features_give_the_same_logits(varied_dataset):
     ram = _layerwise(_placed(ds, "ram"), ds, {"all": np.arange(N)}, model, 2, max_batch=11)
     disk = _layerwise(_placed(ds, "disk"), ds, {"all": np.arange(N)}, model, 2, max_batch=11)
     torch.testing.assert_close(disk["all"][0], ram["all"][0], atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["sage", "gcn", "gat"])
+def test_residual_and_batch_norm_models(varied_dataset, name):
+    """--residual adds each layer's input (Identity or a Linear) to its convolution and --norm
+    batch normalises with running statistics: both per node, so the direct layers (which add
+    the skip on the destinations' input rows) stay exact. Runs where build_model has them."""
+    import inspect
+
+    from graphfeed.models import build_model
+
+    if "residual" not in inspect.signature(build_model).parameters:
+        pytest.skip("this build_model has no residual / norm options")
+    ds = varied_dataset
+    placed = _placed(ds)
+    for hidden in (16, 12, 8):  # skips: Linear, Identity (layer 0 with hidden == IN_DIM), Linear
+        torch.manual_seed(0)
+        model = build_model(name, IN_DIM, hidden, CLASSES, 3, heads=4, norm="batch",
+                            residual=True,
+                            in_degrees=ds.graph.in_degrees if name == "gcn" else None)
+        for bn in model.norms:  # running statistics other than the initial 0 / 1
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+        got = _layerwise(placed, ds, {"all": np.arange(N), "few": [20, 3]}, model, 3,
+                         max_batch=11)
+        ref, _ = _sampled(placed, np.arange(N), model, 3)
+        torch.testing.assert_close(got["all"][0], ref, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(got["few"][0], ref[[20, 3]], atol=1e-4, rtol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def multigraph_dataset(tmp_path_factory):
+    """60 nodes with self-loops and repeated edges kept (GATConv drops a graph's self-loops and
+    adds its own; SAGE and GCN count every edge); node 5 has no in-edge."""
+    from graphfeed.datasets import write_dataset
+    from graphfeed.graph.csc import CSCGraph
+
+    n = 60
+    rng = np.random.default_rng(7)
+    dst = rng.integers(0, n, size=400)
+    src = rng.integers(0, n, size=400)
+    dst = np.concatenate([dst, np.arange(0, n, 3), [7, 7, 7]])
+    src = np.concatenate([src, np.arange(0, n, 3), [9, 9, 9]])  # self-loops, a repeated edge
+    keep = dst != 5
+    g = CSCGraph.from_edges(src[keep], dst[keep], n)
+    assert g.in_degrees[5] == 0
+    assert any(v in g.indices[g.indptr[v]:g.indptr[v + 1]] for v in range(n))
+    feat = rng.normal(size=(n, IN_DIM)).astype(np.float32)
+    path = tmp_path_factory.mktemp("multi") / "multi"
+    write_dataset(path, graph=g, node_features={"feat": feat,
+                                                "label": rng.integers(0, CLASSES, size=n)},
+                  splits={"train": np.arange(20), "valid": np.arange(20, 40),
+                          "test": np.arange(40, 60)}, num_classes=CLASSES)
+    import graphfeed as gf
+
+    return gf.Dataset.open(path)
+
+
+@pytest.mark.parametrize("name", ["sage", "gcn", "gat"])
+@pytest.mark.parametrize("hidden", [16, 8])
+def test_direct_and_block_paths_agree_on_a_multigraph(multigraph_dataset, name, hidden):
+    """The direct layers and the model's own code on sampled blocks (forced by a forward hook,
+    which a direct layer would skip) give the full-neighbour logits, self-loops and repeated
+    edges included; the block path's loaders are reused by a second evaluation."""
+    from graphfeed.trainer.layerwise import direct_layer
+
+    ds = multigraph_dataset
+    n = ds.graph.num_nodes
+    placed = _placed(ds)
+    model = _model(name, ds, 2, hidden)
+    ref, _ = _sampled(placed, np.arange(n), model, 2, batch_size=9)
+    direct = _layerwise(placed, ds, {"all": np.arange(n)}, model, 2, max_batch=5,
+                        max_batch_edges=30)
+    torch.testing.assert_close(direct["all"][0], ref, atol=1e-4, rtol=1e-4)
+    handles = [c.register_forward_hook(lambda *a: None) for c in model.convs]
+    try:
+        assert all(direct_layer(model, i, 16) is None for i in range(2))
+        from graphfeed.trainer.layerwise import LayerwiseEvaluator
+
+        ev = LayerwiseEvaluator(placed, ds.graph, {"all": np.arange(n), "few": [5, 7]}, 2,
+                                max_batch=5, max_batch_edges=30)
+        try:
+            first = ev.evaluate(model)
+            again = ev.evaluate(model)
+        finally:
+            ev.close()
+    finally:
+        for hd in handles:
+            hd.remove()
+    torch.testing.assert_close(first["all"][0], ref, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(first["few"][0], ref[[5, 7]], atol=1e-4, rtol=1e-4)
+    assert torch.equal(again["all"][0], first["all"][0])
+
+
+def test_only_the_reference_layers_run_directly(varied_dataset):
+    """A subclass, or an option the direct layers do not reproduce, keeps the model's code."""
+    from torch_geometric.nn import SAGEConv
+
+    from graphfeed.models import BlockGNN
+    from graphfeed.trainer.layerwise import direct_layer
+
+    class Custom(BlockGNN):
+        pass
+
+    torch.manual_seed(0)
+    assert direct_layer(BlockGNN([SAGEConv(IN_DIM, 4)]), 0, IN_DIM) is not None
+    assert direct_layer(Custom([SAGEConv(IN_DIM, 4)]), 0, IN_DIM) is None
+    assert direct_layer(BlockGNN([SAGEConv(IN_DIM, 4, aggr="max")]), 0, IN_DIM) is None
+    assert direct_layer(BlockGNN([SAGEConv(IN_DIM, 4, project=True)]), 0, IN_DIM) is None
+    # such models still evaluate exactly: through blocks, or one layer each way
+    ds = varied_dataset
+    placed = _placed(ds)
+    for net in (Custom([SAGEConv(IN_DIM, 16), SAGEConv(16, CLASSES)], [torch.nn.LayerNorm(16)]),
+                BlockGNN([SAGEConv(IN_DIM, 16, aggr="max"), SAGEConv(16, CLASSES)],
+                         [torch.nn.LayerNorm(16)]),
+                BlockGNN([SAGEConv(IN_DIM, 16), SAGEConv(16, CLASSES, aggr="max")],
+                         [torch.nn.LayerNorm(16)])):
+        got = _layerwise(placed, ds, {"all": np.arange(N), "few": [20, 3]}, net, 2, max_batch=11)
+        ref, _ = _sampled(placed, np.arange(N), net, 2)
+        torch.testing.assert_close(got["all"][0], ref, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(got["few"][0], ref[[20, 3]], atol=1e-4, rtol=1e-4)
+
+
+def test_csr_sum_rows_weights_per_edge_and_per_head():
+    from graphfeed.trainer.layerwise import csr_sum_rows
+
+    rng = np.random.default_rng(0)
+    crow = np.array([0, 3, 3, 7], dtype=np.int64)  # the middle row has no edge
+    col = rng.integers(0, 10, size=7).astype(np.int32)
+    table = rng.normal(size=(10, 6)).astype(np.float32)
+    want_plain = np.stack([table[col[crow[v]:crow[v + 1]]].sum(0) for v in range(3)])
+    out = np.zeros((3, 6), np.float32)
+    csr_sum_rows(crow, col, np.zeros((0, 0), np.float32), table, out, 0, 3)
+    np.testing.assert_allclose(out, want_plain, rtol=1e-6, atol=1e-6)
+    heads = rng.normal(size=(7, 2)).astype(np.float32)  # two blocks of 2 columns, of 4
+    want = np.zeros((3, 4), np.float32)
+    for v in range(3):
+        for e in range(crow[v], crow[v + 1]):
+            want[v, :2] += heads[e, 0] * table[col[e], :2]
+            want[v, 2:] += heads[e, 1] * table[col[e], 2:4]
+    out = np.zeros((3, 4), np.float32)
+    csr_sum_rows(crow, col, heads, table, out, 0, 3)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("heads", [None, 1, 3])
+def test_host_and_sparse_aggregations_agree(heads):
+    """The host kernel (split over threads or not) and the CSR x dense products that run on a
+    GPU (here on the CPU) sum the same rows: a slice of int32 sources, a gathered batch of
+    int64 rows, rows without edges."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from graphfeed.trainer import layerwise as lw
+
+    rng = np.random.default_rng(1)
+    deg = rng.integers(0, 5, size=40)
+    deg[[0, 17, 39]] = 0
+    crow = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
+    table = torch.from_numpy(rng.normal(size=(30, 6)).astype(np.float32))
+    values = None if heads is None else torch.from_numpy(
+        rng.normal(size=(int(crow[-1]), heads)).astype(np.float32))
+    dst = np.arange(40, dtype=np.int64)
+    for col in (rng.integers(0, 30, size=int(crow[-1])).astype(np.int32),
+                rng.integers(0, 30, size=int(crow[-1])).astype(np.int64)):
+        edges = lw._Edges(dst, dst, crow, col, col)
+        want = lw._aggregate(edges, table, values)
+        with ThreadPoolExecutor(2) as pool:
+            split = lw._aggregate(edges, table, values, threads=lw._Threads(pool, 3))
+        sparse = lw._sparse_sum_rows(edges, table, values, 6)
+        torch.testing.assert_close(split, want, rtol=0, atol=0)
+        torch.testing.assert_close(sparse, want, rtol=1e-5, atol=1e-5)
+        assert float(want[17].abs().sum()) == 0.0
+
+
+def test_edge_batches_bound_every_batch(varied_dataset):
+    from graphfeed.trainer.layerwise import edge_batches
+
+    deg = np.asarray(varied_dataset.graph.in_degrees, dtype=np.int64)
+    runs = edge_batches(deg, max_edges=23, max_rows=9)
+    assert runs[0][0] == 0 and runs[-1][1] == N
+    assert all(a[1] == b[0] for a, b in zip(runs, runs[1:]))
+    for a, b in runs:
+        assert 1 <= b - a <= 9
+        assert b - a == 1 or deg[a:b].sum() <= 23
+    assert (20, 21) in runs  # the hub (80 in-edges) comes alone
+    assert edge_batches(np.zeros(0, np.int64), 5, 5) == []
 
 
 def test_needed_nodes_is_the_in_neighbourhood(varied_dataset):
