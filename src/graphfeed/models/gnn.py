@@ -84,16 +84,22 @@ class BlockGNN(nn.Module):
         inference (``graphfeed.trainer.layerwise``) runs exactly the training code."""
         if self.input_dropout and i == 0:
             x = F.dropout(x, p=self.dropout, training=self.training)
-        out = self._layer(self.convs[i], x, block)
+        return self.finish_layer(i, self._layer(self.convs[i], x, block),
+                                 lambda: x[: block.num_dst])
+
+    def finish_layer(self, i: int, out: torch.Tensor, dst_input: Callable) -> torch.Tensor:
+        """What layer ``i`` applies after its convolution ``out``: the residual connection on
+        the destinations' own input rows (``dst_input()``, called only when the model has one),
+        then below the last layer the norm, the activation and dropout. :meth:`layer` and the
+        layer-wise evaluator's direct layers both end a layer here."""
         if self.skips:
-            out = out + self.skips[i](x[: block.num_dst])
-        x = out
+            out = out + self.skips[i](dst_input())
         if i < len(self.convs) - 1:
             if self.norms:
-                x = self.norms[i](x)
-            x = self.activation(x)
-            x = F.dropout(x, p=self.dropout, training=self.training)
-        return x
+                out = self.norms[i](out)
+            out = self.activation(out)
+            out = F.dropout(out, p=self.dropout, training=self.training)
+        return out
 
     def forward(self, x: torch.Tensor, blocks: Sequence[Block]) -> torch.Tensor:
         if len(blocks) != len(self.convs):

@@ -527,22 +527,6 @@ def direct_layer(net, i: int, in_width: int, threads: _Threads = _Threads()):
     return None
 
 
-def _finish(net, i: int, y, dst_input: Callable):
-    """What ``BlockGNN.layer`` applies after layer ``i``'s convolution ``y``, in evaluation mode
-    (dropout is the identity): the residual connection on the destinations' own input rows
-    (``dst_input()``) when the model has one, then below the last layer the norm and the
-    activation."""
-    # BlockGNN.skips (--residual) comes with the models of main's 6c4c773; older models have none
-    skips = getattr(net, "skips", None)
-    if skips:
-        y = y + skips[i](dst_input())
-    if i < net.num_layers - 1:
-        if net.norms:
-            y = net.norms[i](y)
-        y = net.activation(y)
-    return y
-
-
 # ---------------------------------------------------------------------------- the evaluator
 
 
@@ -700,7 +684,7 @@ class LayerwiseEvaluator:
                 crow, col = _in_edges(indptr, indices, dst)
                 edges = _Edges(dst, row_of(dst), crow, col, row_of(col))
                 y = layer.output(edges, table, read_input)
-                y = _finish(net, i, y, lambda: read_input(dst)).float()
+                y = net.finish_layer(i, y, lambda: read_input(dst)).float()
                 if out is None:
                     out = self._alloc(share.shape[0], y.shape[1])
                 out[a:b] = y.to(out.device)
