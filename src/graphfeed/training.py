@@ -18,7 +18,6 @@ import traceback
 from pathlib import Path
 from typing import Callable, Optional
 
-
 from ._memory import release_free_memory
 from .datasets.open import open_dataset
 from .errors import GraphfeedError

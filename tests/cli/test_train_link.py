@@ -110,3 +110,18 @@ def test_cora_85_5_10_roc_auc(cora_link):
     # published GAE figures are about 0.91
     assert r.test["roc_auc"] >= 0.90, r.test
     assert r.test["mrr"] > r.baselines["degree"]["test"]["mrr"]
+
+
+def test_layerwise_link_evaluation_equals_every_neighbour_sampled(link_root):
+    """The built-in encoders of link prediction evaluate layer-wise by default (issue 27, item
+    4): the same metrics as sampled evaluation with every neighbour, from the same training."""
+    lw = train(_cfg(link_root, epochs=1, hidden=32))
+    full = train(_cfg(link_root, epochs=1, hidden=32, eval_method="sampled",
+                      eval_fanouts=(-1, -1)))
+    assert lw.eval_method == "layerwise" and lw.eval_fanouts == [-1, -1]
+    assert full.eval_method == "sampled"
+    assert [e.loss for e in lw.epochs] == [e.loss for e in full.epochs]
+    for split in ("valid", "test"):
+        a, b = lw.epochs[-1].__dict__[split], full.epochs[-1].__dict__[split]
+        for k in a:
+            assert abs(a[k] - b[k]) < 2e-3, (split, k, a[k], b[k])

@@ -374,7 +374,7 @@ def test_stock_gcn_is_not_exact_layer_by_layer(varied_dataset):
 @pytest.mark.parametrize("kw, fragment", [
     (dict(eval_method="layerwise", eval_fanouts=(5, 5)), "drop --eval-fanouts"),
     (dict(eval_method="layerwise", sampler="temporal"), "sampler temporal"),
-    (dict(eval_method="layerwise", task="link"), "task link"),
+    (dict(eval_method="layerwise", partitions="parts"), "partitions evaluate with sampled"),
     (dict(eval_method="sideways"), "eval_method must be one of"),
     (dict(eval_every=0), "eval_every"),
 ])

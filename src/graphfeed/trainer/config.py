@@ -132,10 +132,9 @@ class TrainConfig:
         if self.eval_method == "layerwise" and self.sampler == "temporal":
             raise GraphfeedError("eval_method layerwise: sampler temporal bounds each seed's "
                                  "neighbours by its time; use --eval sampled (or leave --eval out)")
-        if self.eval_method == "layerwise" and (self.task == "link" or self.partitions):
-            what = "task link" if self.task == "link" else "partitions"
-            raise GraphfeedError(f"eval_method layerwise: {what} evaluates with sampled "
-                                 f"neighbourhoods only; use --eval sampled (or leave --eval out)")
+        if self.eval_method == "layerwise" and self.partitions:
+            raise GraphfeedError("eval_method layerwise: partitions evaluate with sampled "
+                                 "neighbourhoods only; use --eval sampled (or leave --eval out)")
         self.eval_every = _int("eval_every", self.eval_every, 1, 10**9)
         self.batch_size = _int("batch_size", self.batch_size, 1, 2**31 - 1)
         self.epochs = _int("epochs", self.epochs, 1, 10**9)

@@ -69,6 +69,7 @@ def fit(task, *, on_batch=None, on_epoch=None) -> TrainResult:
         task.open_evaluation(net)
         for epoch, sums, seconds0 in state.epochs(loader):
             model.train()
+            task.before_epoch(epoch)
             t0 = time.perf_counter()
             acc = torch.tensor(sums, dtype=torch.float64, device=device)  # loss, correct, rows
             first = int(loader.state_dict()["next_batch"])  # > 0 when resumed mid-epoch

@@ -56,6 +56,9 @@ class Task:
         over (an int)."""
         raise NotImplementedError
 
+    def before_epoch(self, epoch: int) -> None:
+        """Before an epoch's training (counters that the epoch line reports start here)."""
+
     def after_epoch(self, epoch: int) -> str:
         """After an epoch's training (before evaluation); what it returns ends the epoch line."""
         return ""

@@ -11,8 +11,10 @@ homogeneous or typed.
   ``TypedLinkPredictor`` (the R-GCN with every endpoint type of the predicted relations as
   output types), with the ``dot``/``mlp`` decoder. Binary cross-entropy on each seed pair and its
   ``--num-negatives`` uniform negatives (corrupted destinations, within their type).
-- **Evaluation.** Every endpoint of a split (pairs and negatives) is embedded through the
-  evaluation sampler (each rank its share, gathered), then each positive is ranked against its
+- **Evaluation.** Every endpoint of a split (pairs and negatives) is embedded: layer-wise over
+  the message-passing graph for the built-in encoders (exact, every neighbour: ``--eval auto``
+  or ``layerwise``), else through the evaluation sampler (typed graphs, custom encoders,
+  ``--eval sampled``; each rank its share, gathered); then each positive is ranked against its
   ``--eval-negatives`` negatives: the dataset's fixed ones, else per-source uniform ones keyed
   by ``(seed, split)``, the same every epoch. Metrics: MRR, Hits@10/50/100 (ties count one
   half, as OGB) and ROC-AUC of the positives against as many negatives (each one's first). The
@@ -29,7 +31,7 @@ import numpy as np
 
 from ...errors import GraphfeedError
 from ..config import TrainConfig
-from ..evaluate import Evaluator, features_as_float, plan_eval, unwrap
+from ..evaluate import Evaluator, features_as_float, plan_eval, resolve_eval_method, unwrap
 from ..metrics import roc_auc
 from ..result import TrainResult
 from .base import Task
@@ -220,6 +222,7 @@ class LinkTask(Task):
         self.rows_per_seed = 1 + cfg.num_negatives
         self.exclude = exclude
         self.evaluator = None
+        self.eval_method = "sampled"
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -362,15 +365,26 @@ class LinkTask(Task):
                              len(cfg.fanouts), self.out_types, cfg.dropout)
             return TypedLinkPredictor(enc, cfg.hidden, cfg.decoder)
         if self.factory is not None:
-            return self.factory(self.in_dim)
-        from ...models import build_link_model
+            net = self.factory(self.in_dim)
+        else:
+            from ...models import build_link_model
 
-        return build_link_model(cfg, self.in_dim, in_degrees=self.mp.in_degrees
-                                if cfg.model == "gcn" else None)
+            net = build_link_model(cfg, self.in_dim, in_degrees=self.mp.in_degrees
+                                   if cfg.model == "gcn" else None)
+        # layer-wise evaluation of the encoder where it is exact (the built-in encoders)
+        from ..layerwise import supports_layerwise
+
+        enc = getattr(net, "encoder", None)
+        self.eval_method = resolve_eval_method(
+            cfg, supported=enc is not None and supports_layerwise(enc),
+            why_not=f"the encoder of {type(net).__name__} is not a graphfeed BlockGNN whose every "
+                    f"layer depends only on its destinations' in-edges")
+        return net
 
     def result(self) -> TrainResult:
         cfg = self.cfg
         fanouts = (list(cfg.eval_fanouts or cfg.fanouts) if self.typed
+                   else [-1] * len(cfg.fanouts) if self.eval_method == "layerwise"
                    else list(self.eval_plan.fanouts))
         model = f"rgcn+{cfg.decoder}" if self.typed else f"{cfg.model}+{cfg.decoder}"
         if self.typed:
@@ -380,7 +394,8 @@ class LinkTask(Task):
         else:
             reason = self.data.placement.reason
         return TrainResult(mode=self.data.mode, placement_reason=reason,
-                           model=model, task="link", main_metric="mrr", eval_fanouts=fanouts)
+                           model=model, task="link", main_metric="mrr", eval_fanouts=fanouts,
+                           eval_method=self.eval_method)
 
     def train_loader(self):
         from ...loader.item_sampler import ItemSampler
@@ -441,22 +456,40 @@ class LinkTask(Task):
         nodes = {k: np.unique(np.concatenate([p.ravel(), n.ravel()]))
                  for k, s in self.splits.items() for p, n in s.values()}
         self.nodes = nodes
+        if self.eval_method == "layerwise":  # the encoder's layers over the message-passing graph
+            from ..layerwise import LayerwiseEvaluator
+
+            self.evaluator = LayerwiseEvaluator(
+                self.data, self.mp, nodes, unwrap(net).encoder.num_layers, rank=self.rank,
+                world_size=self.world_size, num_threads=cfg.num_threads, prefetch=cfg.prefetch,
+                labels=False)
+            return
         self.evaluator = Evaluator(self.data, nodes, self.eval_plan, seed=cfg.seed,
                                    rank=self.rank, world_size=self.world_size,
                                    num_threads=cfg.num_threads, prefetch=cfg.prefetch,
                                    labels=False)
 
-    def _embeddings(self, model, name: str, progress: bool) -> dict:
-        """Node type -> embedding rows by type-local id of what split ``name`` needs (typed:
-        every split's endpoints at once; homogeneous: the split's nodes, rows by id)."""
+    def _embeddings(self, model, names, progress: bool) -> dict:
+        """Split name -> (node type -> ``(rows, nodes)``, :func:`_score`'s embeddings) for the
+        splits ``names``: typed, every split's endpoints at once (type-local rows); homogeneous,
+        each split's nodes (rows in ``self.nodes[name]`` order), layer-wise in one pass over the
+        layers or sampled per split. Every rank must call it."""
         import torch
 
-        if not self.typed:
-            h, _ = self.evaluator.logits(model, name, progress=progress)
+        if self.typed:
+            emb = {t: (e, None) for t, e in self._typed_embeddings(unwrap(model)).items()}
+            return {name: emb for name in names}
+        if self.eval_method == "layerwise":
+            got = self.evaluator.evaluate(unwrap(model).encoder, tuple(names), progress=progress)
+        else:
+            got = {n: self.evaluator.logits(model, n, progress=progress) for n in names}
+        out = {}
+        for name in names:
+            h = got[name][0]
             if h is None:
                 h = torch.zeros((0, self.cfg.hidden))
-            return {None: (h, self.nodes[name])}
-        return {t: (e, None) for t, e in self._typed_embeddings(unwrap(model)).items()}
+            out[name] = {None: (h, self.nodes[name])}
+        return out
 
     def _typed_embeddings(self, net) -> dict:
         import torch
@@ -496,17 +529,14 @@ class LinkTask(Task):
 
     def evaluate(self, model, *, progress: bool = False) -> dict:
         net = unwrap(model)
-        out = {}
-        emb = self._embeddings(model, None, progress) if self.typed else None
-        for name, pairs in self.splits.items():
-            e = emb if self.typed else self._embeddings(model, name, progress)
-            out[name] = link_metrics(*_score(net, e, pairs))
-        return out
+        emb = self._embeddings(model, tuple(self.splits), progress)
+        return {name: link_metrics(*_score(net, emb[name], pairs))
+                for name, pairs in self.splits.items()}
 
     def predict(self, model, path) -> str:
         net = unwrap(model)
         pairs = self.splits["test"]
-        emb = self._embeddings(model, "test", self.cfg.progress and self.rank == 0)
+        emb = self._embeddings(model, ("test",), self.cfg.progress and self.rank == 0)["test"]
         if self.rank != 0:
             return str(path)
         scores = {}

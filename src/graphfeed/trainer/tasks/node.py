@@ -431,12 +431,15 @@ class NodeTask(Task):
         loss = F.cross_entropy(out, y) if n else out.sum() * 0.0
         return loss, (out.detach().argmax(-1) == y).sum(), n
 
+    def before_epoch(self, epoch: int) -> None:
+        if self.graph == "partitioned":  # the epoch line counts this epoch's training only
+            self._epoch_start = self.data.epoch_stats()
+
     def after_epoch(self, epoch: int) -> str:
         if self.graph != "partitioned":
             return ""
-        line = self.data.epoch_line(self._epoch_start) if self._epoch_start is not None else ""
+        line = self.data.epoch_line(self._epoch_start)
         self.data.after_epoch(epoch)
-        self._epoch_start = self.data.epoch_stats()
         return line
 
     # ------------------------------------------------------------------ evaluation
@@ -477,8 +480,6 @@ class NodeTask(Task):
     def open_evaluation(self, net) -> None:
         self.net = net
         self.evaluator = self._evaluator({"valid": self.valid_ids, "test": self.test_ids}, net)
-        if self.graph == "partitioned":
-            self._epoch_start = self.data.epoch_stats()
 
     def _scores(self, evaluator, model, name, progress):
         if isinstance(evaluator, ShareEvaluator):
