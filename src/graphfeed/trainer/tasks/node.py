@@ -488,9 +488,14 @@ class NodeTask(Task):
         return evaluator.logits(model, name, progress=progress)
 
     def evaluate(self, model, *, progress: bool = False) -> dict:
+        names = ("valid", "test")
+        if isinstance(self.evaluator, ShareEvaluator):
+            got = {n: self._scores(self.evaluator, model, n, progress) for n in names}
+        else:  # both sets from one pass (layer-wise: each layer once for both)
+            got = self.evaluator.evaluate(model, names, progress=progress)
         out = {}
-        for name in ("valid", "test"):
-            logits, y = self._scores(self.evaluator, model, name, progress)
+        for name in names:
+            logits, y = got[name]
             out[name] = (compute_metrics(self.kind, y.numpy(), logits.numpy())
                          if logits is not None and len(y)
                          else {m: float("nan") for m in self.kind.metrics})
