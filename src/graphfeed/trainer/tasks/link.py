@@ -245,6 +245,8 @@ class LinkTask(Task):
         if getattr(dataset, "hetero", None) is not None:
             return cls._prepare_typed(cfg, dataset, plan, rank=rank, world_size=world_size,
                                       say=say)
+        import torch
+
         from ...datasets.link import without_pairs
         from ...placement.apply import estimate_bytes
         from ...sampling.link import LinkSampler
@@ -281,7 +283,7 @@ class LinkTask(Task):
             pairs, fixed = dataset.link_split(k)
             pairs = np.ascontiguousarray(pairs, dtype=np.int64)
             neg = (np.asarray(fixed, dtype=np.int64) if fixed is not None else  # keyed by split
-                   drawer.draw_negatives(_torch().from_numpy(pairs), epoch=i + 1).cpu().numpy())
+                   drawer.draw_negatives(torch.from_numpy(pairs), epoch=i + 1).cpu().numpy())
             splits[k] = {_HOMO: (pairs, neg)}
         exclude = "reverse" if undirected else "self"
         say(f"graphfeed: placement {placed.placement.reason}")
@@ -301,6 +303,8 @@ class LinkTask(Task):
 
     @classmethod
     def _prepare_typed(cls, cfg, dataset, plan, *, rank, world_size, say):
+        import torch
+
         from ...datasets.hetero_link import (reverse_edge_types, typed_link_split,
                                              without_typed_pairs)
         from ...models import typed_in_dims
@@ -331,7 +335,7 @@ class LinkTask(Task):
                     continue
                 pairs = np.ascontiguousarray(pairs, dtype=np.int64)
                 neg = (np.asarray(fixed, dtype=np.int64) if fixed is not None else
-                       drawer.draw_negatives(et, _torch().from_numpy(pairs),
+                       drawer.draw_negatives(et, torch.from_numpy(pairs),
                                              epoch=i + 1).cpu().numpy())
                 out[et] = (pairs, neg)
             splits[name] = out
@@ -589,8 +593,3 @@ class LinkTask(Task):
                 np.concatenate(neg) if neg else np.zeros((0, 1)))
         result.final_test_acc = float("nan")
 
-
-def _torch():
-    import torch
-
-    return torch
