@@ -257,3 +257,18 @@ def decide_with_rank_hardware(free_gpu_bytes: list):
         warnings.simplefilter("ignore")
         placed = p.decide(4 * gb, 4 * gb)
     return own, placed.mode, placed.reason
+
+
+def die_before_all_reduce():
+    """Rank 1 ends without a word after the group is up; rank 0's all-reduce then breaks."""
+    import torch
+    import torch.distributed as dist
+
+    from graphfeed.distributed import World, init
+
+    init(World.from_env(), timeout_s=60)
+    if dist.get_rank() == 1:
+        os._exit(3)
+    time.sleep(0.5)
+    dist.all_reduce(torch.ones(3))
+    return "unreachable"

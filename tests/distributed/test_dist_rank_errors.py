@@ -108,3 +108,31 @@ def test_train_partitions_with_a_damaged_part_is_one_line(tiny_dataset, tmp_path
     assert proc.stderr.strip().splitlines() == [
         f"graphfeed train: error: rank 1 of 2 failed: {f}: indices[7] = -1 is out of range "
         f"[0, {book.num_nodes})"], proc.stderr
+
+
+def test_a_collective_broken_by_a_dead_peer_is_a_consequence():
+    """A rank whose collective breaks because its peer died is no cause: listed after it, and its
+    traceback is not printed (the CI failure of stop 33: gloo's "Connection closed by peer" on
+    rank 0 printed a traceback above rank 1's one-line user error)."""
+    from graphfeed.distributed.launcher import _failure_kind
+
+    gloo = RuntimeError("[../gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+                        "[127.0.0.1]:30091. This is typically caused by a remote worker crashing.")
+    assert _failure_kind(gloo) == "peer"
+    assert _failure_kind(RuntimeError("boom")) == "error"
+    peer = RankFailure(0, 1, "RuntimeError: Connection closed by peer", "Traceback ...", "peer")
+    cause = RankFailure(1, 1, "part 1: damaged", None, "user")
+    err = RankFailedError([peer, cause], 2)
+    assert str(err) == "rank 1 of 2 failed: part 1: damaged"
+    assert [f.rank for f in err.failures] == [1, 0]
+
+
+def test_a_dead_peer_under_a_collective_is_reported_as_the_cause(capfd):
+    """Rank 1 dies without a word while rank 0 waits in an all-reduce: the death is the cause and
+    rank 0's broken collective comes after it, printed by nobody."""
+    with pytest.raises(RankFailedError) as info:
+        launch(ranks.die_before_all_reduce, 2, timeout_s=60, grace_s=30)
+    err = info.value
+    assert err.rank == 1 and err.failure.kind == "error", str(err)
+    assert [(f.rank, f.kind) for f in err.failures][1:] == [(0, "peer")], err.failures
+    assert "Traceback" not in capfd.readouterr().err

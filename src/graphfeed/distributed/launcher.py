@@ -12,7 +12,9 @@ collective timeout, and calls ``fn(*args)`` in each. The parent returns the rank
 rank order, or, as soon as one rank fails, stops the others and raises :class:`RankFailedError`
 naming the failed rank and its error. A rank that fails with a user error (``GraphfeedError``,
 :data:`graphfeed.errors.USER_ERRORS`) prints nothing and the error is its one-line message, as
-in one process; any other exception is printed with its traceback by the rank. Every shared-memory segment of the run is removed at the
+in one process; any other exception is printed with its traceback by the rank, except a
+collective broken by a peer that went away, which is the consequence of another rank's failure
+and printed by the launcher only when no other cause turns up. Every shared-memory segment of the run is removed at the
 end, whatever happened (see :mod:`graphfeed.distributed.shm`).
 
 Processes we start die with us. The chain is launcher -> fork server -> ranks, and each link is
@@ -57,10 +59,25 @@ TERMINATE_GRACE_S = 5.0
 
 
 #: :attr:`RankFailure.kind`: an unexpected exception (its traceback went to the rank's stderr)
-#: or a death without a word; a user error (``error`` is its message, nothing was printed); the
-#: rank was stopped (by the launcher, a signal, or the failure of another rank it learnt of:
+#: or a death without a word; a user error (``error`` is its message, nothing was printed); a
+#: collective that broke because a peer's connection ended (gloo's "Connection closed by peer",
+#: NCCL's remote errors: what a rank sees when another one died first; the launcher prints its
+#: traceback only if no other rank turns out to be the cause); the rank was stopped (by the
+#: launcher, a signal, or the failure of another rank it learnt of:
 #: :class:`~graphfeed.errors.PeerFailedError`), which is no cause of its own
-FAILURE_KINDS = ("error", "user", "stopped")
+FAILURE_KINDS = ("error", "user", "peer", "stopped")
+
+#: the order :class:`RankFailedError` lists failures in: causes first (stable within a kind)
+_KIND_ORDER = {"error": 0, "user": 0, "peer": 1, "stopped": 2}
+
+#: Seconds the launcher waits for the cause when the only failures so far are consequences (a
+#: rank that learnt of a peer's failure reports it before the failed rank's own report arrives)
+#: before it stops the ranks still running.
+CAUSE_WAIT_S = 10.0
+
+#: what a broken collective says when the rank at the other end is gone
+_PEER_LOST = ("Connection closed by peer", "Connection reset by peer", "Broken pipe",
+              "ncclRemoteError", "NCCL communicator was aborted")
 
 
 @dataclass(frozen=True)
@@ -98,9 +115,9 @@ class RankFailedError(GraphfeedError):
     reads in one process."""
 
     def __init__(self, failures: Sequence[RankFailure], nproc: int):
-        # the causes first: a rank that was stopped, or only reports its peer's failure, says
-        # nothing new
-        self.failures = sorted(failures, key=lambda f: f.kind == "stopped")
+        # the causes first: a rank whose collective broke, that was stopped, or only reports
+        # its peer's failure, says nothing new
+        self.failures = sorted(failures, key=lambda f: _KIND_ORDER[f.kind])
         self.failure = self.failures[0]
         self.rank = self.failure.rank
         msg = f"rank {self.rank} of {nproc} failed: {self.failure.describe()}"
@@ -236,7 +253,19 @@ def _failure_kind(e: BaseException) -> str:
     """:data:`FAILURE_KINDS` of the exception a rank raised."""
     if isinstance(e, (PeerFailedError, SystemExit, KeyboardInterrupt)):
         return "stopped"
-    return "user" if isinstance(e, USER_ERRORS) else "error"
+    if isinstance(e, USER_ERRORS):
+        return "user"
+    return "peer" if _lost_peer(e) else "error"
+
+
+def _lost_peer(e: BaseException) -> bool:
+    """True for the error of a collective whose peer went away (torch raises gloo's as a plain
+    ``RuntimeError``; the message is all there is to tell it by)."""
+    dist = sys.modules.get("torch.distributed")
+    net = getattr(dist, "DistNetworkError", None)
+    if net is not None and isinstance(e, net):
+        return True
+    return isinstance(e, RuntimeError) and any(m in str(e) for m in _PEER_LOST)
 
 
 #: extra modules the fork server imports (``launch(preload=...)``), comma-separated
@@ -289,6 +318,8 @@ def launch(
     - When a rank fails (raises, or dies), the parent waits ``grace_s`` seconds for the others to
       end on their own (they fail on their next collective, at the latest after ``timeout_s``),
       then sends SIGTERM, and SIGKILL after 5 s more. It then raises :class:`RankFailedError`.
+      While the only failures are consequences (a rank that learnt of a peer's failure, or whose
+      collective broke), it waits up to :data:`CAUSE_WAIT_S` for the cause to be reported.
     - ``env``: extra environment variables for the ranks.
     - ``monitor(pids)``: called in the parent every ``monitor_interval_s`` while ranks run (for
       example to sample memory) with the pids of the live ranks and of the fork server, whose
@@ -358,7 +389,10 @@ def launch(
             if monitor is not None and now - last_monitor >= monitor_interval_s:
                 last_monitor = now
                 monitor([procs[r].pid for r in sorted(alive)] + _server_pids(ctx))
-            if first_failure_at is not None and now - first_failure_at >= grace_s:
+            # with no cause in yet, the others get CAUSE_WAIT_S to report theirs
+            wait_s = grace_s if any(_KIND_ORDER[f.kind] == 0 for f in failures) else max(
+                grace_s, CAUSE_WAIT_S)
+            if first_failure_at is not None and now - first_failure_at >= wait_s:
                 # only those still running are stopped by us; one that already died (its
                 # sentinel not yet handled) keeps its own cause
                 running = [r for r in alive if procs[r].exitcode is None]
@@ -367,7 +401,7 @@ def launch(
             wait_for = list(open_conns) + [procs[r].sentinel for r in alive]
             timeout = monitor_interval_s if monitor is not None else 0.5
             if first_failure_at is not None:
-                timeout = min(timeout, max(0.01, first_failure_at + grace_s - now))
+                timeout = min(timeout, max(0.01, first_failure_at + wait_s - now))
             for obj in mpc.wait(wait_for, timeout=timeout):
                 if obj in by_conn:
                     r = by_conn[obj]
@@ -430,7 +464,14 @@ def launch(
         remove_segments(run_id)
         signals.restore()  # raises LaunchTerminated for a signal that came during the cleanup
     if failures:
-        raise RankFailedError(failures, nproc)
+        err = RankFailedError(failures, nproc)
+        head = err.failure
+        if head.kind == "peer" and head.traceback:
+            # no rank turned out to be the cause: this broken collective is the news
+            with contextlib.suppress(OSError):
+                sys.stderr.write(f"[graphfeed rank {head.rank}] {head.traceback}")
+                sys.stderr.flush()
+        raise err
     return [results[r] for r in range(nproc)]
 
 
