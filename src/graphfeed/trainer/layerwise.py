@@ -87,21 +87,24 @@ def edge_batches(counts: np.ndarray, max_edges: int, max_rows: int) -> list:
     return out
 
 
-def _in_edges(indptr: np.ndarray, indices: np.ndarray, dst: np.ndarray):
+def _in_edges(indptr: np.ndarray, indices: np.ndarray, dst: np.ndarray, *aligned):
     """``(crow, col)``: the in-edges of ``dst`` (sorted distinct int64 ids) as CSR rows in
     ``dst``'s order: int64 ``crow`` ``(len(dst) + 1,)`` and the source ids ``col`` (``indices``'
-    dtype). Consecutive ids are a slice of the graph (``col`` is a view, no copy)."""
+    dtype). Consecutive ids are a slice of the graph (``col`` is a view, no copy). Each array of
+    ``aligned`` (one entry per edge, as ``indices``: a typed graph's relation ids) is taken
+    at the same positions and returned after ``col``."""
     k = int(dst.shape[0])
     if k and int(dst[-1]) - int(dst[0]) + 1 == k:
         a, b = int(dst[0]), int(dst[-1]) + 1
         lo, hi = int(indptr[a]), int(indptr[b])
-        return np.asarray(indptr[a:b + 1], dtype=np.int64) - lo, indices[lo:hi]
+        crow = np.asarray(indptr[a:b + 1], dtype=np.int64) - lo
+        return (crow, indices[lo:hi], *(x[lo:hi] for x in aligned))
     starts = np.asarray(indptr[dst], dtype=np.int64)
     counts = np.asarray(indptr[dst + 1], dtype=np.int64) - starts
     crow = np.zeros(k + 1, dtype=np.int64)
     np.cumsum(counts, out=crow[1:])
     pos = np.repeat(starts - crow[:-1], counts) + np.arange(int(crow[-1]), dtype=np.int64)
-    return crow, np.asarray(indices[pos])
+    return (crow, np.asarray(indices[pos]), *(np.asarray(x[pos]) for x in aligned))
 
 
 def _in_neighbours(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray, mask: np.ndarray,
@@ -163,18 +166,25 @@ def supports_layerwise(model) -> bool:
 
 class _RowMap:
     """Global id -> row of a table over ``nodes`` (sorted distinct; every id asked is one of
-    them): the id itself when the table covers every node, else through a dense int32 (int64
-    past 2^31 rows) map of ``num_nodes`` entries, O(1) a lookup."""
+    them): the id itself when the table covers every node, the id less ``nodes[0]`` when
+    ``nodes`` are consecutive (every node of one type of a typed graph), else through a dense
+    int32 (int64 past 2^31 rows) map of ``nodes[-1] - nodes[0] + 1`` entries, O(1) a lookup.
+    ``num_nodes`` is unused (kept for the callers' symmetry)."""
 
-    def __init__(self, nodes: np.ndarray, num_nodes: int):
-        self.map = None
-        if nodes.shape[0] != num_nodes:
-            dtype = np.int32 if nodes.shape[0] < 2 ** 31 else np.int64
-            self.map = np.full(num_nodes, -1, dtype=dtype)
-            self.map[nodes] = np.arange(nodes.shape[0], dtype=dtype)
+    def __init__(self, nodes: np.ndarray, num_nodes: int = 0):
+        del num_nodes
+        self.map, self.lo = None, int(nodes[0]) if nodes.shape[0] else 0
+        k = int(nodes.shape[0])
+        span = int(nodes[-1]) - self.lo + 1 if k else 0
+        if span != k:
+            dtype = np.int32 if k < 2 ** 31 else np.int64
+            self.map = np.full(span, -1, dtype=dtype)
+            self.map[nodes - self.lo] = np.arange(k, dtype=dtype)
 
     def __call__(self, ids: np.ndarray) -> np.ndarray:
-        return ids if self.map is None else self.map[ids]
+        if self.map is not None:
+            return self.map[ids - self.lo] if self.lo else self.map[ids]
+        return ids - self.lo if self.lo else ids
 
 
 def _take(table, rows: np.ndarray):
@@ -546,7 +556,83 @@ class _Plan:
         self.loaders = {}
 
 
-class LayerwiseEvaluator:
+class LayerwiseBase:
+    """What every layer-wise evaluator shares (this module's, and the typed graphs' R-GCN one in
+    :mod:`graphfeed.trainer.layerwise_typed`): the device, this rank's place among
+    ``world_size`` ranks, the bounds of a batch, the host aggregation threads (:meth:`_threads`),
+    where a table goes (:meth:`_alloc`), and tables built in strided shares and gathered
+    (:meth:`_table`, :meth:`_gathered`)."""
+
+    def __init__(self, device, *, rank: int = 0, world_size: int = 1, num_threads: int = 2,
+                 max_batch_edges: int = EVAL_MAX_BATCH_EDGES,
+                 max_batch: int = LAYERWISE_MAX_BATCH):
+        import torch
+
+        self.device = torch.device(device)
+        self.rank, self.world_size = rank, world_size
+        self.num_threads = num_threads
+        self.max_batch_edges, self.max_batch = int(max_batch_edges), int(max_batch)
+        self._pool = None  # host aggregation threads (_threads)
+
+    def _share(self, nodes: np.ndarray) -> np.ndarray:
+        """This rank's strided share of ``nodes`` (all of them on one rank)."""
+        return np.ascontiguousarray(nodes[self.rank::self.world_size])
+
+    def _gathered(self, local, n: int):
+        """Every rank's strided share of ``n`` rows (``local``: this rank's) in order, on every
+        rank (``local`` itself on one rank)."""
+        if self.world_size == 1:
+            return local
+        return gather_strided(local, n, self.world_size, alloc=self._alloc)
+
+    def _table(self, nodes: np.ndarray, width: int, fill: Callable, pbar=None):
+        """A float32 ``(len(nodes), width)`` table over ``nodes`` (where :meth:`_alloc` puts it),
+        built by ``fill(ids, out)`` in chunks of at most ``max_batch`` rows of this rank's share
+        (``ids`` sorted node ids, ``out`` their rows), every rank's share gathered."""
+        share = self._share(nodes)
+        local = self._alloc(share.shape[0], width)
+        for s in range(0, share.shape[0], self.max_batch):
+            ids = share[s:s + self.max_batch]
+            fill(ids, local[s:s + ids.shape[0]])
+            if pbar is not None:
+                pbar.update(1)
+        return self._gathered(local, nodes.shape[0])
+
+    def _chunks(self, n: int) -> int:
+        """How many chunks :meth:`_table` fills for ``n`` nodes on this rank."""
+        k = len(range(self.rank, n, self.world_size))
+        return -(-k // self.max_batch)
+
+    def _threads(self) -> _Threads:
+        """The evaluator's threads for host aggregations (``num_threads``; started on first
+        use, stopped by :meth:`close`)."""
+        if self.num_threads < 2:
+            return _Threads()
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(self.num_threads,
+                                            thread_name_prefix="graphfeed-layerwise")
+        return _Threads(self._pool, self.num_threads)
+
+    def _alloc(self, rows: int, dim: int):
+        """A float32 ``(rows, dim)`` output on the device when it takes at most a quarter of its
+        free memory, else on the host."""
+        import torch
+
+        if self.device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(self.device)
+            if rows * dim * 4 * (self.world_size + 1) <= free // 4:
+                return torch.empty((rows, dim), dtype=torch.float32, device=self.device)
+        return torch.empty((rows, dim), dtype=torch.float32)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+
+class LayerwiseEvaluator(LayerwiseBase):
     """Scores node sets by layer-wise inference (module docstring). Same calls as
     :class:`graphfeed.trainer.evaluate.Evaluator`: :meth:`evaluate` (every set from one pass
     over the layers), :meth:`logits` (one set), :meth:`close`.
@@ -563,12 +649,12 @@ class LayerwiseEvaluator:
                  max_batch: int = LAYERWISE_MAX_BATCH):
         import torch
 
+        super().__init__(placed.device, rank=rank, world_size=world_size,
+                         num_threads=num_threads, max_batch_edges=max_batch_edges,
+                         max_batch=max_batch)
         self.placed, self.graph = placed, graph
-        self.rank, self.world_size = rank, world_size
-        self.device = torch.device(placed.device)
         self.num_layers = int(num_layers)
-        self.num_threads, self.prefetch = num_threads, prefetch
-        self.max_batch_edges, self.max_batch = int(max_batch_edges), int(max_batch)
+        self.prefetch = prefetch
         self.sets = {k: np.asarray(v, dtype=np.int64).reshape(-1) for k, v in sets.items()}
         self.labels = {}
         if labels:
@@ -581,7 +667,6 @@ class LayerwiseEvaluator:
                                  f"{int(graph.num_nodes)} nodes")
         self._sampler = with_fanouts(placed.sampler, [-1])
         self._plans = {}  # names -> _Plan
-        self._pool = None  # host aggregation threads (_threads)
 
     def _plan(self, names: tuple) -> _Plan:
         if names not in self._plans:
@@ -658,22 +743,14 @@ class LayerwiseEvaluator:
             else:
                 out.copy_(layer.source(read_input(ids)))
 
-        share = np.ascontiguousarray(nodes[self.rank::w])
+        share = self._share(nodes)
         batches = edge_batches(np.asarray(self.graph.in_degrees[share], dtype=np.int64),
                                self.max_batch_edges, self.max_batch)
         build = i == 0 or layer.project
-        src_share = np.ascontiguousarray(src_nodes[self.rank::w])
-        chunks = range(0, src_share.shape[0], self.max_batch) if build else range(0)
-        with bar(len(chunks) + len(batches), f"eval layer {i}", enabled=progress) as pbar:
+        chunks = self._chunks(src_nodes.shape[0]) if build else 0
+        with bar(chunks + len(batches), f"eval layer {i}", enabled=progress) as pbar:
             if build:
-                local = self._alloc(src_share.shape[0], layer.width)
-                for s in chunks:
-                    ids = src_share[s:s + self.max_batch]
-                    fill(ids, local[s:s + ids.shape[0]])
-                    pbar.update(1)
-                table = local if w == 1 else gather_strided(local, src_nodes.shape[0], w,
-                                                            alloc=self._alloc)
-                del local
+                table = self._table(src_nodes, layer.width, fill, pbar)
             else:
                 table = h_prev  # rows of src_nodes already
             table = layer.prepare(table)
@@ -691,7 +768,7 @@ class LayerwiseEvaluator:
                 pbar.update(1)
         if out is None:  # no destinations on this rank
             out = None if w > 1 else torch.zeros((0, 0), dtype=torch.float32)
-        return out if w == 1 else gather_strided(out, nodes.shape[0], w, alloc=self._alloc)
+        return self._gathered(out, nodes.shape[0])
 
     def _block_layer(self, net, i: int, plan: _Plan, h_prev, progress: bool):
         """Layer ``i``'s output for ``plan.sets[i + 1]`` through sampled blocks (every
@@ -744,33 +821,8 @@ class LayerwiseEvaluator:
             return local
         return gather_strided(local, nodes.shape[0], w, alloc=self._alloc)
 
-    def _threads(self) -> _Threads:
-        """The evaluator's threads for host aggregations (``num_threads``; started on first
-        use, stopped by :meth:`close`)."""
-        if self.num_threads < 2:
-            return _Threads()
-        if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._pool = ThreadPoolExecutor(self.num_threads,
-                                            thread_name_prefix="graphfeed-layerwise")
-        return _Threads(self._pool, self.num_threads)
-
-    def _alloc(self, rows: int, dim: int):
-        """A float32 ``(rows, dim)`` output on the device when it takes at most a quarter of its
-        free memory, else on the host."""
-        import torch
-
-        if self.device.type == "cuda":
-            free, _ = torch.cuda.mem_get_info(self.device)
-            if rows * dim * 4 * (self.world_size + 1) <= free // 4:
-                return torch.empty((rows, dim), dtype=torch.float32, device=self.device)
-        return torch.empty((rows, dim), dtype=torch.float32)
-
     def close(self) -> None:
         for plan in self._plans.values():
             plan.close()
         self._plans = {}
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+        super().close()
