@@ -70,19 +70,69 @@ class HeteroRGCN(nn.Module):
     def _key(et) -> str:
         return "__".join(et)
 
+    # ---------------------------------------------------------------- one layer at a time
+    # forward() is made of these, and the layer-wise evaluator of typed graphs
+    # (graphfeed.trainer.layerwise_typed) calls them on whole-graph tables: one definition of
+    # the model's math for both.
+    @property
+    def num_layers(self) -> int:
+        return len(self.root)
+
+    @property
+    def input_types(self) -> tuple:
+        """The node types whose input rows layer 0 reads (those on a path to the target), in
+        ``node_types`` order."""
+        return tuple(t for t in self.node_types if t in self.proj or t in self.free)
+
+    def layer_types(self, i: int) -> tuple:
+        """The node types layer ``i`` computes outputs for (the last layer: the target's)."""
+        return tuple(self.root[i].keys())
+
+    def layer_relations(self, i: int, t: str) -> tuple:
+        """The edge types whose means layer ``i`` adds into type ``t``, in ``edge_types``
+        order (the order of a block's ``edge_index_dict``, so the sums round alike)."""
+        return tuple(et for et in self.edge_types
+                     if et[2] == t and self._key(et) in self.rel[i])
+
+    def input_rows(self, t: str, x=None, n: int = 0) -> torch.Tensor:
+        """Layer 0's input rows of type ``t``: ``relu(proj[t](x))`` for a type with features
+        (``x`` its ``(n, ...)`` features, any dtype), else its learned vector ``n`` times."""
+        if t in self.proj:  # the width spelled out: a batch may hold no node of the type
+            lin = self.proj[t]
+            return F.relu(lin(x.float().reshape(x.shape[0], lin.in_features)))
+        return self.free[t].expand(n, -1)
+
+    def projects_first(self, i: int) -> bool:
+        """Whether layer ``i`` is cheaper with each relation's weight applied to the source
+        rows before the mean (``W_r mean(h) == mean(W_r h)``: aggregation is linear): where
+        its output is narrower than its input."""
+        lin = self.root[i][next(iter(self.root[i]))]
+        return lin.out_features < lin.in_features
+
+    def relation_source(self, i: int, et, h: torch.Tensor) -> torch.Tensor:
+        """The rows layer ``i`` averages over relation ``et``'s in-edges, from source rows
+        ``h``: ``W_r h`` where the layer projects first (:meth:`projects_first`), else ``h``."""
+        return self.rel[i][self._key(et)](h) if self.projects_first(i) else h
+
+    def layer_output(self, i: int, t: str, x_dst: torch.Tensor, means: dict,
+                     projected: bool = False) -> torch.Tensor:
+        """Layer ``i``'s output for destinations of type ``t``: ``W_root[t] x_dst`` plus, for
+        each relation ``et`` of ``means`` (its means over each destination's in-edges of that
+        relation, zero rows where it has none; in the order given), ``W_r mean`` (``mean``
+        itself when ``projected``: already ``W_r``-projected rows, :meth:`relation_source`);
+        below the last layer ReLU and dropout (active only in training)."""
+        out = self.root[i][t](x_dst)
+        for et, m in means.items():
+            out = out + (m if projected else self.rel[i][self._key(et)](m))
+        if i < self.num_layers - 1:
+            out = F.dropout(F.relu(out), self.dropout, self.training)
+        return out
+
     def forward(self, x_dict: dict, blocks) -> torch.Tensor:
         first = blocks[0]
-        h = {}
-        for t in self.node_types:
-            n = first.num_src[t]
-            if t not in self.proj and t not in self.free:
-                continue
-            if t in self.proj:
-                h[t] = F.relu(self.proj[t](x_dict[t].float().reshape(n, -1)))
-            else:
-                h[t] = self.free[t].expand(n, -1)
+        h = {t: self.input_rows(t, x_dict.get(t), first.num_src[t]) for t in self.input_types}
         for i, b in enumerate(blocks):
-            out = {t: lin(h[t][: b.num_dst[t]]) for t, lin in self.root[i].items()}
+            means = {t: {} for t in self.root[i]}
             for et, ei in b.edge_index_dict.items():
                 s, _, d = et
                 if self._key(et) not in self.rel[i]:
@@ -92,11 +142,8 @@ class HeteroRGCN(nn.Module):
                 agg = src.new_zeros((n_dst, src.shape[1]))
                 agg.index_add_(0, ei[1], src.index_select(0, ei[0]))
                 cnt = torch.bincount(ei[1], minlength=n_dst).clamp_(min=1).to(src.dtype)
-                out[d] = out[d] + self.rel[i][self._key(et)](agg / cnt[:, None])
-            if i < len(blocks) - 1:
-                out = {t: F.dropout(F.relu(v), self.dropout, self.training)
-                       for t, v in out.items()}
-            h = out
+                means[d][et] = agg / cnt[:, None]
+            h = {t: self.layer_output(i, t, h[t][: b.num_dst[t]], means[t]) for t in self.root[i]}
         if isinstance(self.target, str):
             return h[self.target]
         return {t: h[t] for t in self.target}  # several output types: a dict
