@@ -30,7 +30,11 @@ def test_typed_refusals_and_the_evaluation_it_will_run(builtin_root):
     with pytest.raises(GraphfeedError, match="sampled uniformly"):
         check_run(_cfg(dataset="hetero", data_root=root, sampler="labor"))
     info = check_run(_cfg(dataset="hetero", data_root=root, fanouts=(10, 5)))
-    assert info["model"] == "rgcn" and info["eval_fanouts"] == [10, 5]
+    assert info["model"] == "rgcn" and info["eval"] == "layerwise"
+    assert info["eval_fanouts"] == [-1, -1]
+    info = check_run(_cfg(dataset="hetero", data_root=root, fanouts=(10, 5),
+                          eval_method="sampled"))  # sampled: the training fanouts
+    assert info["eval"] == "sampled" and info["eval_fanouts"] == [10, 5]
 
 
 def test_every_part_is_opened_and_checked(builtin_root, tmp_path):

@@ -289,6 +289,73 @@ def test_training_forward_is_unchanged(typed_dataset):
     assert torch.equal(a, b)
 
 
+# ---------------------------------------------------------------------------- in a run
+
+_RUN = dict(epochs=2, hidden=8, fanouts=(3, 3), batch_size=16, device="cpu", seed=0,
+            num_threads=1, progress=False, mlp_baseline=False)
+
+
+def test_node_run_evaluates_layerwise_by_default(typed_dataset, tmp_path):
+    """``--eval auto`` on a typed dataset is layer-wise and scores what every-neighbour sampled
+    evaluation scores after the same training; ``--eval sampled`` keeps the sampled path (the
+    training fanouts); ``--predict`` predicts layer-wise too."""
+    from graphfeed.training import TrainConfig, check_run, train
+
+    ds = typed_dataset
+    lw = train(TrainConfig(dataset="typed-lw", predict=str(tmp_path / "lw.npy"),
+                           predict_nodes="all", **_RUN), dataset=ds)
+    full = train(TrainConfig(dataset="typed-lw", eval_fanouts=(-1, -1),
+                             predict=str(tmp_path / "full.npy"), predict_nodes="all", **_RUN),
+                 dataset=ds)
+    sampled = train(TrainConfig(dataset="typed-lw", eval_method="sampled", **_RUN), dataset=ds)
+    assert lw.model == "rgcn" and lw.eval_method == "layerwise" and lw.eval_fanouts == [-1, -1]
+    assert full.eval_method == "sampled" and full.eval_fanouts == [-1, -1]
+    assert sampled.eval_method == "sampled" and sampled.eval_fanouts == [3, 3]
+    assert [e.loss for e in lw.epochs] == [e.loss for e in full.epochs]
+    for a, b in zip(lw.epochs, full.epochs):
+        assert a.valid == pytest.approx(b.valid, abs=1e-9)
+        assert a.test == pytest.approx(b.test, abs=1e-9)
+    np.testing.assert_array_equal(np.load(tmp_path / "lw.npy"), np.load(tmp_path / "full.npy"))
+    assert np.load(tmp_path / "lw.npy").shape == (NUM["paper"],)
+    assert check_run(TrainConfig(dataset="typed-lw", **_RUN), dataset=ds)["eval_fanouts"] == \
+        [-1, -1]
+
+
+@pytest.fixture(scope="module")
+def typed_link_dataset(tmp_path_factory):
+    """The same graph as a typed link dataset: ``author writes paper`` split 70/15/15 (its
+    reverse ``written_by`` removed with it)."""
+    import graphfeed as gf
+    from graphfeed.datasets.hetero_link import random_relation_split, write_typed_link_dataset
+    from graphfeed.graph.hetero import HeteroGraph
+
+    g = HeteroGraph.from_edges(NUM, _graph_arrays(), drop_duplicates=True)
+    splits = random_relation_split(g, [EDGE_TYPES[0]], (0.7, 0.15, 0.15), seed=1)
+    path = tmp_path_factory.mktemp("typed-lw-link") / "typed-lw-link"
+    write_typed_link_dataset(path, graph=g, splits=splits, name="typed-lw-link",
+                             type_features={t: {"feat": a} for t, a in
+                                            _features(np.random.default_rng(6)).items()})
+    return gf.Dataset.open(path)
+
+
+def test_link_run_evaluates_the_encoder_layerwise(typed_link_dataset):
+    from graphfeed.training import TrainConfig, train
+
+    ds = typed_link_dataset
+    kw = dict(_RUN, dataset="typed-lw-link", task="link", eval_negatives=10)
+    lw = train(TrainConfig(**kw), dataset=ds)
+    full = train(TrainConfig(eval_fanouts=(-1, -1), **kw), dataset=ds)
+    sampled = train(TrainConfig(eval_method="sampled", **kw), dataset=ds)
+    assert lw.model == "rgcn+dot" and lw.eval_method == "layerwise"
+    assert lw.eval_fanouts == [-1, -1] and full.eval_method == "sampled"
+    assert sampled.eval_method == "sampled" and sampled.eval_fanouts == [3, 3]
+    assert [e.loss for e in lw.epochs] == [e.loss for e in full.epochs]
+    for a, b in zip(lw.epochs, full.epochs):
+        for split in ("valid", "test"):
+            x, y = getattr(a, split), getattr(b, split)
+            assert x == pytest.approx(y, abs=1e-6), (split, x, y)
+
+
 # ---------------------------------------------------------------------------- ranks
 
 def rank_logits(path: str, max_batch: int):

@@ -12,13 +12,13 @@ homogeneous or typed.
   output types), with the ``dot``/``mlp`` decoder. Binary cross-entropy on each seed pair and its
   ``--num-negatives`` uniform negatives (corrupted destinations, within their type).
 - **Evaluation.** Every endpoint of a split (pairs and negatives) is embedded: layer-wise over
-  the message-passing graph for the built-in encoders (exact, every neighbour: ``--eval auto``
-  or ``layerwise``), else through the evaluation sampler (typed graphs, custom encoders,
-  ``--eval sampled``; each rank its share, gathered); then each positive is ranked against its
-  ``--eval-negatives`` negatives: the dataset's fixed ones, else per-source uniform ones keyed
-  by ``(seed, split)``, the same every epoch. Metrics: MRR, Hits@10/50/100 (ties count one
-  half, as OGB) and ROC-AUC of the positives against as many negatives (each one's first). The
-  best epoch is the best valid MRR. A degree baseline (score = the destination's in-degree in
+  the message-passing graph for the built-in encoders, the typed graphs' R-GCN included (exact,
+  every neighbour: ``--eval auto`` or ``layerwise``), else through the evaluation sampler
+  (custom encoders, ``--eval sampled``; each rank its share, gathered); then each positive is
+  ranked against its ``--eval-negatives`` negatives: the dataset's fixed ones, else per-source
+  uniform ones keyed by ``(seed, split)``, the same every epoch. Metrics: MRR, Hits@10/50/100
+  (ties count one half, as OGB) and ROC-AUC of the positives against as many negatives (each
+  one's first). The best epoch is the best valid MRR. A degree baseline (score = the destination's in-degree in
   the message-passing graph, within the relation) is scored on the same pairs.
 - ``--predict``: the best epoch's test-pair scores, float32 ``(P, 1 + k)`` (column 0 each test
   pair's logit, columns ``1..k`` its evaluation negatives'); typed: one such array per relation
@@ -363,10 +363,15 @@ class LinkTask(Task):
         cfg = self.cfg
         if self.typed:
             from ...models import HeteroRGCN, TypedLinkPredictor
+            from ..layerwise_typed import supports_typed_layerwise
 
             h = self.dataset.hetero
             enc = HeteroRGCN(h.node_types, h.edge_types, self.in_dim, cfg.hidden, cfg.hidden,
                              len(cfg.fanouts), self.out_types, cfg.dropout)
+            # the R-GCN encoder evaluates layer-wise over the message-passing graph
+            self.eval_method = resolve_eval_method(
+                cfg, supported=supports_typed_layerwise(enc),
+                why_not="the typed encoder is not graphfeed's HeteroRGCN")
             return TypedLinkPredictor(enc, cfg.hidden, cfg.decoder)
         if self.factory is not None:
             net = self.factory(self.in_dim)
@@ -387,8 +392,8 @@ class LinkTask(Task):
 
     def result(self) -> TrainResult:
         cfg = self.cfg
-        fanouts = (list(cfg.eval_fanouts or cfg.fanouts) if self.typed
-                   else [-1] * len(cfg.fanouts) if self.eval_method == "layerwise"
+        fanouts = ([-1] * len(cfg.fanouts) if self.eval_method == "layerwise"
+                   else list(cfg.eval_fanouts or cfg.fanouts) if self.typed
                    else list(self.eval_plan.fanouts))
         model = f"rgcn+{cfg.decoder}" if self.typed else f"{cfg.model}+{cfg.decoder}"
         if self.typed:
@@ -451,9 +456,20 @@ class LinkTask(Task):
                 for (s, _, d), (p, n) in pairs.items():
                     ids += [p[0] + h.node_offsets[h.type_id(s)],
                             np.concatenate([p[1], n.ravel()]) + h.node_offsets[h.type_id(d)]]
+            need = np.unique(np.concatenate(ids))
+            if self.eval_method == "layerwise":  # the R-GCN's layers over the message-passing
+                # graph, the nodes the splits need embedded once per evaluation for both splits
+                from ..layerwise_typed import TypedLayerwiseEvaluator
+
+                self.need = need
+                self.evaluator = TypedLayerwiseEvaluator(
+                    self.data, self.mp, {"need": need}, unwrap(net).encoder.num_layers,
+                    rank=self.rank, world_size=self.world_size, num_threads=cfg.num_threads,
+                    labels=False)
+                return
             # the nodes the splits need, embedded once per evaluation for both splits: this
             # rank embeds its contiguous share
-            self.need = np.array_split(np.unique(np.concatenate(ids)), self.world_size)[self.rank]
+            self.need = np.array_split(need, self.world_size)[self.rank]
             self.eval_sampler = self.data.sampler.with_fanouts(list(cfg.eval_fanouts
                                                                     or cfg.fanouts))
             return
@@ -475,11 +491,23 @@ class LinkTask(Task):
 
     def _embeddings(self, model, names, progress: bool) -> dict:
         """Split name -> (node type -> ``(rows, nodes)``, :func:`_score`'s embeddings) for the
-        splits ``names``: typed, every split's endpoints at once (type-local rows); homogeneous,
+        splits ``names``: typed, every split's endpoints at once (layer-wise: rows of the
+        sorted type-local endpoints; sampled: a table over every node of the type); homogeneous,
         each split's nodes (rows in ``self.nodes[name]`` order), layer-wise in one pass over the
         layers or sampled per split. Every rank must call it."""
         import torch
 
+        if self.typed and self.eval_method == "layerwise":
+            rows, _ = self.evaluator.evaluate(unwrap(model).encoder, ("need",),
+                                              progress=progress)["need"]
+            h = self.mp
+            types = h.node_type_ids(self.need)
+            emb = {}
+            for t in self.out_types:  # type-local ids, sorted (self.need is)
+                j = h.type_id(t)
+                sel = np.flatnonzero(types == j)
+                emb[t] = (rows[torch.from_numpy(sel)], self.need[sel] - int(h.node_offsets[j]))
+            return {name: emb for name in names}
         if self.typed:
             emb = {t: (e, None) for t, e in self._typed_embeddings(unwrap(model)).items()}
             return {name: emb for name in names}

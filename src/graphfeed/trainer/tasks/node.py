@@ -5,15 +5,16 @@
   ``--predict`` the class of every test node (or every node), the MLP baseline, the majority
   class;
 - **typed** (``TypedPlaced``, a dataset with node and edge types): the R-GCN
-  (``graphfeed.models.HeteroRGCN``) on the target type's seeds, sampled evaluation, predictions
-  of the target type (type-local ids for ``--predict-nodes all``), the MLP baseline on the target
-  type's own features;
+  (``graphfeed.models.HeteroRGCN``) on the target type's seeds; layer-wise (exact,
+  :mod:`..layerwise_typed`) or sampled evaluation (with the training fanouts unless
+  ``--eval-fanouts``); predictions of the target type (type-local ids for ``--predict-nodes
+  all``), the MLP baseline on the target type's own features;
 - **partitioned** (``PartitionPlaced``, ``--partitions``): the model over the distributed
   sampler and features; each rank evaluates its part's share, the scores are gathered;
   ``--predict`` writes the class of every test node in increasing dataset id order.
 
 Refused with a message: what a kind cannot do (sampling methods other than uniform on typed
-graphs and partitions, GCN over partitions, layer-wise evaluation of typed graphs).
+graphs and partitions, GCN over partitions, layer-wise evaluation of partitions).
 """
 
 from __future__ import annotations
@@ -162,10 +163,9 @@ def preflight(cfg, dataset, device: str) -> Preflight:
         cfg.sampling_method().bind(dataset)  # the dataset's weights or times, as placing binds
     plan = plan_eval(len(cfg.fanouts), cfg.batch_size,
                      int(dataset.graph.in_degrees.max(initial=0)), cfg.eval_fanouts)
-    # typed graphs (the R-GCN) evaluate sampled; --eval layerwise is refused for them
-    method = resolve_eval_method(cfg, supported=not typed,
-                                 why_not="heterogeneous datasets (R-GCN) evaluate with sampled "
-                                         "neighbourhoods only")
+    # the built-in models (the R-GCN on typed graphs too) evaluate layer-wise; a custom model
+    # may turn that into sampled once built (_eval_method_for)
+    method = resolve_eval_method(cfg)
     return Preflight(splits, num_classes, in_dim, plan, method)
 
 
@@ -246,9 +246,9 @@ class NodeTask(Task):
             "num_classes": pre.num_classes,
             "train/valid/test": "/".join(str(len(s)) for s in pre.splits),
             "fanouts": list(cfg.fanouts), "eval": pre.eval_method,
-            "eval_fanouts": (list(cfg.eval_fanouts or cfg.fanouts) if typed  # the R-GCN's
-                             else list(pre.eval_plan.fanouts) if pre.eval_method == "sampled"
-                             else [-1] * len(cfg.fanouts)),
+            "eval_fanouts": ([-1] * len(cfg.fanouts) if pre.eval_method == "layerwise"
+                             else list(cfg.eval_fanouts or cfg.fanouts) if typed  # the R-GCN's
+                             else list(pre.eval_plan.fanouts)),
             "eval_batch_size": cfg.batch_size if typed else pre.eval_plan.batch_size,
             "eval_every": cfg.eval_every,
         }
@@ -301,14 +301,16 @@ class NodeTask(Task):
             f"{h.num_node_types} types, {h.num_edges:,} edges of {h.num_edge_types} types; "
             f"target {target!r}, {dataset.num_classes} classes; train/valid/test {len(tr):,}/"
             f"{len(va):,}/{len(te):,}); model R-GCN (mean), fanouts {list(cfg.fanouts)} per edge "
-            f"type, batch {cfg.batch_size}, device {plan.device}, features {cfg.features}, seed "
-            f"{cfg.seed}" + (f", {world_size} ranks" if world_size > 1 else ""))
+            f"type, {describe_typed_eval(cfg, pre.eval_method)}, batch {cfg.batch_size}, device "
+            f"{plan.device}, features {cfg.features}, seed {cfg.seed}"
+            + (f", {world_size} ranks" if world_size > 1 else ""))
         from ...placement.typed import describe
 
         say(f"graphfeed: placement {describe(placed)}")
         task = cls(cfg, data=placed, dataset=dataset, splits=pre.splits,
                    num_classes=pre.num_classes, in_dim=typed_in_dims(placed.features),
-                   device=str(plan.device), rank=rank, world_size=world_size, say=say)
+                   device=str(plan.device), rank=rank, world_size=world_size, say=say,
+                   eval_method=pre.eval_method)
         task.target = target
         return task
 
@@ -464,6 +466,13 @@ class NodeTask(Task):
 
     def _evaluator(self, sets: dict, net, *, labels: bool = True):
         cfg = self.cfg
+        if self.graph == "typed" and self.eval_method == "layerwise":
+            from ..layerwise_typed import TypedLayerwiseEvaluator
+
+            return TypedLayerwiseEvaluator(self.data, self.dataset.hetero, sets,
+                                           unwrap(net).num_layers, rank=self.rank,
+                                           world_size=self.world_size,
+                                           num_threads=cfg.num_threads, labels=labels)
         if self.graph != "homogeneous":
             return self._share_evaluator(sets)
         if self.eval_method == "layerwise":
@@ -503,9 +512,16 @@ class NodeTask(Task):
 
     def predict(self, model, path) -> str:
         cfg = self.cfg
-        if self.graph == "homogeneous":
-            ids = (self.test_ids if cfg.predict_nodes == "test"
-                   else np.arange(self.dataset.num_nodes, dtype=np.int64))
+        typed = self.graph == "typed"
+        if self.graph == "homogeneous" or (typed and self.eval_method == "layerwise"):
+            if cfg.predict_nodes == "test":
+                ids = self.test_ids
+            elif typed:  # every node of the target type, in type-local id order
+                h = self.dataset.hetero
+                off = int(h.node_offsets[h.type_id(self.target)])
+                ids = np.arange(off, off + h.num_nodes_of(self.target), dtype=np.int64)
+            else:
+                ids = np.arange(self.dataset.num_nodes, dtype=np.int64)
             ev = self._evaluator({"predict": ids}, model, labels=False)
             try:
                 classes, _ = ev.logits(model, "predict", progress=cfg.progress and self.rank == 0,
@@ -513,8 +529,9 @@ class NodeTask(Task):
             finally:
                 ev.close()
             pred = (classes.reshape(-1).numpy() if classes is not None else np.zeros(0))
-            what = f"{cfg.predict_nodes} nodes"
-        elif self.graph == "typed":
+            what = (f"{cfg.predict_nodes} {self.target!r} nodes" if typed
+                    else f"{cfg.predict_nodes} nodes")
+        elif typed:
             h = self.dataset.hetero
             if cfg.predict_nodes == "test":
                 logits, _, _ = self.evaluator.scores(model, "test")
@@ -611,6 +628,14 @@ def _eval_method_for(cfg, method: str, net) -> str:
         cfg, supported=False,
         why_not=f"model {type(net).__name__} is not a graphfeed BlockGNN whose every layer "
                 f"depends only on its destinations' in-edges (layerwise_exact)")
+
+
+def describe_typed_eval(cfg, method: str) -> str:
+    """The evaluation part of a typed run's first line."""
+    every = f" every {cfg.eval_every} epochs" if cfg.eval_every > 1 else ""
+    if method == "layerwise":
+        return f"evaluation layer-wise (every neighbour){every}"
+    return f"eval fanouts {list(cfg.eval_fanouts or cfg.fanouts)} per edge type{every}"
 
 
 def describe_eval(cfg, pre) -> str:
