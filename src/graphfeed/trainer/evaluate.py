@@ -3,12 +3,14 @@
 Two methods, one interface (``evaluate(model, names)`` -> name -> ``(logits, labels)``,
 ``logits(model, name)``, ``close()``), picked once per run by :func:`resolve_eval_method`:
 
-- ``layerwise`` (:mod:`graphfeed.trainer.layerwise`): exact, every neighbour, each layer
-  computed once per node that needs it; the default for the built-in models (node
-  classification, and the encoders of link prediction);
+- ``layerwise`` (:mod:`graphfeed.trainer.layerwise`, :mod:`graphfeed.trainer.layerwise_typed`
+  for the R-GCN of typed graphs): exact, every neighbour, each layer computed once per node
+  that needs it; the default for the built-in models (node classification, and the encoders of
+  link prediction);
 - ``sampled`` (:class:`Evaluator`): the model's forward on sampled blocks of each evaluated
-  node, with its own fanouts and batch size (below); the only method on typed graphs (R-GCN)
-  and partitions, for custom models and for ``--sampler temporal``.
+  node, with its own fanouts and batch size (below); the only method on partitions, for custom
+  models and for ``--sampler temporal`` (typed graphs sample with the training fanouts unless
+  ``eval_fanouts`` is given).
 
 Default evaluation fanouts (``TrainConfig.eval_fanouts=None``): every neighbour, capped at
 ``floor(EVAL_EDGES_PER_SEED ** (1 / L))`` per layer for an ``L``-layer model (100 for two layers,
