@@ -41,9 +41,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="evaluation and --predict: layerwise computes each layer once for every "
                         "node it needs from all its neighbours (exact); sampled runs the model on "
                         "sampled neighbourhoods of each evaluated node (--eval-fanouts); auto is "
-                        "layerwise for --model sage/gcn/gat on plain datasets (node and link "
-                        "tasks) and sampled for "
-                        "typed datasets, --partitions, --sampler temporal and "
+                        "layerwise for --model sage/gcn/gat and the R-GCN of typed datasets (node "
+                        "and link tasks) and sampled for --partitions, --sampler temporal and "
                         "--eval-fanouts [%(default)s]")
     p.add_argument("--eval-fanouts", type=_args.fanouts, default=D.eval_fanouts,
                    help="sampled evaluation (implies --eval sampled): neighbours per layer "
