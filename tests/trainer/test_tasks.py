@@ -16,7 +16,10 @@ KW = dict(fanouts=(5, 5), batch_size=128, hidden=32, progress=False, num_threads
 
 
 def test_binary_task_selects_on_roc_auc_and_beats_the_majority_class(binary_dataset):
-    r = train(TrainConfig(dataset=str(binary_dataset), epochs=15, lr=0.02, **{**KW, "batch_size": 64}))
+    # light regularisation: in 15 epochs, the defaults' dropout 0.7 and weight decay 5e-3 rank
+    # well on this 8-feature graph (valid ROC-AUC 0.90) but keep every probability under 0.5
+    r = train(TrainConfig(dataset=str(binary_dataset), epochs=15, lr=0.02, dropout=0.5,
+                          weight_decay=0.0, **{**KW, "batch_size": 64}))
     assert r.task == "binary" and r.main_metric == "roc_auc"
     aucs = [e.valid["roc_auc"] for e in r.epochs]
     assert r.best_epoch == int(np.argmax(aucs)) and r.best_valid == max(aucs)

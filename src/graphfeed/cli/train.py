@@ -54,7 +54,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="seeds per training batch (node ids, or pairs for --task link) "
                         "[%(default)s]")
     p.add_argument("--epochs", type=_args.int_range(1, 10**9), default=D.epochs,
-                   help="passes over the training seeds [%(default)s]")
+                   help="at most this many passes over the training seeds; --patience ends "
+                        "the run earlier once the validation metric stops improving "
+                        "[%(default)s]")
     p.add_argument("--hidden", type=_args.int_range(1, C.MAX_HIDDEN), default=D.hidden,
                    help="width of the hidden layers [%(default)s]")
     p.add_argument("--heads", type=_args.int_range(1, C.MAX_HEADS), default=D.heads,
@@ -69,12 +71,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--lr", type=_args.positive_float, default=D.lr,
                    help="Adam learning rate [%(default)s]")
     p.add_argument("--dropout", type=_args.fraction, default=D.dropout,
-                   help="dropout probability between layers, in [0, 1) [%(default)s]")
+                   help="dropout probability on the input features and between layers, in "
+                        "[0, 1) [%(default)s]")
     p.add_argument("--weight-decay", type=_args.nonnegative_float, default=D.weight_decay,
                    help="Adam weight decay (L2 penalty) [%(default)s]")
     p.add_argument("--patience", type=_args.int_range(0, 10**9), default=D.patience,
                    help="stop after this many evaluations (epochs, unless --eval-every) without a "
-                        "better validation main metric [%(default)s: never]")
+                        "better validation main metric; 0: never [%(default)s]")
     p.add_argument("--replace", action="store_true", help="sample neighbours with replacement")
     _args.add_sampler_arguments(p)
     p.add_argument("--device", default=D.device, help="auto, cpu, cuda or cuda:N [%(default)s]")

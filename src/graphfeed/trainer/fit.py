@@ -22,7 +22,7 @@ from .metrics import format_metrics
 from .report import final_line, log_epoch
 from .result import EpochStats, TrainResult
 
-__all__ = ["fit", "all_reduce", "epoch_line"]
+__all__ = ["fit", "all_reduce", "epoch_line", "budget_line"]
 
 
 def all_reduce(values: list) -> list:
@@ -64,6 +64,7 @@ def fit(task, *, on_batch=None, on_epoch=None) -> TrainResult:
     state = ckpt.RunState(cfg, net, opt, result, trainer=task.trainer, keys=task.resume_keys,
                           rank=rank, world_size=world, say=say)
     loader = task.train_loader()
+    say(budget_line(cfg, task.main))
     nan = float("nan")
     try:
         task.open_evaluation(net)
@@ -143,6 +144,18 @@ def fit(task, *, on_batch=None, on_epoch=None) -> TrainResult:
         say(f"graphfeed train: warning: {w}")
     say(final_line(result))
     return result
+
+
+def budget_line(cfg, main: str) -> str:
+    """What the run will train for, said before the first epoch: the ``--epochs`` budget and the
+    ``--patience`` that ends it early once the validation metric stops improving."""
+    every = f" (every {cfg.eval_every} epochs)" if cfg.eval_every > 1 else ""
+    if not cfg.patience:
+        return (f"graphfeed train: {cfg.epochs} epoch(s), no early stopping (--patience 0); "
+                f"the best epoch by valid {main}{every} is kept")
+    return (f"graphfeed train: up to {cfg.epochs} epochs, stopping when valid {main} has not "
+            f"improved for {cfg.patience} evaluations{every} (--epochs, --patience); the best "
+            f"epoch is kept")
 
 
 def epoch_line(es: EpochStats, unit: str = "seeds") -> str:

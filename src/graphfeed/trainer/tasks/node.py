@@ -702,7 +702,9 @@ def train_mlp_baseline(cfg, kind, feat, labels, ids, num_classes: int) -> dict:
     opt = torch.optim.Adam(mlp.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     g = torch.Generator().manual_seed(cfg.seed)
     best_va, best_te = float("nan"), {m: float("nan") for m in kind.metrics}
-    epochs = max(cfg.epochs, 20)  # cheap: give the baseline every chance
+    # cheap: give the baseline every chance, and the GNN's budget: --patience stops it too
+    epochs = max(cfg.epochs, 20)
+    bad = 0
 
     def score(x, y):
         if not len(y):
@@ -722,9 +724,13 @@ def train_mlp_baseline(cfg, kind, feat, labels, ids, num_classes: int) -> dict:
                 opt.step()
             mlp.eval()
             va = score(x_va, y_va)[kind.main]
-            if is_better(va, best_va):
-                best_va, best_te = va, score(x_te, y_te)
             pbar.update(1)
+            if is_better(va, best_va):
+                best_va, best_te, bad = va, score(x_te, y_te), 0
+            else:
+                bad += 1
+                if cfg.patience and bad >= max(cfg.patience, 20):
+                    break
     return best_te
 
 
