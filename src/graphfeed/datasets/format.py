@@ -302,7 +302,8 @@ class Dataset:
         feats = {}
         for fname, arr in arrays.node_features.items():
             try:
-                feats[fname] = InMemoryFeature(arr, dtype=bits_dtype(self.metadata.node_features[fname]))
+                dtype = bits_dtype(self.metadata.node_features[fname])  # bfloat16: its bits
+                feats[fname] = InMemoryFeature(arr, dtype=dtype)
             except GraphfeedError as e:
                 raise DatasetError(f"{arrays.paths[feature_role(fname)]}: {e}") from None
         self.features = FeatureStore(feats)

@@ -34,10 +34,11 @@ class TorchHeteroSampler(Sampler):
     with torch ops only (no loop over nodes or relations), on the device of the graph tensors.
 
     - Inputs and outputs are ``HeteroNeighborSampler``'s: ``fanouts`` one list for every edge
-      type or a dict per edge type (or ``num_neighbors`` in PyG's order); seeds global ids or a dict node type -> type-local ids (grouped
-      by type in the batch); a :class:`HeteroMiniBatch` whose blocks give per edge type an
-      ``edge_index`` in type-local ids, destinations first per node type, new sources of a type
-      in order of first appearance (relation-major). Tensors are on :attr:`device`.
+      type or a dict per edge type (or ``num_neighbors`` in PyG's order); seeds global ids or a
+      dict node type -> type-local ids (grouped by type in the batch); a
+      :class:`HeteroMiniBatch` whose blocks give per edge type an ``edge_index`` in type-local
+      ids, destinations first per node type, new sources of a type in order of first
+      appearance (relation-major). Tensors are on :attr:`device`.
     - ``replace=False``: per destination and relation, ``min(fanout, degree)`` distinct in-edges,
       every subset equally likely; ``replace=True``: ``fanout`` i.i.d. uniform in-edges where the
       degree is positive; ``-1`` every in-edge, ``0`` (dict fanouts) none.
