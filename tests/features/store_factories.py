@@ -1,4 +1,9 @@
-"""Every feature store, built over the same array, for the contract tests."""
+"""Every feature store, built over the same array, for the contract tests.
+
+A dtype numpy lacks (bfloat16) is given as a dataset stores it: the array holds its bits
+(uint16), and every store is told the dtype (``make_store(..., dtype=)``), as
+``Dataset.node_feature`` tells the backends from the metadata; :func:`reference` is the tensor
+the stores must return."""
 
 from __future__ import annotations
 
@@ -6,7 +11,9 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import torch
 
+from graphfeed.datasets.schema import BITS_DTYPES
 from graphfeed.features.memory import InMemoryFeature
 
 POLICIES = ("lru", "clock", "sieve", "s3fifo")
@@ -27,6 +34,11 @@ def make_array(dtype: str, width, num_rows: int, seed: int = 0) -> np.ndarray:
     """``(num_rows,)`` when ``width`` is None (one scalar per row), else ``(num_rows, width)``."""
     rng = np.random.default_rng(seed)
     shape = (num_rows,) if width is None else (num_rows, width)
+    if dtype in BITS_DTYPES:  # the bits of rounded normals, as a dataset's file holds them
+        from graphfeed.features._rows import numpy_rows
+
+        values = torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
+        return numpy_rows(values.to(getattr(torch, dtype)))[0]
     if dtype == "bool":
         return rng.random(shape) < 0.5
     if dtype == "int64":
@@ -34,8 +46,20 @@ def make_array(dtype: str, width, num_rows: int, seed: int = 0) -> np.ndarray:
     return rng.standard_normal(shape).astype(dtype)
 
 
-def make_store(kind: str, array: np.ndarray, tmp: Path):
-    """The store ``kind`` holding ``array``; files go under ``tmp``."""
+def bits_of(dtype: str):
+    """The ``dtype`` option the stores take for ``make_array(dtype)``: set for bits only."""
+    return dtype if dtype in BITS_DTYPES else None
+
+
+def reference(array: np.ndarray, dtype=None) -> torch.Tensor:
+    """What reading every row of a store over ``array`` gives (``dtype``: as ``make_store``)."""
+    t = torch.from_numpy(array.view(np.int16) if dtype in BITS_DTYPES else array)
+    return t.view(getattr(torch, dtype)) if dtype in BITS_DTYPES else t
+
+
+def make_store(kind: str, array: np.ndarray, tmp: Path, dtype=None):
+    """The store ``kind`` holding ``array``; files go under ``tmp``; ``dtype``: the rows' dtype
+    where ``array`` holds the bits of one numpy lacks (``"bfloat16"``)."""
     from graphfeed.features.cache import CachedFeature
     from graphfeed.features.disk import DiskFeature
     from graphfeed.features.lmdb_store import LMDBFeature
@@ -46,25 +70,25 @@ def make_store(kind: str, array: np.ndarray, tmp: Path):
     row_nbytes = max(1, array[:1].nbytes)
     cap = max(1, array.shape[0] // 3) * row_nbytes  # a third of the rows
     if kind == "memory":
-        return InMemoryFeature(array)
+        return InMemoryFeature(array, dtype=dtype)
     if kind == "disk":
-        return DiskFeature(npy)
+        return DiskFeature(npy, dtype=dtype)
     if kind == "disk-sorted":
-        return DiskFeature(npy, sort_ids=True, num_threads=3)
+        return DiskFeature(npy, sort_ids=True, num_threads=3, dtype=dtype)
     if kind == "disk-direct":
         # tiny gap and read limits force many separate, coalesced and split reads
-        return DiskFeature(npy, direct_io=True, max_gap=4096, max_read=8192)
+        return DiskFeature(npy, direct_io=True, max_gap=4096, max_read=8192, dtype=dtype)
     if kind == "lmdb":
-        return LMDBFeature.build(tmp / "feature.lmdb", array, rows_per_chunk=7)
+        return LMDBFeature.build(tmp / "feature.lmdb", array, rows_per_chunk=7, dtype=dtype)
     if kind.startswith("cache-"):
         policy = kind.split("-", 1)[1]
         if policy == "disk":
-            return CachedFeature(DiskFeature(npy), cap, policy="s3fifo")
-        return CachedFeature(InMemoryFeature(array), cap, policy=policy)
+            return CachedFeature(DiskFeature(npy, dtype=dtype), cap, policy="s3fifo")
+        return CachedFeature(InMemoryFeature(array, dtype=dtype), cap, policy=policy)
     if kind == "pinned":
         from graphfeed.features.pinned import PinnedFeature
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # "pinning needs CUDA" on CPU
-            return PinnedFeature(InMemoryFeature(array))
+            return PinnedFeature(InMemoryFeature(array, dtype=dtype))
     raise AssertionError(kind)

@@ -9,13 +9,13 @@ import threading
 import numpy as np
 import pytest
 import torch
-from store_factories import STORE_KINDS, make_array, make_store
+from store_factories import STORE_KINDS, bits_of, make_array, make_store, reference
 
 from graphfeed.errors import GraphfeedError
 from graphfeed.features.base import Feature
 from graphfeed.features.disk import PARALLEL_MIN_ROWS
 
-DTYPES = ("float32", "float16", "int64", "bool")
+DTYPES = ("float32", "float16", "bfloat16", "int64", "bool")
 WIDTHS = (None, 1, 3, 4096)
 NUM_ROWS = 97
 
@@ -41,12 +41,13 @@ def id_patterns(n: int, width, rng) -> dict:
 @pytest.mark.parametrize("kind", STORE_KINDS)
 def test_same_rows_as_reference(kind, dtype, width, tmp_path):
     array = make_array(dtype, width, NUM_ROWS)
-    ref = torch.from_numpy(array)
-    store = make_store(kind, array, tmp_path)
+    ref = reference(array, bits_of(dtype))  # bfloat16: the file holds bits, reads give bf16
+    store = make_store(kind, array, tmp_path, dtype=bits_of(dtype))
     assert isinstance(store, Feature)
     assert store.shape == array.shape
     assert store.dtype == ref.dtype
     assert store.num_rows == NUM_ROWS
+    assert store.nbytes == array.nbytes  # what placement and memory plans count: 2 B a bf16
     rng = np.random.default_rng(1)
     for name, ids in id_patterns(NUM_ROWS, width, rng).items():
         want = ref[torch.from_numpy(ids.astype(np.int64))]

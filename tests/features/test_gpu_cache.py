@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from store_factories import make_array
+from store_factories import bits_of, make_array, reference
 from test_contract import id_patterns
 
 from graphfeed import features
@@ -20,11 +20,11 @@ from graphfeed.features.memory import InMemoryFeature
 NUM_ROWS = 97
 
 
-def backing(kind: str, array: np.ndarray, tmp_path):
+def backing(kind: str, array: np.ndarray, tmp_path, dtype=None):
     if kind == "memory":  # gathered directly (the CPU stand-in for UVA)
-        return InMemoryFeature(array)
+        return InMemoryFeature(array, dtype=dtype)
     np.save(tmp_path / "f.npy", array)
-    return DiskFeature(tmp_path / "f.npy")  # through the wrapped feature's read
+    return DiskFeature(tmp_path / "f.npy", dtype=dtype)  # through the wrapped feature's read
 
 
 def cache_over(feature, policy: str, rows: int, device="cpu"):
@@ -52,13 +52,13 @@ def check_bookkeeping(cache: GPUCachedFeature, ref: torch.Tensor) -> None:
 
 # ------------------------------------------------------------------------------ contract
 @pytest.mark.parametrize("width", [None, 3])
-@pytest.mark.parametrize("dtype", ["float32", "int64", "bool"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int64", "bool"])
 @pytest.mark.parametrize("kind", ["memory", "disk"])
 @pytest.mark.parametrize("policy", GPU_POLICIES)
 def test_same_rows_as_the_wrapped_feature(policy, kind, dtype, width, tmp_path):
     array = make_array(dtype, width, NUM_ROWS)
-    ref = torch.from_numpy(array)
-    cache = cache_over(backing(kind, array, tmp_path), policy, NUM_ROWS // 3)
+    ref = reference(array, bits_of(dtype))
+    cache = cache_over(backing(kind, array, tmp_path, bits_of(dtype)), policy, NUM_ROWS // 3)
     assert cache.uses_uva == (kind == "memory")
     assert (cache.shape, cache.dtype, cache.device) == (array.shape, ref.dtype, torch.device("cpu"))
     rng = np.random.default_rng(1)
@@ -183,16 +183,18 @@ def test_lazy_export():
 
 # ---------------------------------------------------------------------------- real GPU
 @pytest.mark.cuda
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("policy", GPU_POLICIES)
-def test_cuda_over_pinned_rows_through_uva(policy):
+def test_cuda_over_pinned_rows_through_uva(policy, dtype):
     from graphfeed.features.pinned import PinnedFeature
 
-    array = make_array("float32", 16, 5000)
-    pinned = PinnedFeature(InMemoryFeature(array.copy()))
+    array = make_array(dtype, 16, 5000)
+    pinned = PinnedFeature(InMemoryFeature(array.copy(), dtype=bits_of(dtype)))
     cache = cache_over(pinned, policy, 500, device="cuda")
     assert cache.uses_uva and cache.device.type == "cuda"
     ids = np.random.default_rng(0).integers(0, 5000, 3000)
     for _ in range(2):
         got = cache.read(ids)
-        assert got.is_cuda and torch.equal(got.cpu(), torch.from_numpy(array)[ids])
+        assert got.is_cuda and got.dtype == cache.dtype
+        assert torch.equal(got.cpu(), reference(array, bits_of(dtype))[ids])
     assert cache.hits > 0 and cache.bytes_moved > 0

@@ -88,10 +88,14 @@ def bench_features(
     rows_per_chunk: Optional[int] = None,
     workdir: Optional[str | os.PathLike] = None,
     log=None,
+    dtype=None,
 ) -> dict:
     """Measure feature reads of ``id_batches`` (1-D int64 tensors) on each backend.
 
-    ``feature``: a ``.npy`` path (used in place) or an array (written to ``workdir``).
+    ``feature``: a ``.npy`` path (used in place) or an array (written to ``workdir``);
+    ``dtype``: the rows' dtype where the file holds the bits of one numpy lacks
+    (``"bfloat16"``, from a dataset's metadata), passed to every backend; the GB/s figures
+    count the bytes of the rows read (2 a bfloat16 value).
     The first ``warmup_batches`` batches are read untimed (JIT compilation, cache warm-up); the
     rest are timed. Warm backends take the best of ``repeats`` passes; cold ones run one pass over
     at most ``cold_batches`` batches. Returns a JSON-ready dict with ``results[backend]`` =
@@ -142,7 +146,8 @@ def bench_features(
         }
         results = report["results"]
 
-        ram = InMemoryFeature(np.load(path, allow_pickle=False))  # really in process memory
+        # really in process memory
+        ram = InMemoryFeature(np.load(path, allow_pickle=False), dtype=dtype)
         report["feature"] = {
             "path": str(path),
             "shape": list(ram.shape),
@@ -168,7 +173,7 @@ def bench_features(
 
         if "disk-warm" in backends:
             say("disk-warm ...")
-            f = DiskFeature(path, num_threads=num_threads)
+            f = DiskFeature(path, num_threads=num_threads, dtype=dtype)
             _timed_pass(f, timed, out=buf)  # page cache warm-up
             results["disk-warm"] = _figures(rows_timed, nb, warm_best(f))
             f.close()
@@ -177,7 +182,8 @@ def bench_features(
             say("lmdb (building) ...")
             store = work / "feature.lmdb"
             t0 = time.perf_counter()
-            f = LMDBFeature.build(store, path, rows_per_chunk=rows_per_chunk, overwrite=True)
+            f = LMDBFeature.build(store, path, rows_per_chunk=rows_per_chunk, overwrite=True,
+                                  dtype=dtype)
             build_s = time.perf_counter() - t0
             f.num_threads = num_threads
             _timed_pass(f, timed, out=buf)  # bring the store's pages into the page cache
@@ -192,16 +198,16 @@ def bench_features(
         # host's, the disk's) then favour no variant, and their order cancels out.
         variants = []  # (name, feature, drop, extra)
         if "disk-cold" in backends:
-            f = DiskFeature(path, num_threads=num_threads)
+            f = DiskFeature(path, num_threads=num_threads, dtype=dtype)
             variants.append(("disk-cold", f, f.drop_page_cache, None))
         if "disk-direct" in backends:
-            f = DiskFeature(path, num_threads=num_threads, direct_io=True)
+            f = DiskFeature(path, num_threads=num_threads, direct_io=True, dtype=dtype)
             variants.append(("disk-direct", f, lambda: drop_page_cache(path), None))
         if "cache" in backends:
             nrows = int(np.load(path, mmap_mode="r").shape[0])
             cap_bytes = int(cache_fraction * nrows) * nb
             for policy in cache_policies:
-                backing = DiskFeature(path, num_threads=num_threads)
+                backing = DiskFeature(path, num_threads=num_threads, dtype=dtype)
                 f = CachedFeature(backing, cap_bytes, policy=policy)
                 variants.append((f"cache-{policy}", f, backing.drop_page_cache, policy))
         if variants:

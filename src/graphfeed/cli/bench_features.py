@@ -70,8 +70,12 @@ def run(args) -> int:
 
     log = (lambda m: print(f"graphfeed bench features: {m}", file=sys.stderr, flush=True))
     data = load_bench_data(args.dataset, args.graph, args.data_root)
+    dtype = None  # a bfloat16 feature's file holds bits: the metadata says what they are
     if data.dataset is not None:
         path = data.dataset.feature_path(args.feature)
+        from ..datasets.schema import bits_dtype
+
+        dtype = bits_dtype(data.dataset.metadata.node_features[args.feature])
     elif data.feature_path is not None:
         path = data.feature_path
     else:
@@ -84,7 +88,7 @@ def run(args) -> int:
         path, batches, backends=backends, cache_fraction=args.cache_fraction,
         cache_policies=policies, warmup_batches=warmup,
         repeats=args.repeats, cold_batches=args.cold_batches, num_threads=args.threads,
-        rows_per_chunk=args.rows_per_chunk, workdir=args.workdir, log=log,
+        rows_per_chunk=args.rows_per_chunk, workdir=args.workdir, log=log, dtype=dtype,
     )
     report["dataset"] = data.name
     report["sampling"] = {"batch_size": args.batch_size, "fanouts": list(args.fanouts), "seed": args.seed}

@@ -91,8 +91,10 @@ def _common(p: argparse.ArgumentParser, kind: str) -> None:
     g.add_argument("--name", help="dataset name (default: from the input)")
     if node:
         g.add_argument("--feature-dtype", type=feature_dtype,
-                       help="store features as this dtype (e.g. float16, float32; default: as "
-                            "given, float32 for text); a value that does not fit is an error")
+                       help="store features as this dtype (e.g. float16, bfloat16, float32; "
+                            "default: as given, float32 for text); a value that does not fit is "
+                            "an error. bfloat16 (2 bytes, float32's range) is stored as its "
+                            "uint16 bits and read back as torch.bfloat16")
         g.add_argument("--memory-budget", default=2**31,
                        type=_args.size_range(2**20, 2**50, "--memory-budget", "1MiB and 1PiB"),
                        help=f"bytes of the indices file mapped at once; bigger graphs build in "

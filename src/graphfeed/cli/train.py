@@ -75,6 +75,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "[0, 1) [%(default)s]")
     p.add_argument("--weight-decay", type=_args.nonnegative_float, default=D.weight_decay,
                    help="Adam weight decay (L2 penalty) [%(default)s]")
+    p.add_argument("--precision", default=D.precision, choices=list(C.PRECISIONS),
+                   help="32: float32 throughout; bf16-mixed / fp16-mixed: the forward pass, the "
+                        "loss and evaluation under autocast in bfloat16 / float16, weights and "
+                        "optimiser in float32 (fp16 with a gradient scaler); on the CPU too, "
+                        "faster only where it has bf16/fp16 instructions [%(default)s]")
     p.add_argument("--patience", type=_args.int_range(0, 10**9), default=D.patience,
                    help="stop after this many evaluations (epochs, unless --eval-every) without a "
                         "better validation main metric; 0: never [%(default)s]")
@@ -214,6 +219,7 @@ def config_from_args(args):
         decoder=args.decoder,
         num_negatives=args.num_negatives,
         eval_negatives=args.eval_negatives,
+        precision=args.precision,
     )
 
 

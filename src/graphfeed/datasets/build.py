@@ -306,10 +306,43 @@ def _compact_values(raw: Path, k: int, num_edges: int, kept, outs) -> None:
 
 
 # --------------------------------------------------------------------------- features
-def convert_checked(block: np.ndarray, want: np.dtype, where: str, row0: int = 0) -> np.ndarray:
+def bfloat16_bits(a: np.ndarray) -> np.ndarray:
+    """The uint16 bits of ``a`` rounded to bfloat16 (round to nearest, ties to even, through
+    float32: torch's own rounding, bit for bit; NaN becomes torch's quiet NaN ``0x7FC0``).
+    numpy has no bfloat16, and ``prepare`` runs without torch."""
+    f = np.ascontiguousarray(a, dtype=np.float32)
+    u = f.view(np.uint32)
+    with np.errstate(over="ignore"):
+        bits = ((u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))))
+                >> np.uint32(16)).astype(np.uint16)
+    bits[np.isnan(f)] = 0x7FC0
+    return bits
+
+
+def bfloat16_values(bits: np.ndarray) -> np.ndarray:
+    """float32 values of bfloat16 ``bits`` (exact: bfloat16 is float32's upper half)."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+#: dtypes numpy lacks (``schema.BITS_DTYPES``) -> ``(encode to bits, decode to float32, the
+#: largest finite value)``: the one place ``prepare`` learns a new such dtype
+BITS_CODECS = {"bfloat16": (bfloat16_bits, bfloat16_values, 3.3895313892515355e38)}
+
+
+def convert_checked(block: np.ndarray, want, where: str, row0: int = 0) -> np.ndarray:
     """``block`` as ``want``, refusing values the conversion would change beyond rounding: a
     finite value that overflows to inf (``1e300`` as float16), a fraction, NaN or out-of-range
-    value stored as an integer, anything but 0/1 as bool. The error names the row and value."""
+    value stored as an integer, anything but 0/1 as bool. The error names the row and value.
+    ``want``: a numpy dtype, or the name of one numpy lacks (``"bfloat16"``), whose bits are
+    returned (``BITS_CODECS``)."""
+    if isinstance(want, str) and want in BITS_CODECS:
+        encode, decode, top = BITS_CODECS[want]
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = encode(block)
+            back = decode(out)
+            bad = ~np.isfinite(back) & (np.isfinite(block) if block.dtype.kind == "f" else True)
+        return _refuse_bad(block, out, np.asarray(bad), want, f"it overflows {want} (largest "
+                           f"{top:g})", where, row0)
     want = np.dtype(want)
     if block.dtype == want:
         return block
@@ -329,13 +362,42 @@ def convert_checked(block: np.ndarray, want: np.dtype, where: str, row0: int = 0
             why = "bool holds only 0 and 1"
         else:  # pragma: no cover - dtype_name refuses other dtypes earlier
             return out
-    bad = np.asarray(bad)
+    return _refuse_bad(block, out, np.asarray(bad), want, why, where, row0)
+
+
+def _refuse_bad(block, out, bad, want, why: str, where: str, row0: int) -> np.ndarray:
     if bad.any():
         pos = tuple(int(i) for i in np.argwhere(bad)[0])
         at = f"row {row0 + pos[0]}" + (f", column {pos[1]}" if len(pos) > 1 else "")
-        raise DatasetError(f"{where}: value {block[pos]!r} at {at} cannot be stored as {want}: {why}; "
+        value = block[pos]
+        value = value.item() if hasattr(value, "item") else value  # 1e+39, not np.float64(1e+39)
+        raise DatasetError(f"{where}: value {value!r} at {at} cannot be stored as {want}: {why}; "
                            f"choose a wider --feature-dtype")
     return out
+
+
+def storage_dtype(want) -> np.dtype:
+    """The numpy dtype of a ``.npy`` holding features of :func:`feature_dtype` ``want``."""
+    from .schema import storage_dtype as stored
+
+    return stored(want) if isinstance(want, str) else np.dtype(want)
+
+
+def feature_dtype(value):
+    """What features are stored as, from a dtype or its name: a numpy dtype, or the name of a
+    dtype numpy lacks (``"bfloat16"``; ``schema.BITS_DTYPES``), which ``convert_checked``
+    encodes; ``DatasetError`` for anything a dataset cannot hold."""
+    from .schema import BITS_DTYPES, dtype_name
+
+    if isinstance(value, str) and value in BITS_DTYPES:
+        return value
+    name = str(value).removeprefix("torch.")
+    if name in BITS_DTYPES:  # torch.bfloat16 itself
+        return name
+    try:
+        return np.dtype(dtype_name(np.dtype(value)))
+    except TypeError:
+        raise DatasetError(f"unknown dtype {value!r}") from None
 
 
 def write_feature(source, out_path: Path, *, dtype=None, progress: Optional[Progress] = None,
@@ -350,32 +412,37 @@ def write_feature(source, out_path: Path, *, dtype=None, progress: Optional[Prog
     stored dense (default ``float32``, refused when it would not fit on the disk).
     ``FILE.npz:KEY`` takes one dense array from an ``.npz``. Memory stays at one block (the
     sparse inputs and ``.npz`` members are read whole). A conversion to ``dtype`` that would
-    change a value (overflow, fraction to integer) is an error naming the row.
+    change a value (overflow, fraction to integer) is an error naming the row. ``dtype`` may be
+    one numpy lacks (``"bfloat16"``): the file holds its bits, and the returned dtype is its
+    name (:func:`feature_dtype`).
     """
     from ._readers import NpyRows, load_array_file, read_float_blocks, read_sparse, split_npz_key
 
     progress = progress or Progress(False)
     out_path = Path(out_path)
+    dtype = None if dtype is None else feature_dtype(dtype)
     where = str(source) if isinstance(source, (str, os.PathLike)) else "features"
     if not isinstance(source, (str, os.PathLike)):
         arr = np.asarray(source)
         if dtype is not None:
-            arr = convert_checked(arr, np.dtype(dtype), where)
+            arr = convert_checked(arr, dtype, where)
         save_npy(out_path, arr, fsync=False)
-        return tuple(arr.shape), arr.dtype
+        return tuple(arr.shape), arr.dtype if dtype is None else dtype
     path, key = split_npz_key(source)
     path = Path(path)
     lower = path.name.lower()
     sparse = read_sparse(path, num_nodes=num_nodes) if key is None and lower.endswith((".json", ".npz")) else None
     if sparse is not None:
-        return write_dense_from_csr(sparse, out_path, np.dtype(dtype or np.float32), where, block_bytes, progress)
+        return write_dense_from_csr(sparse, out_path, dtype or np.dtype(np.float32), where,
+                                    block_bytes, progress)
     if lower.endswith(".npz"):
         arr = load_array_file(source, what="features")
         return write_feature(arr, out_path, dtype=dtype, progress=progress, block_bytes=block_bytes)
     if lower.endswith(".npy"):
         r = NpyRows(path)
-        want = np.dtype(dtype) if dtype is not None else r.dtype.newbyteorder("=")
-        if not r.transposed and r.dtype == want and r.dtype.byteorder in "=|<":
+        want = dtype if dtype is not None else r.dtype.newbyteorder("=")
+        if (not r.transposed and isinstance(want, np.dtype) and r.dtype == want
+                and r.dtype.byteorder in "=|<"):
             progress.start(f"copying {path.name}", path.stat().st_size)
             shutil.copyfile(path, out_path)  # sendfile: never passes through our memory
             progress.done()
@@ -389,7 +456,7 @@ def write_feature(source, out_path: Path, *, dtype=None, progress: Optional[Prog
         else:
             shape = r.shape
             get = r.read
-        mm = np.lib.format.open_memmap(out_path, mode="w+", dtype=want, shape=shape)
+        mm = np.lib.format.open_memmap(out_path, mode="w+", dtype=storage_dtype(want), shape=shape)
         hdr = int(mm.offset)
         del mm
         rows = max(1, block_bytes // max(1, r.row_bytes))
@@ -403,7 +470,7 @@ def write_feature(source, out_path: Path, *, dtype=None, progress: Optional[Prog
         progress.done()
         return tuple(shape), want
     # text table
-    want = np.dtype(dtype) if dtype is not None else np.dtype(np.float32)
+    want = dtype if dtype is not None else np.dtype(np.float32)
     raw = out_path.with_name(f".{out_path.name}.raw")
     nrows, ncols = 0, None
     progress.start(f"parsing {path.name}", path.stat().st_size)
@@ -419,7 +486,8 @@ def write_feature(source, out_path: Path, *, dtype=None, progress: Optional[Prog
     shape = (nrows, ncols) if ncols > 1 else (nrows,)
     with open(out_path, "wb") as f:
         np.lib.format.write_array_header_1_0(
-            f, {"descr": np.lib.format.dtype_to_descr(want), "fortran_order": False, "shape": shape}
+            f, {"descr": np.lib.format.dtype_to_descr(storage_dtype(want)), "fortran_order": False,
+                "shape": shape}
         )
         with open(raw, "rb") as r:
             shutil.copyfileobj(r, f, 16 * 1024 * 1024)
@@ -427,19 +495,20 @@ def write_feature(source, out_path: Path, *, dtype=None, progress: Optional[Prog
     return shape, want
 
 
-def write_dense_from_csr(sp, out_path: Path, want: np.dtype, where: str, block_bytes: int,
+def write_dense_from_csr(sp, out_path: Path, want, where: str, block_bytes: int,
                          progress: Progress) -> tuple[tuple[int, int], np.dtype]:
     """Write sparse rows ``sp`` (:class:`~graphfeed.datasets._readers.SparseRows`) as a dense
     ``(n, m)`` ``.npy``, one block of rows at a time. Dense costs ``n * m * itemsize`` bytes on
     disk (and in RAM when loaded whole) whatever the sparsity; it is refused when it would not fit
-    on the disk."""
+    on the disk. ``want``: as :func:`convert_checked`'s."""
     n, m = sp.shape
-    nbytes = n * m * want.itemsize
+    store = storage_dtype(want)
+    nbytes = n * m * store.itemsize
     check_disk_space(nbytes, out_path.parent, f"{where}: dense features {n} x {m} {want}")
-    mm = np.lib.format.open_memmap(out_path, mode="w+", dtype=want, shape=(n, m))
+    mm = np.lib.format.open_memmap(out_path, mode="w+", dtype=store, shape=(n, m))
     hdr = int(mm.offset)
     del mm
-    rows = max(1, block_bytes // max(1, m * want.itemsize))
+    rows = max(1, block_bytes // max(1, m * store.itemsize))
     progress.start(f"densifying {Path(where).name}", n, unit="rows")
     with open(out_path, "r+b") as f:
         f.seek(hdr)

@@ -125,14 +125,15 @@ def estimate_memory(dataset_or_path: Union[Dataset, LoadedArrays, str, os.PathLi
         arrays = load_folder(Path(dataset_or_path), mmap=True, full=False)
     meta = arrays.metadata
     g = int(arrays.indptr.nbytes + arrays.indices.nbytes + (arrays.weights.nbytes if arrays.weights is not None else 0))
-    feats = dict(arrays.node_features)
+    # the metadata's dtype: a bfloat16 feature's file holds uint16 bits (2 bytes a value too)
+    feats = {k: (a, meta.node_features[k].dtype) for k, a in arrays.node_features.items()}
     if arrays.hetero is not None:  # the relation ids, and the per-type features as "type/name"
         g += int(arrays.hetero["edge_type"].nbytes)
-        feats.update({f"{t}/{k}": a for t, fs in arrays.hetero["node_features"].items()
-                      for k, a in fs.items()})
+        feats.update({f"{t}/{k}": (a, meta.hetero.node_features[t][k].dtype)
+                      for t, fs in arrays.hetero["node_features"].items() for k, a in fs.items()})
     sizes = {
-        k: {"dtype": str(a.dtype), "shape": list(a.shape), "bytes": int(a.nbytes)}
-        for k, a in feats.items()
+        k: {"dtype": dt, "shape": list(a.shape), "bytes": int(a.nbytes)}
+        for k, (a, dt) in feats.items()
     }
     f = sum(v["bytes"] for v in sizes.values())
     return MemoryEstimate(

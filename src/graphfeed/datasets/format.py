@@ -38,6 +38,7 @@ from .schema import (
     Metadata,
     SplitSpec,
     TaskSpec,
+    bits_dtype,
     check_json_value,
     check_name,
     dtype_name,
@@ -135,12 +136,26 @@ class DatasetWriter:
         self._finished = True
 
 
-def _feature_spec(name: str, arr: np.ndarray, rel: str) -> ArraySpec:
+def _feature_spec(name: str, arr: np.ndarray, rel: str, dtype: Optional[str] = None) -> ArraySpec:
+    """``arr``'s spec; ``dtype``: the name of the dtype its bits hold where numpy has none
+    (:func:`_feature_array`)."""
     try:
-        dt = dtype_name(arr.dtype)
+        dt = dtype_name(arr.dtype if dtype is None else dtype)
     except DatasetError as e:
         raise DatasetError(f"node feature {name!r}: {e}") from None
     return ArraySpec(rel, dt, tuple(int(s) for s in arr.shape))
+
+
+def _feature_array(a, what: str) -> tuple:
+    """``(numpy array, dtype name or None)`` of a feature given as an array or tensor: a tensor
+    of a dtype numpy lacks (bfloat16) becomes its bits and names its dtype (``BITS_DTYPES``)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(a, torch.Tensor):
+        from ..features._rows import numpy_rows
+
+        arr, name = numpy_rows(a)
+        return _to_numpy(arr, what), name
+    return _to_numpy(a, what), None
 
 
 def write_dataset(
@@ -201,9 +216,9 @@ def write_dataset(
         feats, efeats = {}, {}
         for kind, given, specs in (("node", node_features, feats), ("edge", edge_features or {}, efeats)):
             for fname, arr in given.items():
-                arr = _to_numpy(arr, f"{kind} feature {fname!r}")
+                arr, dt = _feature_array(arr, f"{kind} feature {fname!r}")
                 rel = feature_path(fname, kind)
-                specs[fname] = _feature_spec(fname, arr, rel)
+                specs[fname] = _feature_spec(fname, arr, rel, dt)
                 w.save_array(rel, arr)
         split_specs = {}
         for sname, sets in splits.items():
@@ -211,7 +226,7 @@ def write_dataset(
             if not sets:
                 raise DatasetError(f"split {sname!r} holds no set of ids")
             split_specs[sname] = w.save_split(sname, sets)
-        hetero_spec = None if hetero is None else hetero.write(w, _to_numpy, _feature_spec)
+        hetero_spec = None if hetero is None else hetero.write(w, _feature_array, _feature_spec)
         meta = _metadata(
             name or path.name,
             num_nodes,
@@ -287,7 +302,8 @@ class Dataset:
         feats = {}
         for fname, arr in arrays.node_features.items():
             try:
-                feats[fname] = InMemoryFeature(arr)
+                dtype = bits_dtype(self.metadata.node_features[fname])  # bfloat16: its bits
+                feats[fname] = InMemoryFeature(arr, dtype=dtype)
             except GraphfeedError as e:
                 raise DatasetError(f"{arrays.paths[feature_role(fname)]}: {e}") from None
         self.features = FeatureStore(feats)
@@ -443,7 +459,8 @@ class Dataset:
             return self.features[name]
         from ..features.registry import open_feature
 
-        return open_feature(path, backend, cache_size=cache_size, cache_policy=cache_policy)
+        return open_feature(path, backend, cache_size=cache_size, cache_policy=cache_policy,
+                            dtype=bits_dtype(self.metadata.node_features[name]))
 
     def type_feature(self, ntype: str, name: str, backend: str = "ram", *, cache_size=0,
                      cache_policy: str = "sieve"):
@@ -464,7 +481,8 @@ class Dataset:
         from .hetero_schema import type_feature_role
 
         return open_feature(self._arrays.paths[type_feature_role(ntype, name)], backend,
-                            cache_size=cache_size, cache_policy=cache_policy)
+                            cache_size=cache_size, cache_policy=cache_policy,
+                            dtype=bits_dtype(self.metadata.hetero.node_features[ntype][name]))
 
     def __repr__(self) -> str:
         return (

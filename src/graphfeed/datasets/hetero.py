@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import DatasetError
 from .hetero_schema import EDGE_TYPE_PATH, HeteroSpec, type_feature_path, type_feature_role
-from .schema import check_name
+from .schema import bits_dtype, check_name
 
 __all__ = ["HeteroSpec", "load_hetero", "HeteroParts", "open_hetero"]
 
@@ -116,9 +116,9 @@ class HeteroParts:
             specs[t] = {}
             for name, arr in fs.items():
                 check_name(name, f"hetero feature of {t!r}")
-                arr = to_numpy(arr, f"feature {name!r} of node type {t!r}")
+                arr, dt = to_numpy(arr, f"feature {name!r} of node type {t!r}")
                 rel = type_feature_path(t, name)
-                specs[t][name] = feature_spec(name, arr, rel)
+                specs[t][name] = feature_spec(name, arr, rel, dt)
                 writer.save_array(rel, arr)
         counts = tuple(int(x) for x in np.diff(g.node_offsets))
         return HeteroSpec(g.node_types, counts, g.edge_types, EDGE_TYPE_PATH, specs,
@@ -135,6 +135,7 @@ def open_hetero(dataset, graph_checked: bool):
     graph = HeteroGraph(dataset.graph, h.node_types, np.array(h.node_counts, dtype=np.int64),
                         h.edge_types, loaded["edge_type"], trusted=graph_checked,
                         source=str(dataset.arrays.paths["hetero.edge_type"]))
-    feats = {t: {k: InMemoryFeature(a) for k, a in fs.items()}
+    feats = {t: {k: InMemoryFeature(a, dtype=bits_dtype(h.node_features[t][k]))
+                 for k, a in fs.items()}
              for t, fs in loaded["node_features"].items()}
     return graph, feats

@@ -60,7 +60,7 @@ def write_typed_link_dataset(path, *, graph, splits: Mapping, negatives: Optiona
     per node of that type; ``node_features``: name -> one row per global id (e.g. the labels
     of the heterogeneous dataset the pairs were split from)."""
     from ..graph.hetero import HeteroGraph
-    from .format import DatasetWriter, _feature_spec, _metadata, _to_numpy
+    from .format import DatasetWriter, _feature_array, _feature_spec, _metadata, _to_numpy
     from .hetero import HeteroParts
     from .schema import (GraphSpec, SplitSpec, TaskSpec, check_json_value, check_name,
                          feature_path, split_path)
@@ -101,8 +101,8 @@ def write_typed_link_dataset(path, *, graph, splits: Mapping, negatives: Optiona
         feats = {}
         for fname, arr in (node_features or {}).items():
             check_name(fname, f"{path}: node feature")
-            arr = _to_numpy(arr, f"node feature {fname!r}")
-            feats[fname] = _feature_spec(fname, arr, feature_path(fname))
+            arr, dt = _feature_array(arr, f"node feature {fname!r}")
+            feats[fname] = _feature_spec(fname, arr, feature_path(fname), dt)
             w.save_array(feature_path(fname), arr)
         specs = {}
         for sname, (kind, arr) in arrays.items():
@@ -110,7 +110,7 @@ def write_typed_link_dataset(path, *, graph, splits: Mapping, negatives: Optiona
             w.save_array(rel, arr)
             specs[sname] = SplitSpec(rel, int(arr.shape[1] if kind == "node_pairs"
                                                else arr.shape[0]), kind)
-        hspec = parts.write(w, _to_numpy, _feature_spec)
+        hspec = parts.write(w, _feature_array, _feature_spec)
         meta = _metadata(name or path.name, graph.num_nodes,
                          GraphSpec(graph.num_edges, "graph/indptr.npy", "graph/indices.npy"),
                          feats, specs, TaskSpec("link_prediction", "", 0), {}, dict(extra or {}),

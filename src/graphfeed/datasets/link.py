@@ -45,7 +45,7 @@ def write_link_dataset(path, *, graph, node_features: Mapping, splits: Mapping,
     ``undirected``: every edge is stored in both directions.
     """
     from ..graph.csc import CSCGraph
-    from .format import DatasetWriter, _feature_spec, _metadata, _to_numpy
+    from .format import DatasetWriter, _feature_array, _feature_spec, _metadata, _to_numpy
     from .schema import (GraphSpec, SplitSpec, TaskSpec, check_json_value, check_name,
                          feature_path, split_path)
 
@@ -75,8 +75,8 @@ def write_link_dataset(path, *, graph, node_features: Mapping, splits: Mapping,
             w.save_array(weights_rel, np.asarray(graph.weights))
         feats = {}
         for fname, arr in node_features.items():
-            arr = _to_numpy(arr, f"node feature {fname!r}")
-            feats[fname] = _feature_spec(fname, arr, feature_path(fname))
+            arr, dt = _feature_array(arr, f"node feature {fname!r}")
+            feats[fname] = _feature_spec(fname, arr, feature_path(fname), dt)
             w.save_array(feature_path(fname), arr)
         specs = {}
         for sname, (kind, arr) in arrays.items():

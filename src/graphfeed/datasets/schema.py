@@ -38,7 +38,7 @@ import numpy as np
 
 from ..errors import DatasetError
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: the most classes a dataset may declare (a classifier's output layer is hidden x classes)
 MAX_NUM_CLASSES = 1_000_000
 METADATA_FILE = "graphfeed.json"
@@ -50,7 +50,25 @@ SPLIT_KINDS = ("node_ids", "node_pairs", "negative_dst")
 #: feature dtypes a dataset may hold (torch has an equivalent for each)
 FEATURE_DTYPES = (
     "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
+    "bfloat16",
 )
+#: feature dtypes numpy has no type for, and the numpy dtype of the same width whose bits hold
+#: them in the ``.npy`` (the metadata names the dtype, the file holds its bits; format_version
+#: 3). uint16 rather than int16 for bfloat16: no graphfeed feature is uint16, so a bare file of
+#: bf16 bits is never read as integers by mistake. The name is also torch's (``torch.bfloat16``).
+BITS_DTYPES = {"bfloat16": "uint16"}
+
+
+def bits_dtype(spec: "ArraySpec") -> Optional[str]:
+    """``spec``'s dtype when its file holds that dtype's bits (``"bfloat16"``), else ``None``:
+    what a feature opened over the file must be told (the ``dtype`` option of the backends)."""
+    return spec.dtype if spec.dtype in BITS_DTYPES else None
+
+
+def storage_dtype(name: str) -> np.dtype:
+    """The numpy dtype a feature of metadata dtype ``name`` has in its ``.npy``: the dtype
+    itself, or the bits of one numpy lacks (:data:`BITS_DTYPES`)."""
+    return np.dtype(BITS_DTYPES.get(name, name))
 #: the splits ``Dataset.train_ids`` / ``valid_ids`` / ``test_ids`` read (a dataset may hold others)
 SPLIT_NAMES = ("train", "valid", "test")
 
@@ -201,9 +219,19 @@ class Metadata:
         return max((v.num_sets for v in self.splits.values()), default=1)
 
     def required_version(self) -> int:
-        """The oldest format_version that can hold this metadata: 2 for class names or several
-        split sets, else 1 (so older readers keep reading what they can)."""
+        """The oldest format_version that can hold this metadata: 3 for features of a dtype
+        numpy lacks (bfloat16), 2 for class names or several split sets, else 1 (so older
+        readers keep reading what they can, and refuse what they cannot as newer)."""
+        if any(s.dtype in BITS_DTYPES for s in self.feature_specs()):
+            return 3
         return 2 if self.task.class_names is not None or self.num_split_sets > 1 else 1
+
+    def feature_specs(self) -> list:
+        """Every feature's :class:`ArraySpec`: node, edge and (typed datasets) per node type."""
+        specs = [*self.node_features.values(), *self.edge_features.values()]
+        if self.hetero is not None:
+            specs += [s for fs in self.hetero.node_features.values() for s in fs.values()]
+        return specs
 
     def to_json(self) -> dict:
         out = {
@@ -244,8 +272,9 @@ class Metadata:
 class _Ctx:
     """Where we are in the file, for messages: ``graphfeed.json: graph.num_edges``."""
 
-    def __init__(self, source: str):
+    def __init__(self, source: str, version: int = FORMAT_VERSION):
         self.source = source
+        self.version = version
 
     def err(self, where: str, msg: str) -> DatasetError:
         return DatasetError(f"{self.source}: {where}: {msg}")
@@ -296,6 +325,8 @@ class _Ctx:
         dtype = self.str_(d["dtype"], f"{where}.dtype")
         if dtype not in FEATURE_DTYPES:
             raise self.err(f"{where}.dtype", f"unsupported dtype {dtype!r}; allowed: {list(FEATURE_DTYPES)}")
+        if dtype in BITS_DTYPES and self.version < 3:
+            raise self.err(f"{where}.dtype", f"{dtype} features need format_version 3")
         shape = d["shape"]
         if not isinstance(shape, list) or not shape:
             raise self.err(f"{where}.shape", f"expected a non-empty list of sizes, got {_short(shape)}")
@@ -381,6 +412,7 @@ def parse_metadata(raw: Any, source: str = METADATA_FILE) -> Metadata:
         )
     if ver < 1:
         raise c.err("format_version", f"invalid version {ver}")
+    c.version = ver
     d = c.obj(
         raw,
         "top level",
@@ -543,7 +575,10 @@ def read_metadata(folder: Path) -> Metadata:
 
 
 def dtype_name(dtype) -> str:
-    """Canonical dtype string for the metadata; raises for dtypes a dataset cannot hold."""
+    """Canonical dtype string for the metadata; raises for dtypes a dataset cannot hold. A
+    dtype numpy lacks is given by its name (``"bfloat16"``; :data:`BITS_DTYPES`)."""
+    if isinstance(dtype, str) and dtype in BITS_DTYPES:
+        return dtype
     dt = np.dtype(dtype)
     name = "bool" if dt == np.bool_ else dt.name
     if name not in FEATURE_DTYPES or dt.byteorder == ">":

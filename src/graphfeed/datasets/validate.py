@@ -16,7 +16,8 @@ import numpy as np
 from .._io import load_npy
 from ..errors import DatasetError
 from .schema import (
-    TIME_FEATURE, ArraySpec, Metadata, feature_role, read_metadata, resolve_inside, split_role,
+    BITS_DTYPES, TIME_FEATURE, ArraySpec, Metadata, feature_role, read_metadata, resolve_inside,
+    split_role, storage_dtype,
 )
 
 INT32_MAX = int(np.iinfo(np.int32).max)
@@ -52,8 +53,10 @@ def _check_spec(arr: np.ndarray, spec: ArraySpec, path: Path, rows: int, row_wor
     if arr.dtype.hasobject:  # pragma: no cover - load_npy refuses these already
         raise DatasetError(f"{path}: object arrays are not allowed")
     name = "bool" if arr.dtype == np.bool_ else arr.dtype.name
-    if name != spec.dtype:
-        raise DatasetError(f"{path}: dtype is {arr.dtype}, metadata says {spec.dtype}")
+    stored = storage_dtype(spec.dtype)
+    if name != ("bool" if stored == np.bool_ else stored.name):
+        held = f" (held as {stored.name} bits)" if spec.dtype in BITS_DTYPES else ""
+        raise DatasetError(f"{path}: dtype is {arr.dtype}, metadata says {spec.dtype}{held}")
     if tuple(arr.shape) != tuple(spec.shape):
         raise DatasetError(f"{path}: shape is {tuple(arr.shape)}, metadata says {tuple(spec.shape)}")
     if arr.ndim < 1 or arr.shape[0] != rows:
@@ -122,10 +125,11 @@ def load_folder(folder, *, mmap: bool = True, full: bool = True) -> LoadedArrays
     link = meta.task.type == "link_prediction"
     target = None if link else node_features[meta.task.target]
     p_tgt = None if link else paths[feature_role(meta.task.target)]
-    if not link and (target.ndim != 1 or target.dtype.kind not in "iu"):
+    tgt_dtype = None if link else meta.node_features[meta.task.target].dtype
+    if not link and (target.ndim != 1 or target.dtype.kind not in "iu" or tgt_dtype in BITS_DTYPES):
         raise DatasetError(
             f"{p_tgt}: the node classification target must be a 1-D integer array, "
-            f"got {target.dtype} {target.shape}"
+            f"got {tgt_dtype if tgt_dtype in BITS_DTYPES else target.dtype} {target.shape}"
         )
 
     splits = {}

@@ -1,5 +1,6 @@
-"""Rows as bytes: the torch dtype of a stored numpy dtype, word views for the copy kernels
-(:mod:`._gather`), and :class:`StoredFeature`, the base of the backends over stored rows.
+"""Rows as bytes: the torch dtype of a stored numpy dtype (or of the bits of one numpy lacks,
+such as bfloat16), word views for the copy kernels (:mod:`._gather`), and
+:class:`StoredFeature`, the base of the backends over stored rows.
 
 Importing this module loads no numba (the kernels load with the backends that use them).
 """
@@ -12,6 +13,7 @@ import numpy as np
 import torch
 
 from .._threads import PoolOwner, ProcessLocal
+from ..datasets.schema import BITS_DTYPES
 from ..errors import DatasetError
 from .base import Feature
 
@@ -33,13 +35,54 @@ _TORCH_DTYPES = {
 }
 
 
-def torch_dtype(dtype: np.dtype, *, source: str = "array") -> torch.dtype:
-    """The torch dtype of a numpy dtype, or a ``DatasetError`` naming ``source``."""
+def torch_dtype(dtype: np.dtype, *, source: str = "array", as_dtype=None) -> torch.dtype:
+    """The torch dtype of rows stored as numpy ``dtype``, or a ``DatasetError`` naming
+    ``source``.
+
+    ``as_dtype`` (a name such as ``"bfloat16"``, or a torch dtype): what the rows are, where
+    the stored dtype cannot say: a dtype numpy lacks is stored as the bits of a numpy dtype of
+    the same width (``graphfeed.datasets.schema.BITS_DTYPES``: bfloat16 as uint16), which only
+    the dataset's metadata tells apart from plain integers. Every backend reads rows as bytes,
+    so a dtype is this one table entry, not a code path per backend. The stored dtype must be
+    the one ``as_dtype`` is stored as (or ``as_dtype`` itself)."""
     dtype = np.dtype(dtype)
+    dtype = dtype.newbyteorder("=") if dtype.byteorder == ">" else dtype
+    if as_dtype is not None:
+        name = str(as_dtype).removeprefix("torch.")
+        if name in BITS_DTYPES:
+            if dtype != np.dtype(BITS_DTYPES[name]):
+                raise DatasetError(f"{source}: holds {dtype}, but {name} rows are stored as "
+                                   f"{BITS_DTYPES[name]} bits")
+            return getattr(torch, name)
+        want = getattr(torch, name, None)
+        if _TORCH_DTYPES.get(dtype) != want or want is None:
+            raise DatasetError(f"{source}: holds {dtype}, not {name}")
+        return want
     try:
-        return _TORCH_DTYPES[dtype.newbyteorder("=") if dtype.byteorder == ">" else dtype]
+        return _TORCH_DTYPES[dtype]
     except KeyError:
-        raise DatasetError(f"{source}: dtype {dtype} cannot be a feature (no torch equivalent)") from None
+        held = [k for k, v in BITS_DTYPES.items() if np.dtype(v) == dtype]
+        hint = f"; if it holds {held[0]} bits, say so (dtype={held[0]!r})" if held else ""
+        raise DatasetError(f"{source}: dtype {dtype} cannot be a feature (no torch "
+                           f"equivalent){hint}") from None
+
+
+def held_as_bits(dtype: torch.dtype) -> bool:
+    """Whether numpy holds ``dtype``'s values only as bits (bfloat16: ``BITS_DTYPES``)."""
+    return str(dtype).removeprefix("torch.") in BITS_DTYPES
+
+
+def numpy_rows(t: torch.Tensor) -> tuple[np.ndarray, Optional[str]]:
+    """``(rows, dtype name)``: a tensor as numpy (on the CPU, no copy when it is there and
+    contiguous), and the name of its dtype where numpy has none: then the rows are its bits
+    (``BITS_DTYPES``: a bfloat16 tensor gives uint16 bits and ``"bfloat16"``), else ``None``."""
+    name = str(t.dtype).removeprefix("torch.")
+    t = t.detach().cpu()
+    if not held_as_bits(t.dtype):
+        return t.numpy(), None
+    t = t.contiguous()
+    bits = t.view(torch.uint8).numpy().view(BITS_DTYPES[name])  # torch < 2.3 has no uint16
+    return bits.reshape(tuple(t.shape)), name
 
 
 def word_dtype(row_nbytes: int) -> np.dtype:
@@ -80,9 +123,11 @@ class StoredFeature(PoolOwner, ProcessLocal, Feature):
     run in chunks on the executor a read is given, else on the own ``_pool``.
     """
 
-    def _set_layout(self, np_dtype, shape, source: str) -> None:
+    def _set_layout(self, np_dtype, shape, source: str, as_dtype=None) -> None:
+        """``as_dtype``: see :func:`torch_dtype` (the rows' dtype where the stored one is the
+        bits of a dtype numpy lacks)."""
         self._np_dtype = np.dtype(np_dtype)
-        self._dtype = torch_dtype(self._np_dtype, source=source)
+        self._dtype = torch_dtype(self._np_dtype, source=source, as_dtype=as_dtype)
         self._shape = tuple(int(s) for s in shape)
         self._row_nbytes = int(np.prod(self._shape[1:], dtype=np.int64)) * self._np_dtype.itemsize
 

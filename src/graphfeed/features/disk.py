@@ -126,6 +126,9 @@ class DiskFeature(StoredFeature):
       ``O_DIRECT`` (tmpfs).
     - ``sort_ids``: visit rows in ascending id order (helps a cold page cache read ahead; costs an
       argsort per batch, so it is off by default for the in-page-cache case).
+    - ``dtype``: the rows' dtype where the file holds the bits of one numpy lacks
+      (``"bfloat16"`` for a uint16 file; a dataset's metadata says so), see
+      :func:`._rows.torch_dtype`.
 
     The memory map opens lazily in each process (safe after fork; picklable for spawn).
     ``close()`` releases the map, the descriptor and the threads; a later read reopens them.
@@ -144,10 +147,11 @@ class DiskFeature(StoredFeature):
         sort_ids: bool = False,
         max_gap: int = 64 * 1024,
         max_read: int = 4 * 1024 * 1024,
+        dtype=None,
     ):
         self.path = Path(path)
         np_dtype, shape, _, self._offset = read_npy_header(self.path)
-        self._set_layout(np_dtype, shape, str(self.path))
+        self._set_layout(np_dtype, shape, str(self.path), dtype)
         self._pool = ChunkPool(check_int("num_threads", num_threads, 1), "gf-disk")
         self.direct_io = bool(direct_io)
         self.sort_ids = bool(sort_ids)

@@ -40,7 +40,8 @@ from .._threads import ChunkPool, run_chunks
 from .._units import format_bytes
 from ..errors import DatasetError, GraphfeedError, MissingDependencyError
 from ._gather import gather_chunked
-from ._rows import PARALLEL_MIN_ROWS, StoredFeature, torch_dtype, word_dtype
+from ._rows import (PARALLEL_MIN_ROWS, StoredFeature, held_as_bits, numpy_rows, torch_dtype,
+                    word_dtype)
 from .base import as_id_tensor, check_id_range
 
 FORMAT_VERSION = 1
@@ -237,13 +238,16 @@ class LMDBFeature(StoredFeature):
     ``readonly=False``. The environment opens lazily in each process, so the object can be
     created before ``fork`` or pickled to spawned workers. Opening validates the metadata (format
     version, dtype, shape, chunking) and raises ``DatasetError`` naming the store otherwise.
-    ``num_threads`` gathers one large batch when ``read`` gets no ``executor``.
+    ``num_threads`` gathers one large batch when ``read`` gets no ``executor``. ``dtype``: the
+    rows' dtype where the store holds the bits of one numpy lacks (``"bfloat16"`` over uint16
+    bits; :func:`._rows.torch_dtype`).
     """
 
     kind = "lmdb"
     _process_state = ("_env", "_lock", "_table")
 
-    def __init__(self, path: str | os.PathLike, *, readonly: bool = True, num_threads: int = 2):
+    def __init__(self, path: str | os.PathLike, *, readonly: bool = True, num_threads: int = 2,
+                 dtype=None):
         self.path = Path(path)
         self.readonly = bool(readonly)
         self._pool = ChunkPool(check_int("num_threads", num_threads, 1), "gf-lmdb")
@@ -253,7 +257,7 @@ class LMDBFeature(StoredFeature):
         self._init_process_state()
         meta = self._read_meta()
         self._meta = meta
-        self._set_layout(meta["dtype"], meta["shape"], str(self.path))
+        self._set_layout(meta["dtype"], meta["shape"], str(self.path), dtype)
         self.rows_per_chunk = int(meta["rows_per_chunk"])
 
     # -------------------------------------------------------------- per-process state
@@ -357,12 +361,18 @@ class LMDBFeature(StoredFeature):
     # -------------------------------------------------------------- writes
     def update(self, ids, rows) -> None:
         """Overwrite rows ``ids`` with ``rows`` (shape ``(len(ids), *row_shape)``) in ONE write
-        transaction: readers see all of the update or none of it, also after a crash."""
+        transaction: readers see all of the update or none of it, also after a crash. ``rows``
+        are values (a tensor or array), converted to the store's dtype."""
         if self.readonly:
             raise GraphfeedError(f"{self.path}: opened readonly; use LMDBFeature(path, readonly=False)")
         ids = as_id_tensor(ids).numpy()
         check_id_range(torch.from_numpy(ids), self.num_rows, what=f"LMDB store {self.path}")
-        rows = rows.numpy() if isinstance(rows, torch.Tensor) else np.asarray(rows)
+        if held_as_bits(self._dtype) and not isinstance(rows, torch.Tensor):
+            rows = torch.as_tensor(np.asarray(rows))  # values, converted by torch (bfloat16)
+        if isinstance(rows, torch.Tensor):
+            rows = numpy_rows(rows.to(self._dtype))[0]  # a dtype numpy lacks: its bits
+        else:
+            rows = np.asarray(rows)
         want = (ids.shape[0], *self._shape[1:])
         if tuple(rows.shape) != want:
             raise GraphfeedError(f"rows must have shape {want}, got {tuple(rows.shape)}")
@@ -389,9 +399,13 @@ class LMDBFeature(StoredFeature):
         map_size: Optional[int] = None,
         overwrite: bool = False,
         readonly: bool = True,
+        dtype=None,
     ) -> "LMDBFeature":
         """Write a store at ``path`` from an array, a ``.npy`` path (memory-mapped, streamed) or an
         iterable of row blocks (each ``(k, *row_shape)``, same dtype; the total is counted).
+        ``dtype``: the rows' dtype where the source holds the bits of one numpy lacks
+        (``"bfloat16"`` over uint16 bits; a bfloat16 tensor says so itself); the store keeps the
+        bits, and opening it again takes the same ``dtype``.
 
         The store is written into a hidden temporary folder and renamed into place only when
         complete, so an interrupted build never leaves a store that opens.
@@ -405,10 +419,11 @@ class LMDBFeature(StoredFeature):
         if path.parent.is_dir() and not folder_writable(path.parent):
             raise DatasetError(f"{path.parent}: read-only, cannot build an LMDB store there")
         remove_stale_builds(path)
-        blocks, first = _as_blocks(source)
+        blocks, first, named = _as_blocks(source)
+        dtype = named if dtype is None else dtype
         row_shape = tuple(first.shape[1:])
         np_dtype = first.dtype
-        torch_dtype(np_dtype, source=str(path))
+        torch_dtype(np_dtype, source=str(path), as_dtype=dtype)
         row_nbytes = int(np.prod(row_shape, dtype=np.int64)) * np_dtype.itemsize
         rpc = int(rows_per_chunk) if rows_per_chunk else default_rows_per_chunk(row_nbytes)
         if rpc < 1:
@@ -463,7 +478,7 @@ class LMDBFeature(StoredFeature):
             lock = tmp / "lock.mdb"
             if lock.exists():
                 lock.unlink()
-        return cls(path, readonly=readonly)
+        return cls(path, readonly=readonly, dtype=dtype)
 
     def __repr__(self) -> str:
         return (
@@ -473,11 +488,13 @@ class LMDBFeature(StoredFeature):
 
 
 def _as_blocks(source):
-    """``(iterator of row blocks, first block)`` for any supported ``build`` source."""
+    """``(iterator of row blocks, first block, dtype name of a tensor numpy holds as bits or
+    None)`` for any supported ``build`` source."""
+    named = None
     if isinstance(source, (str, os.PathLike)):
         source = load_npy(source, mmap=True)
     if isinstance(source, torch.Tensor):
-        source = source.detach().cpu().numpy()
+        source, named = numpy_rows(source)
     if isinstance(source, np.ndarray):
         if source.ndim == 0:
             raise GraphfeedError("a feature needs at least one dimension (rows)")
@@ -486,7 +503,7 @@ def _as_blocks(source):
         step = max(1, (64 << 20) // max(1, source[:1].nbytes))  # ~64 MiB blocks
         blocks = (source[s : s + step] for s in range(0, source.shape[0], step))
         first = source[:0]
-        return blocks, first
+        return blocks, first, named
     it = iter(source)
     try:
         first = np.asarray(next(it))
@@ -499,7 +516,7 @@ def _as_blocks(source):
         yield first
         yield from it
 
-    return chain(), first[:0]
+    return chain(), first[:0], named
 
 
 @contextlib.contextmanager
@@ -589,9 +606,11 @@ def open_or_build(
     on_built: Optional[Callable[[], None]] = None,
     rows_per_chunk: Optional[int] = None,
     num_threads: int = 2,
+    dtype=None,
 ) -> LMDBFeature:
     """The LMDB copy of ``.npy`` file ``source`` at ``store_path``: opened if it exists and
     ``is_current(store)``, else (re)built from ``source`` (then ``on_built()`` runs).
+    ``dtype``: as :class:`LMDBFeature`'s (``"bfloat16"`` for a file of bf16 bits).
 
     - A writable folder: check-then-build runs under a ``flock`` on ``.<name>.lock`` beside the
       store, so several processes opening it first build it once; leftovers of killed builds
@@ -608,7 +627,7 @@ def open_or_build(
                 f"{store_path}: no LMDB store here, and {folder} is read-only so none can be "
                 "built; build it once where the folder is writable, or use the disk backend"
             )
-        store = LMDBFeature(store_path, num_threads=num_threads)
+        store = LMDBFeature(store_path, num_threads=num_threads, dtype=dtype)
         if not is_current(store):
             store.close()
             raise DatasetError(
@@ -620,7 +639,7 @@ def open_or_build(
         if store_path.exists():
             store = None
             try:
-                store = LMDBFeature(store_path, num_threads=num_threads)
+                store = LMDBFeature(store_path, num_threads=num_threads, dtype=dtype)
                 if is_current(store):
                     return store
             except DatasetError:
@@ -629,10 +648,11 @@ def open_or_build(
                 store.close()
         if not source.is_file():
             raise DatasetError(f"{source}: file not found (needed to build {store_path})")
-        LMDBFeature.build(store_path, source, rows_per_chunk=rows_per_chunk, overwrite=True).close()
+        LMDBFeature.build(store_path, source, rows_per_chunk=rows_per_chunk, overwrite=True,
+                          dtype=dtype).close()
         if on_built is not None:
             on_built()
-        return LMDBFeature(store_path, num_threads=num_threads)
+        return LMDBFeature(store_path, num_threads=num_threads, dtype=dtype)
 
 
 
@@ -681,14 +701,16 @@ def open_npy(
     lmdb_path: Optional[str | os.PathLike] = None,
     rows_per_chunk: Optional[int] = None,
     num_threads: int = 2,
+    dtype=None,
 ) -> LMDBFeature:
     """The ``"lmdb"`` backend: the LMDB copy of ``npy_path`` at ``lmdb_path`` (default
     :func:`lmdb_path_for`), built on first use and rebuilt when the ``.npy`` changed (shape,
-    dtype, or the size and mtime recorded at the build)."""
+    dtype, or the size and mtime recorded at the build). ``dtype``: as :class:`LMDBFeature`'s
+    (``"bfloat16"`` for a file of bf16 bits)."""
     path = Path(npy_path)
     store_path = Path(lmdb_path) if lmdb_path is not None else lmdb_path_for(path)
     # several ranks may open the same store first: one builds, the others wait and reuse it;
     # a read-only dataset folder opens an existing store without a lock file
     return open_or_build(store_path, path, rows_per_chunk=rows_per_chunk, num_threads=num_threads,
-                         is_current=lambda s: _built_from(s, path),
+                         dtype=dtype, is_current=lambda s: _built_from(s, path),
                          on_built=lambda: _record_source(store_path, path))

@@ -17,18 +17,33 @@ from ._rows import gather_words, word_dtype
 from .base import Feature
 
 
-def to_tensor(data) -> torch.Tensor:
-    """A CPU/any-device tensor sharing memory with ``data`` when it is a numpy array."""
-    if isinstance(data, torch.Tensor):
-        return data
+def to_tensor(data, dtype=None) -> torch.Tensor:
+    """A CPU/any-device tensor sharing memory with ``data`` when it is a numpy array.
+
+    ``dtype`` (e.g. ``"bfloat16"``): the rows' dtype where ``data`` holds the bits of one numpy
+    lacks (a uint16 array of bf16 bits, as a dataset stores them): the tensor is a view of those
+    bits as ``dtype``, no copy (:func:`._rows.torch_dtype` checks the pair)."""
     if isinstance(data, np.ndarray):
         if data.dtype.hasobject:
             raise GraphfeedError("object arrays cannot be features")
+        if dtype is not None:
+            from ._rows import torch_dtype
+
+            want = torch_dtype(data.dtype, source="feature array", as_dtype=dtype)
+            if data.dtype.kind == "u" and data.dtype.itemsize > 1:  # torch < 2.3 has no uint16
+                data = data.view(np.dtype(f"i{data.dtype.itemsize}"))
+            return to_tensor(data).view(want)
         if data.dtype == np.uint16 or data.dtype == np.uint32 or data.dtype == np.uint64:
-            raise GraphfeedError(f"dtype {data.dtype} has no torch equivalent; cast it first")
+            raise GraphfeedError(f"dtype {data.dtype} has no torch equivalent; cast it first "
+                                 f"(or, for bfloat16 bits, pass dtype='bfloat16')")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # read-only memmaps; we never write
             return torch.from_numpy(data)
+    if isinstance(data, torch.Tensor):
+        if dtype is not None and str(data.dtype) != f"torch.{str(dtype).removeprefix('torch.')}":
+            raise GraphfeedError(f"a {data.dtype} tensor given with dtype={dtype!r}: the "
+                                 f"dtype option is for numpy arrays of bits")
+        return data
     raise GraphfeedError(f"expected a torch.Tensor or numpy.ndarray, got {type(data).__name__}")
 
 
@@ -57,12 +72,15 @@ class InMemoryFeature(PoolOwner, Feature):
     per row: private anonymous memory is collapsed into huge pages now (numpy already asks for
     them on its large arrays); a memory map of a file is marked, so that pages read into the
     page cache through it arrive as 2 MiB folios. Shared anonymous memory is left as it is.
+
+    ``dtype``: the rows' dtype where ``data`` is a numpy array of the bits of one numpy lacks
+    (``"bfloat16"`` over uint16 bits, as a dataset stores them; :func:`to_tensor`).
     """
 
     kind = "in-memory"
 
-    def __init__(self, data, *, num_threads: int = 2, huge_pages: bool = True):
-        t = to_tensor(data)
+    def __init__(self, data, *, num_threads: int = 2, huge_pages: bool = True, dtype=None):
+        t = to_tensor(data, dtype)
         if t.dim() == 0:
             raise GraphfeedError("a feature needs at least one dimension (rows)")
         self._data = t
@@ -123,7 +141,11 @@ class InMemoryFeature(PoolOwner, Feature):
         self._pool.close()
 
 
-def open_npy(path, *, mmap: bool = False) -> InMemoryFeature:
+def open_npy(path, *, mmap: bool = False, dtype=None) -> InMemoryFeature:
     """The ``"ram"`` backend: ``path``'s rows loaded into memory (``mmap=True``: a read-only
-    memory map shared with the page cache instead of a copy)."""
-    return InMemoryFeature(load_npy(path, mmap=mmap))
+    memory map shared with the page cache instead of a copy); ``dtype``: as
+    :class:`InMemoryFeature`'s (``"bfloat16"`` for a file of bf16 bits)."""
+    try:
+        return InMemoryFeature(load_npy(path, mmap=mmap), dtype=dtype)
+    except GraphfeedError as e:
+        raise type(e)(f"{path}: {e}") from None

@@ -34,6 +34,7 @@ def open_feature(
     *,
     cache_size=0,
     cache_policy: str = "sieve",
+    dtype=None,
     **options,
 ) -> "Feature":
     """A ``Feature`` over the rows of ``npy_path``.
@@ -49,9 +50,16 @@ def open_feature(
     ``cache_size`` (bytes, or a string such as ``"512MB"``/``"2GiB"``) > 0 wraps the store in a
     ``CachedFeature`` with ``cache_policy`` (not an in-memory one, which needs no cache). An
     unknown backend or an option the backend does not take is a ``GraphfeedError``.
+
+    ``dtype``: the rows' dtype where the file holds the bits of one numpy lacks: ``"bfloat16"``
+    for a uint16 ``.npy`` of bf16 bits, as a dataset stores them (``Dataset.node_feature``
+    passes its metadata's dtype). Every built-in backend takes it (an option of the opener);
+    a backend that does not cannot read such a file and says so.
     """
     name = backend.lower() if isinstance(backend, str) else backend
     opener = BACKENDS.get(name)
+    if dtype is not None:
+        options["dtype"] = dtype
     cache_bytes = parse_size(cache_size)
     unexpected = sorted(set(options) - _option_names(opener))
     if unexpected:

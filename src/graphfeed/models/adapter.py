@@ -145,21 +145,97 @@ def to_data(batch: MiniBatch, x: Optional[torch.Tensor] = None):
     )
 
 
+# ``trim_to_layer`` drops, before layer ``i``, the nodes of the ``i`` outermost hops and the edges
+# into the hops that can no longer reach the seeds. A node that still matters keeps every
+# in-edge, so a layer whose output at a node reads only that node's in-edges (mean, sum, max,
+# attention: SAGEConv, GINConv, GATConv, PNAConv, EdgeConv) gives the seeds the same result.
+# These modules read more than that, so trimming changes the seeds' output:
+#: convolutions that normalise an edge by the degrees of both its ends (``gcn_norm`` and the
+#: like): the outermost kept hop loses its in-edges, hence its degrees, hence the scale of every
+#: message it sends (GCN on the ``tiny`` dataset: differences up to 2 and more); class name ->
+#: the attribute that turns the normalisation on (``None``: always on)
+_DEGREE_NORMALISED = {
+    "GCNConv": "normalize", "GCN2Conv": "normalize", "TAGConv": "normalize",
+    "APPNP": "normalize", "LGConv": "normalize", "FAConv": "normalize", "DNAConv": "normalize",
+    "SGConv": None, "SSGConv": None, "ChebConv": None, "ARMAConv": None, "MixHopConv": None,
+    "EGConv": None,
+}
+#: normalisations whose statistics run over every node they are given (PyG's ``LayerNorm`` in
+#: its default ``mode="graph"``, ``GraphNorm``, ...): fewer nodes, other statistics; class
+#: name -> ``(attribute, value)`` that selects that behaviour, or ``None``: always
+_NODE_SET_NORMS = {
+    "LayerNorm": ("mode", "graph"), "GraphNorm": None, "PairNorm": None,
+    "MeanSubtractionNorm": None, "GraphSizeNorm": None,
+}
+
+
+def _pyg_class(module: nn.Module) -> Optional[str]:
+    """The name of ``module``'s class when it is one of PyG's (a user subclass counts too)."""
+    for cls in type(module).__mro__:
+        if cls.__module__.startswith("torch_geometric."):
+            return cls.__name__
+    return None
+
+
+def _trim_changes(module: nn.Module) -> Optional[str]:
+    """Why trimming changes ``module``'s output whatever its mode, or ``None``."""
+    name = _pyg_class(module)
+    if name in _DEGREE_NORMALISED:
+        attr = _DEGREE_NORMALISED[name]
+        if attr is None or getattr(module, attr, True):
+            return ("normalises each edge by the degrees of both its ends, and trimming removes "
+                    "the in-edges of the outermost hop it keeps")
+    if name in _NODE_SET_NORMS:
+        sel = _NODE_SET_NORMS[name]
+        if sel is None or getattr(module, sel[0], None) == sel[1]:
+            return "normalises over every node it is given, and trimming gives it fewer"
+    return None
+
+
+def _batch_statistics(module: nn.Module) -> bool:
+    """Batch and instance norms: statistics of the nodes given while training (or always,
+    without running statistics); in evaluation with running statistics they are per node."""
+    from torch.nn.modules.batchnorm import _BatchNorm
+    from torch.nn.modules.instancenorm import _InstanceNorm
+
+    return isinstance(module, (_BatchNorm, _InstanceNorm)) and (
+        module.training or not module.track_running_stats)
+
+
 class StockModel(nn.Module):
     """Wraps a model called as ``model(x, edge_index)`` (PyG's ``BasicGNN`` family and most user
     models) so it takes ``(x, blocks)`` like graphfeed's models: it builds :func:`hop_edge_index`
     and returns the seeds' rows. ``trim=True`` also passes ``num_sampled_nodes_per_hop`` /
     ``num_sampled_edges_per_hop`` (``BasicGNN``'s ``trim_to_layer``: each layer skips the hops it
-    cannot reach the seeds from; same output, less work)."""
+    cannot reach the seeds from; same output, less work).
+
+    Same output only for layers that read nothing but a node's in-edges (SAGEConv, GINConv,
+    GATConv, PNAConv, ...). ``trim=True`` is refused (``ValueError``) for a model holding a
+    layer whose result trimming changes: a graph-normalised convolution (``GCNConv`` with
+    ``normalize=True``, and the other ``gcn_norm`` users: PyG's ``GCN`` among them) or a
+    normalisation over all nodes (PyG's ``LayerNorm`` in ``mode="graph"``, ``GraphNorm``, ...);
+    and a batch or instance norm that uses the batch's statistics (training, or no running
+    statistics) fails the forward pass. Use ``trim=False`` for those."""
 
     def __init__(self, model: nn.Module, *, trim: bool = False):
         super().__init__()
         self.model = model
         self.trim = bool(trim)
+        if self.trim:
+            for path, m in model.named_modules():
+                why = _trim_changes(m)
+                if why is not None:
+                    raise ValueError(_trim_refusal(path, m, why))
 
     def forward(self, x: torch.Tensor, blocks: Sequence[Block]) -> torch.Tensor:
         edge_index, nodes, edges = hop_edge_index(blocks)
         if self.trim:
+            for path, m in self.model.named_modules():
+                if _batch_statistics(m):
+                    raise ValueError(_trim_refusal(
+                        path, m, "normalises with the statistics of the nodes it is given "
+                                 "(training, or no running statistics), and trimming gives it "
+                                 "fewer"))
             out = self.model(x, edge_index, num_sampled_nodes_per_hop=nodes,
                              num_sampled_edges_per_hop=edges)
         else:
@@ -177,6 +253,12 @@ class LayerwiseModel(nn.Module):
 
     def forward(self, x: torch.Tensor, blocks: Sequence[Block]) -> torch.Tensor:
         return self.model(x, to_adjs(blocks))
+
+
+def _trim_refusal(path: str, module: nn.Module, why: str) -> str:
+    return (f"StockModel(trim=True): {path or 'the model'} ({type(module).__name__}) {why}, so "
+            f"the seeds' output would change; use trim=False (the same model on the whole "
+            f"sampled subgraph)")
 
 
 #: what ``graphfeed.train(cfg, model=...)`` accepts: ``factory(in_dim, num_classes)`` returning

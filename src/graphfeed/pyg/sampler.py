@@ -47,6 +47,7 @@ from ..graph.csc import CSCGraph
 from ..graph.from_pyg import csc_perm, hetero_perm, pyg_kind
 from ..graph.hetero import HeteroGraph
 from ..sampling import build_sampler
+from ..sampling._common import check_one_order, reverse_hops
 from ..sampling.method import resolve_method
 
 __all__ = ["GraphfeedSampler", "graphfeed_fanouts"]
@@ -65,20 +66,10 @@ def graphfeed_fanouts(num_neighbors):
     default = None
     if isinstance(num_neighbors, NumNeighbors):
         default, num_neighbors = num_neighbors.default, num_neighbors.values
-    if isinstance(num_neighbors, Mapping):
-        out = {}
-        for key, fl in num_neighbors.items():
-            if isinstance(key, str) and "__" in key:
-                key = tuple(key.split("__"))
-            out[key] = _reversed(fl, f"num_neighbors[{key!r}]")
-        return out if default is None else (out, _reversed(default, "default"))
-    return _reversed(num_neighbors, "num_neighbors")
-
-
-def _reversed(values, what: str) -> list:
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
-        raise GraphfeedError(f"{what} must be a list with one entry per hop, got {values!r}")
-    return list(values)[::-1]
+    out = reverse_hops(num_neighbors)
+    if default is None or not isinstance(out, Mapping):
+        return out
+    return out, reverse_hops(default, name="default")
 
 
 def _content_key(ids: torch.Tensor) -> int:
@@ -105,7 +96,10 @@ class GraphfeedSampler(BaseSampler):
       :func:`graphfeed.pyg.from_dataset`, a graphfeed ``Dataset``, ``CSCGraph`` or
       ``HeteroGraph``.
     - ``num_neighbors``: PyG's, hop 1 first (a list, or a dict edge type -> list on a typed
-      graph; ``-1``: every neighbour; in a dict, ``0``: not sampled).
+      graph; ``-1``: every neighbour; in a dict, ``0``: not sampled); or ``fanouts=`` instead,
+      the same in graphfeed's order (input layer first, as graphfeed's samplers and ``graphfeed
+      train --fanouts`` take it). Exactly one of the two (both: ``GraphfeedError``, a
+      ``ValueError``).
     - ``method``: a ``graphfeed.sampling.SamplingMethod`` or kind name: ``"uniform"``,
       ``"weighted"``, ``"labor"``, ``"temporal"`` (typed graphs: uniform). Its arrays come from
       a ``Dataset`` (``method.bind``), or from a PyG ``Data``'s ``weight_attr`` (edge weights)
@@ -123,17 +117,25 @@ class GraphfeedSampler(BaseSampler):
     positions), :attr:`edge_permutation` maps them to PyG's for ``Data``/``HeteroData`` input.
     """
 
-    def __init__(self, data, num_neighbors, *, method=None, replace: bool = False,
-                 seed: int = 0, sampler: Optional[str] = None, device="cpu",
-                 exclude: str = "none", negatives: str = "uniform", reverse_edge_types=None,
-                 weight_attr: Optional[str] = None, time_attr: Optional[str] = None,
-                 **options):
+    def __init__(self, data, num_neighbors=None, *, fanouts=None, method=None,
+                 replace: bool = False, seed: int = 0, sampler: Optional[str] = None,
+                 device="cpu", exclude: str = "none", negatives: str = "uniform",
+                 reverse_edge_types=None, weight_attr: Optional[str] = None,
+                 time_attr: Optional[str] = None, **options):
+        # checked before the graph is built (O(E log E) for a Data): a wrong call fails fast
+        check_one_order(fanouts, num_neighbors, "GraphfeedSampler")
         graph, perm, method = _resolve(data, method, weight_attr, time_attr)
         self.graph = graph
         self.is_hetero = isinstance(graph, HeteroGraph)
-        fanouts = graphfeed_fanouts(num_neighbors)
-        if isinstance(fanouts, tuple):  # a NumNeighbors with a default for the other types
-            given, default = fanouts
+        default = None
+        if num_neighbors is None:  # graphfeed's order already; num_neighbors is shown in PyG's
+            num_neighbors = reverse_hops(fanouts, name="fanouts")
+        else:
+            fanouts = graphfeed_fanouts(num_neighbors)
+            if isinstance(fanouts, tuple):  # a NumNeighbors with a default for the other types
+                fanouts, default = fanouts
+        if default is not None:
+            given = fanouts
             if not self.is_hetero:
                 raise GraphfeedError("num_neighbors: a dict is for typed graphs")
             fanouts = {et: given.get(et, default) for et in graph.edge_types}

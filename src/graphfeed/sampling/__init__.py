@@ -23,7 +23,7 @@ below load on first use.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from .._lazy import lazy_exports
 from .._registry import Registry
@@ -43,10 +43,16 @@ SAMPLERS.add("torch-hetero", ".sampling.torch_hetero:TorchHeteroSampler",
              "vectorised torch per edge type of a HeteroGraph, any device (the GPU path)")
 
 
-def build_sampler(name: str, graph, fanouts: Sequence[int], **kwargs) -> "Sampler":
+def build_sampler(name: str, graph, fanouts: Optional[Sequence[int]] = None, *,
+                  num_neighbors=None, **kwargs) -> "Sampler":
     """``SAMPLERS.get(name).from_graph(graph, fanouts, **kwargs)``; the common keywords are
-    ``device="cpu"``, ``replace=False``, ``seed=0``, ``uva=False``. An unknown ``name`` is a
-    ``GraphfeedError`` listing the registered ones."""
+    ``device="cpu"``, ``replace=False``, ``seed=0``, ``uva=False``. ``num_neighbors`` instead
+    of ``fanouts``: the same in PyG's order, the seeds' hop first (reversed here; giving both
+    is a ``GraphfeedError``). An unknown ``name`` is a ``GraphfeedError`` listing the
+    registered ones."""
+    from ._common import resolve_fanouts
+
+    fanouts = resolve_fanouts(fanouts, num_neighbors, f"build_sampler({name!r})")
     return SAMPLERS.get(name).from_graph(graph, fanouts, **kwargs)
 
 

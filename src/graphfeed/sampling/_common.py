@@ -56,6 +56,57 @@ def check_fanouts(fanouts, *, name: str = "fanouts",
     return tuple(out)
 
 
+def reverse_hops(num_neighbors, *, name: str = "num_neighbors"):
+    """graphfeed's ``fanouts`` of PyG's ``num_neighbors``. The two orders are opposite:
+    graphfeed (as DGL/GraphBolt) lists the GNN layers in the order a model applies them,
+    ``fanouts[0]`` the input layer and ``fanouts[-1]`` the seeds' layer; PyG lists the hops
+    outward from the seeds, ``num_neighbors[0]`` the seeds' own neighbours. So a list is
+    reversed, and a dict edge type -> list (keys: triples, or PyG's ``"src__rel__dst"``
+    strings) has every list reversed. Entries are checked where the fanouts are."""
+    from collections.abc import Mapping
+
+    if isinstance(num_neighbors, Mapping):
+        out = {}
+        for key, hops in num_neighbors.items():
+            if isinstance(key, str) and "__" in key:
+                key = tuple(key.split("__"))
+            out[key] = _reversed_list(hops, f"{name}[{key!r}]")
+        return out
+    return _reversed_list(num_neighbors, name)
+
+
+def _reversed_list(values, what: str) -> list:
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise GraphfeedError(f"{what} must be a list with one entry per hop, got {values!r}")
+    return list(values)[::-1]
+
+
+def resolve_fanouts(fanouts, num_neighbors, who: str):
+    """The fanouts a sampler was given, in graphfeed's order: ``fanouts`` as they are, or
+    PyG-ordered ``num_neighbors`` reversed (:func:`reverse_hops`), so PyG users can write the
+    list they would give ``NeighborLoader``. Exactly one of the two: both are the same setting,
+    and two lists that disagree would leave the sampler to guess (``GraphfeedError``, a
+    ``ValueError``)."""
+    check_one_order(fanouts, num_neighbors, who)
+    return fanouts if num_neighbors is None else reverse_hops(num_neighbors)
+
+
+def check_one_order(fanouts, num_neighbors, who: str) -> None:
+    """Exactly one of ``fanouts`` and ``num_neighbors`` is given (:func:`resolve_fanouts`)."""
+    if num_neighbors is None and fanouts is None:
+        raise GraphfeedError(f"{who}: give fanouts (graphfeed's order: input layer first) "
+                             f"or num_neighbors (PyG's order: the seeds' hop first)")
+    if num_neighbors is not None and fanouts is not None:
+        raise GraphfeedError(
+            f"{who}: fanouts={_shown(fanouts)} and num_neighbors={_shown(num_neighbors)} are the "
+            f"same setting in opposite orders (fanouts: input layer first; num_neighbors: "
+            f"PyG's, the seeds' hop first); give one of them")
+
+
+def _shown(v):
+    return list(v) if isinstance(v, tuple) else v
+
+
 def check_method(method: SamplingMethod, replace: bool, sampler: str) -> SamplingMethod:
     """Refuse the method/replacement pairs no definition covers."""
     if replace and method.kind == "labor":

@@ -16,7 +16,7 @@ import torch
 
 from ..errors import GraphfeedError
 from ..graph.hetero import HeteroGraph
-from ._common import batch_key, check_fanouts
+from ._common import batch_key, check_fanouts, resolve_fanouts
 from .base import Sampler
 from .hetero_batch import HeteroBlock, HeteroMiniBatch
 from ._cpu_common import MapPool, readonly_view, seeds_to_numpy
@@ -97,7 +97,8 @@ class HeteroNeighborSampler(Sampler):
 
     - ``fanouts``: one list for all edge types or a dict per edge type (see
       :func:`resolve_hetero_fanouts`); ``fanouts[i]`` belongs to ``blocks[i]`` as in the
-      homogeneous sampler: each destination gets up to ``fanout`` in-edges *of each relation*
+      homogeneous sampler (``num_neighbors=`` instead: PyG's order, every list reversed): each
+      destination gets up to ``fanout`` in-edges *of each relation*
       into its type.
     - ``replace``, ``seed``, ``return_edge_ids``: as ``NeighborSampler``. Without replacement a
       destination's sample of one relation is uniform over the k-subsets of its in-edges of
@@ -112,12 +113,13 @@ class HeteroNeighborSampler(Sampler):
     flight holds one int32 map of ``num_nodes`` entries (pooled).
     """
 
-    def __init__(self, graph: HeteroGraph, fanouts, *, replace: bool = False, seed: int = 0,
-                 return_edge_ids: bool = False, num_threads: int = 1):
+    def __init__(self, graph: HeteroGraph, fanouts=None, *, replace: bool = False, seed: int = 0,
+                 return_edge_ids: bool = False, num_threads: int = 1, num_neighbors=None):
         if not isinstance(graph, HeteroGraph):
             raise GraphfeedError(f"graph must be a HeteroGraph, got {type(graph).__name__}")
         self.graph = graph
-        self._fanout_table = resolve_hetero_fanouts(graph, fanouts)
+        self._fanout_table = resolve_hetero_fanouts(
+            graph, resolve_fanouts(fanouts, num_neighbors, "HeteroNeighborSampler"))
         self.replace = bool(replace)
         self.seed = int(seed)
         self.return_edge_ids = bool(return_edge_ids)

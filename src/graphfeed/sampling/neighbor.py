@@ -15,7 +15,8 @@ from .._checks import check_int
 from .._threads import ChunkPool, run_chunks
 from ..errors import GraphfeedError
 from ..graph.csc import CSCGraph
-from ._common import batch_key, check_fanouts, check_method, labor_key, labor_rotation
+from ._common import (batch_key, check_fanouts, check_method, labor_key, labor_rotation,
+                      resolve_fanouts)
 from ._cpu_common import MapPool, readonly_view, seeds_to_numpy
 from .base import Block, MiniBatch, Sampler
 from .method import ARRAY_KEYS, SamplingMethod, method_arrays, resolve_method
@@ -33,7 +34,9 @@ class NeighborSampler(Sampler):
     sources of ``blocks[-1]`` are the destinations of ``blocks[-2]``, sampled with
     ``fanouts[-2]``; and so on down to ``blocks[0]``, whose sources are ``input_nodes``.
 
-    - ``fanouts``: ints ``>= 1``, or ``-1`` for every neighbour.
+    - ``fanouts``: ints ``>= 1``, or ``-1`` for every neighbour. ``num_neighbors=`` instead:
+      the same list in PyG's order (the seeds' hop first, as ``NeighborLoader`` takes it),
+      reversed here; giving both is an error.
     - ``replace=False``: each destination gets ``min(fanout, in_degree)`` distinct in-edges, every
       subset of that size equally likely. ``replace=True``: exactly ``fanout`` i.i.d. uniform
       in-edges per destination with ``in_degree > 0`` (none otherwise); a fanout of ``-1`` takes
@@ -65,18 +68,19 @@ class NeighborSampler(Sampler):
     def __init__(
         self,
         graph: CSCGraph,
-        fanouts: Sequence[int],
+        fanouts: Optional[Sequence[int]] = None,
         *,
         replace: bool = False,
         seed: int = 0,
         num_threads: int = 1,
         return_edge_ids: bool = False,
         method: Optional[SamplingMethod] = None,
+        num_neighbors: Optional[Sequence[int]] = None,
     ):
         if not isinstance(graph, CSCGraph):
             raise GraphfeedError(f"graph must be a CSCGraph, got {type(graph).__name__}")
         self.graph = graph
-        self._fanouts = check_fanouts(fanouts)
+        self._fanouts = check_fanouts(resolve_fanouts(fanouts, num_neighbors, "NeighborSampler"))
         self.replace = bool(replace)
         self.seed = int(seed)
         self.num_threads = check_int("num_threads", num_threads, 1)

@@ -21,7 +21,7 @@ import torch
 from ..errors import GraphfeedError
 from ..graph.hetero import HeteroGraph
 from .base import Sampler
-from ._common import batch_key
+from ._common import batch_key, resolve_fanouts
 from .hetero import HeteroNeighborSampler, group_seeds, make_block, resolve_hetero_fanouts
 from .hetero_batch import HeteroMiniBatch
 from .torch_sampler import TorchNeighborSampler, _relabel
@@ -34,10 +34,11 @@ class TorchHeteroSampler(Sampler):
     with torch ops only (no loop over nodes or relations), on the device of the graph tensors.
 
     - Inputs and outputs are ``HeteroNeighborSampler``'s: ``fanouts`` one list for every edge
-      type or a dict per edge type; seeds global ids or a dict node type -> type-local ids (grouped
-      by type in the batch); a :class:`HeteroMiniBatch` whose blocks give per edge type an
-      ``edge_index`` in type-local ids, destinations first per node type, new sources of a type
-      in order of first appearance (relation-major). Tensors are on :attr:`device`.
+      type or a dict per edge type (or ``num_neighbors`` in PyG's order); seeds global ids or a
+      dict node type -> type-local ids (grouped by type in the batch); a
+      :class:`HeteroMiniBatch` whose blocks give per edge type an ``edge_index`` in type-local
+      ids, destinations first per node type, new sources of a type in order of first
+      appearance (relation-major). Tensors are on :attr:`device`.
     - ``replace=False``: per destination and relation, ``min(fanout, degree)`` distinct in-edges,
       every subset equally likely; ``replace=True``: ``fanout`` i.i.d. uniform in-edges where the
       degree is positive; ``-1`` every in-edge, ``0`` (dict fanouts) none.
@@ -54,13 +55,15 @@ class TorchHeteroSampler(Sampler):
       relation ids, as the homogeneous torch sampler does.
     """
 
-    def __init__(self, graph: HeteroGraph, fanouts, *, device="cpu", replace: bool = False,
-                 seed: int = 0, uva: bool = False, return_edge_ids: bool = False):
+    def __init__(self, graph: HeteroGraph, fanouts=None, *, device="cpu", replace: bool = False,
+                 seed: int = 0, uva: bool = False, return_edge_ids: bool = False,
+                 num_neighbors=None):
         if not isinstance(graph, HeteroGraph):
             raise GraphfeedError(f"the 'torch-hetero' sampler needs a HeteroGraph, got "
                                  f"{type(graph).__name__}")
         self.graph = graph
-        self._fanout_table = resolve_hetero_fanouts(graph, fanouts)
+        self._fanout_table = resolve_hetero_fanouts(
+            graph, resolve_fanouts(fanouts, num_neighbors, "TorchHeteroSampler"))
         self.replace = bool(replace)
         self.seed = int(seed)
         self.return_edge_ids = bool(return_edge_ids)

@@ -17,7 +17,8 @@ import torch
 
 from ..errors import GraphfeedError
 from ..graph.csc import CSCGraph
-from ._common import batch_key, check_fanouts, check_method, labor_key, labor_rotation
+from ._common import (batch_key, check_fanouts, check_method, labor_key, labor_rotation,
+                      resolve_fanouts)
 from .base import Block, MiniBatch, Sampler
 from .method import SamplingMethod, method_arrays, resolve_method
 
@@ -62,7 +63,8 @@ class TorchNeighborSampler(Sampler):
       indexing/gathers (``indptr[ids]``, ``indices[positions]``), so they may be zero-copy GPU
       views of pinned host memory.
     - ``fanouts``: as ``NeighborSampler`` (``fanouts[i]`` is the fanout of ``blocks[i]``; the
-      seeds are ``blocks[-1]``'s destinations; ``-1`` takes every neighbour).
+      seeds are ``blocks[-1]``'s destinations; ``-1`` takes every neighbour), or
+      ``num_neighbors=`` in PyG's order (the seeds' hop first), not both.
     - ``replace=False``: ``min(fanout, in_degree)`` distinct in-edges per destination, every
       subset equally likely (vectorised Floyd's algorithm for ``fanout <= 32``, else one random
       key per candidate edge and a segmented sort). ``replace=True``: ``fanout`` i.i.d. uniform
@@ -94,13 +96,14 @@ class TorchNeighborSampler(Sampler):
         self,
         indptr: torch.Tensor,
         indices: torch.Tensor,
-        fanouts: Sequence[int],
+        fanouts: Optional[Sequence[int]] = None,
         *,
         replace: bool = False,
         seed: int = 0,
         return_edge_ids: bool = False,
         trusted: bool = False,
         method: Optional[SamplingMethod] = None,
+        num_neighbors: Optional[Sequence[int]] = None,
     ):
         if not isinstance(indptr, torch.Tensor) or not isinstance(indices, torch.Tensor):
             raise GraphfeedError("indptr and indices must be torch tensors")
@@ -121,7 +124,8 @@ class TorchNeighborSampler(Sampler):
             _check_csc_tensors(indptr, indices)
         self.indptr = indptr
         self.indices = indices
-        self._fanouts = check_fanouts(fanouts)
+        self._fanouts = check_fanouts(resolve_fanouts(fanouts, num_neighbors,
+                                                      "TorchNeighborSampler"))
         self.replace = bool(replace)
         self.seed = int(seed)
         self.return_edge_ids = bool(return_edge_ids)

@@ -108,6 +108,7 @@ class TrainConfig:
     decoder: str = "dot"  # link: dot or mlp
     num_negatives: int = 1  # link: uniform negatives per training pair
     eval_negatives: int = 1000  # link: negatives per pair for MRR / Hits@K in evaluation
+    precision: str = "32"  # 32, bf16-mixed or fp16-mixed (autocast; PRECISIONS)
 
     def validate(self) -> "TrainConfig":
         if not isinstance(self.dataset, str) or not self.dataset:
@@ -205,6 +206,9 @@ class TrainConfig:
             raise GraphfeedError("sampler labor samples without replacement: drop replace")
         if self.replace and method.kind == "temporal" and method.strategy == "last":
             raise GraphfeedError("temporal strategy last takes each recent edge once: drop replace")
+        if self.precision not in PRECISIONS:
+            raise GraphfeedError(f"precision must be one of {', '.join(PRECISIONS)}, got "
+                                 f"{self.precision!r}")
         return self
 
     def sampling_method(self):
@@ -230,3 +234,9 @@ class TrainConfig:
             if d[k] is not None:
                 d[k] = [int(v) for v in d[k]]
         return d
+
+
+#: ``--precision``: float32 everywhere ("32"), or the forward pass, the loss and evaluation
+#: under autocast in bfloat16 or float16 (weights, gradients and the optimiser stay float32;
+#: fp16 adds a gradient scaler). What each means for the loop: ``trainer.fit.autocast_for``
+PRECISIONS = ("32", "bf16-mixed", "fp16-mixed")

@@ -113,7 +113,10 @@ def unwrap(model):
 
 
 def features_as_float(x):
-    """Model input: any stored dtype (uint8, float16, ...) as float32 ``(rows, features)``."""
+    """Model input: any stored dtype (uint8, float16, bfloat16, ...) as float32 ``(rows,
+    features)``. Exact for the 2-byte floats (float32 holds every float16 and bfloat16
+    value), so storing features in half the bytes changes the model's input by the storage
+    rounding only; ``--precision bf16-mixed`` lowers the arithmetic separately (autocast)."""
     import torch
 
     return x.to(torch.float32).reshape(x.shape[0], -1)

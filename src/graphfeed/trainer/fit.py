@@ -10,6 +10,7 @@ epochs.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 
@@ -22,7 +23,14 @@ from .metrics import format_metrics
 from .report import final_line, log_epoch
 from .result import EpochStats, TrainResult
 
-__all__ = ["fit", "all_reduce", "epoch_line", "budget_line"]
+__all__ = ["fit", "all_reduce", "epoch_line", "budget_line", "autocast_for"]
+
+#: ``--precision`` -> the dtype autocast computes in (``None``: no autocast, float32), and
+#: whether the loss is scaled: float16's 5 exponent bits underflow small gradients, so its
+#: backward runs on a scaled loss (``GradScaler``, which also skips a step whose gradients
+#: overflowed); bfloat16 has float32's exponent and needs no scaler
+PRECISION_DTYPES = {"32": (None, False), "bf16-mixed": ("bfloat16", False),
+                    "fp16-mixed": ("float16", True)}
 
 
 def all_reduce(values: list) -> list:
@@ -46,6 +54,33 @@ def _wrap(net, device: str, world_size: int):
     return DDP(net, device_ids=[torch.device(device).index] if device.startswith("cuda") else None)
 
 
+def autocast_for(precision: str, device: str):
+    """``(context factory, GradScaler or None)`` of ``--precision`` on ``device``: each call of
+    the factory returns the context the forward pass and the loss (and evaluation, see
+    :meth:`Task.evaluates_under_autocast`) run in: autocast in the precision's dtype, or a
+    no-op for "32". Weights, gradients and the optimiser's state stay float32 ("mixed"):
+    autocast casts each op's inputs (matrix products in the low precision, reductions such
+    as the loss's softmax in float32). Both run on the CPU too (torch's CPU autocast and
+    GradScaler); whether they are faster there depends on the CPU's bfloat16/float16
+    instructions (docs/training.md has the figures of one without). A torch that lacks one
+    is refused here, in one line, before the first batch."""
+    import torch
+
+    low, scaled = PRECISION_DTYPES[precision]
+    if low is None:
+        return contextlib.nullcontext, None
+    kind = torch.device(device).type
+    dtype = getattr(torch, low)
+    try:
+        scaler = torch.amp.GradScaler(kind) if scaled else None
+        with torch.autocast(kind, dtype=dtype):
+            pass
+    except (AttributeError, RuntimeError, TypeError, ValueError) as e:
+        raise GraphfeedError(f"--precision {precision} is not supported on {kind} by torch "
+                             f"{torch.__version__} ({e}); use --precision 32") from None
+    return (lambda: torch.autocast(kind, dtype=dtype)), scaler
+
+
 def fit(task, *, on_batch=None, on_epoch=None) -> TrainResult:
     """Train ``task`` (a :class:`~graphfeed.trainer.tasks.base.Task`) for ``cfg.epochs`` and
     return its figures; rank 0 prints them. ``on_batch(epoch, batch_index)`` after each
@@ -61,6 +96,9 @@ def fit(task, *, on_batch=None, on_epoch=None) -> TrainResult:
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     result = task.result()
     result.world_size, result.seed = world, cfg.seed
+    result.precision = cfg.precision
+    autocast, scaler = autocast_for(cfg.precision, str(device))
+    eval_autocast = autocast if task.evaluates_under_autocast() else contextlib.nullcontext
     state = ckpt.RunState(cfg, net, opt, result, trainer=task.trainer, keys=task.resume_keys,
                           rank=rank, world_size=world, say=say)
     loader = task.train_loader()
@@ -77,10 +115,16 @@ def fit(task, *, on_batch=None, on_epoch=None) -> TrainResult:
             with bar(len(loader), f"epoch {epoch}", enabled=cfg.progress and rank == 0) as pbar:
                 pbar.update(first)
                 for batch in loader:
-                    loss, correct, n = task.step(model, batch)
+                    with autocast():  # the forward pass and the loss; backward outside
+                        loss, correct, n = task.step(model, batch)
                     opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
+                    if scaler is None:
+                        loss.backward()
+                        opt.step()
+                    else:
+                        scaler.scale(loss).backward()
+                        scaler.step(opt)  # skipped when the scaled gradients overflowed
+                        scaler.update()
                     acc[0] += loss.detach().double() * n
                     acc[1] += correct.double()
                     acc[2] += n
@@ -101,8 +145,9 @@ def fit(task, *, on_batch=None, on_epoch=None) -> TrainResult:
                     f"features for NaN or infinite values, or lower --lr (now {cfg.lr:g})")
             extra = task.after_epoch(epoch)
             t1 = time.perf_counter()
-            metrics = (task.evaluate(model, progress=cfg.progress and rank == 0)
-                       if state.evaluates(epoch) else None)
+            with eval_autocast():
+                metrics = (task.evaluate(model, progress=cfg.progress and rank == 0)
+                           if state.evaluates(epoch) else None)
             eval_seconds = time.perf_counter() - t1
             release_free_memory()
             valid = (metrics or {}).get("valid") or {}
@@ -128,7 +173,8 @@ def fit(task, *, on_batch=None, on_epoch=None) -> TrainResult:
             raise GraphfeedError("no epoch was run")
         if cfg.predict:  # the best epoch's weights; every rank scores its share, rank 0 writes
             state.load_best()
-            written = task.predict(model, cfg.predict)
+            with eval_autocast():
+                written = task.predict(model, cfg.predict)
             if rank == 0:
                 result.predictions = written
     finally:
@@ -142,7 +188,7 @@ def fit(task, *, on_batch=None, on_epoch=None) -> TrainResult:
     task.finish(result)
     for w in result.warnings:
         say(f"graphfeed train: warning: {w}")
-    say(final_line(result))
+    say(final_line(result) + ("" if cfg.precision == "32" else f"; precision {cfg.precision}"))
     return result
 
 

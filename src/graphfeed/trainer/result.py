@@ -96,6 +96,7 @@ class TrainResult:
     predictions: Optional[str] = None
     #: link prediction: baseline name -> split -> metrics (e.g. the degree baseline)
     baselines: dict = field(default_factory=dict)
+    precision: str = "32"  # --precision: 32, bf16-mixed or fp16-mixed
 
     def to_dict(self) -> dict:
         return json_safe(dataclasses.asdict(self))

@@ -31,6 +31,7 @@ from ..._registry import Registry
 from ..._memory import peak_rss_bytes
 from ..._units import format_bytes
 from ..build import DEFAULT_MEMORY_BUDGET, Progress, build_csc_streaming, write_feature
+from ..build import feature_dtype as as_feature_dtype
 
 __all__ = ["IMPORTERS", "Labels", "MAX_NUM_CLASSES", "PrepareReport", "SplitRule", "prepare", "load_labels",
            "load_ids", "load_split_sets", "read_labels"]
@@ -553,7 +554,7 @@ def _prepare(out, *, edges, features, labels, splits, num_classes, num_nodes, un
     if num_nodes is not None:
         num_nodes = check_int("num_nodes", num_nodes, 0)
     if feature_dtype is not None:
-        feature_dtype = np.dtype(dtype_name(_dtype(feature_dtype)))
+        feature_dtype = as_feature_dtype(feature_dtype)  # a numpy dtype, or "bfloat16"
     check_int("memory budget (bytes)", memory_budget, 1)
     features = dict(features or {})
     if target in features:
@@ -641,13 +642,6 @@ def _prepare(out, *, edges, features, labels, splits, num_classes, num_nodes, un
         seconds=time.perf_counter() - t0, peak_rss_bytes=peak_rss_bytes(), dataset_bytes=size,
         windows=res.windows, num_split_sets=num_sets, reverses_present=res.reverses_present,
     )
-
-
-def _dtype(value):
-    try:
-        return np.dtype(value)
-    except TypeError:
-        raise DatasetError(f"unknown dtype {value!r}") from None
 
 
 def _preview(names, k: int = 5) -> str:

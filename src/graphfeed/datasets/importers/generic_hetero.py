@@ -233,12 +233,26 @@ def _read_edges(edges, *, src_col, dst_col, edge_type_col, edge_key, edge_type_k
     return s, d, t, None, where
 
 
-def _load_feature(src, name: str, tmp: Path, dtype, num_nodes: Optional[int]) -> np.ndarray:
+def _load_feature(src, name: str, tmp: Path, dtype, num_nodes: Optional[int]):
+    """The feature's rows as numpy, converted to ``dtype``; a dtype numpy lacks (bfloat16)
+    as a torch tensor over its bits, which ``write_dataset`` stores as such."""
     from ..build import write_feature
 
     f = tmp / f"{name}.npy"
-    write_feature(src, f, dtype=dtype, num_nodes=num_nodes)
-    return np.load(f)
+    _, dt = write_feature(src, f, dtype=dtype, num_nodes=num_nodes)
+    x = np.load(f)
+    if isinstance(dt, str):  # the bits of a dtype numpy lacks
+        from ...features.memory import to_tensor
+
+        return to_tensor(x, dt)
+    return x
+
+
+def _rows_of(x, ids: np.ndarray):
+    """Rows ``ids`` of a feature (numpy, or a tensor of a dtype numpy lacks), contiguous."""
+    if isinstance(x, np.ndarray):
+        return np.ascontiguousarray(x[ids])
+    return x[ids].contiguous()
 
 
 def prepare_generic_hetero(
@@ -397,8 +411,7 @@ def prepare_generic_hetero(
     type_feats = {}
     for tname, a, b in zip(ntypes, offsets[:-1], offsets[1:]):
         if b > a:
-            type_feats[tname] = {fname: np.ascontiguousarray(x[orig[a:b]])
-                                 for fname, x in feats.items()}
+            type_feats[tname] = {fname: _rows_of(x, orig[a:b]) for fname, x in feats.items()}
     path = write_dataset(out, graph=g.csc, node_features={"label": labels_new, ORIG_ID: orig},
                          splits={k: v[0] for k, v in split_sets.items()},
                          num_classes=int(num_classes), name=name or out.name, overwrite=overwrite,

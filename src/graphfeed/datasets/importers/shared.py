@@ -96,10 +96,11 @@ def prepare_planetoid_npz(src, out, *, split=None, normalize_features: bool = Fa
             split[k] = found[0]  # ids, a boolean mask, or an (N, k) mask for k stored splits
     kw.setdefault("name", src.stem.split("_")[0])
     kw.pop("block_bytes", None)
-    feature_dtype = kw.pop("feature_dtype", None) or np.float32
+    # prepare converts (checked; bfloat16 too): float32 unless --feature-dtype says otherwise
+    kw["feature_dtype"] = kw.get("feature_dtype") or np.float32
     if normalize_features:
         x = row_normalize(x)
-    return prepare(out, edges=EdgeSource(arrays=(ei[0], ei[1])), features={"feat": x.astype(feature_dtype)},
+    return prepare(out, edges=EdgeSource(arrays=(ei[0], ei[1])), features={"feat": x},
                    labels=y, splits=split, num_nodes=x.shape[0], **kw)
 
 
@@ -127,10 +128,10 @@ def prepare_csr_npz(src, out, *, split=None, normalize_features: bool = False, *
     if indptr.shape[0] != n + 1 or int(indptr[-1]) != indices.shape[0]:
         raise DatasetError(f"{src}: inconsistent adjacency CSR parts")
     rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
-    feature_dtype = kw.pop("feature_dtype", None) or np.float32
-    feats = {"feat": _csr_dense(z, "attr", src, feature_dtype)} if "attr_shape" in z else {}
+    kw["feature_dtype"] = kw.get("feature_dtype") or np.float32  # prepare converts (checked)
+    feats = {"feat": _csr_dense(z, "attr", src, np.float32)} if "attr_shape" in z else {}
     if normalize_features and feats:
-        feats["feat"] = row_normalize(feats["feat"]).astype(feature_dtype)
+        feats["feat"] = row_normalize(feats["feat"])
     if split is None:
         split = SplitRule("per-class", (20, 500, 1000), 0)
     kw.setdefault("name", src.stem)

@@ -75,6 +75,14 @@ class Task:
         """Write ``--predict`` with the best weights loaded; every rank calls it."""
         raise NotImplementedError
 
+    def evaluates_under_autocast(self) -> bool:
+        """Whether :meth:`evaluate` and :meth:`predict` run under ``--precision``'s autocast
+        (``fit`` asks). Sampled evaluation does: it is the model's own forward pass. Layer-wise
+        evaluation stays float32: its direct layers accumulate in place into float32 tables
+        (``trainer/layerwise.py``), which autocast's low-precision results cannot join, and
+        computing every node's layers once in float32 costs little next to training."""
+        return getattr(self, "eval_method", "sampled") != "layerwise"
+
     def finish(self, result) -> None:
         """After the last epoch: baselines and warnings into ``result``."""
 
