@@ -211,6 +211,81 @@ class DistNeighborSampler(KeyedSamplerBase):
                 f"fanouts={self.fanouts}, replace={self.replace}, seed={self.seed})")
 
 
+class RequestCounts:
+    """How often each remote id was requested, in memory bounded by the DISTINCT ids requested
+    (a counter over every global node was 4 B per node on every rank: 2 GB at 500M nodes, plus
+    an int64 argsort of it, 10 GB, when the cache was built).
+
+    ``add`` appends a read's ids to a log; once the log holds more ids than are counted (and at
+    least ``fold_at``), it is folded into ``(ids, counts)``: sorted by id, unique, counts summed.
+    Each id is sorted O(log) times overall (the log grows with the counted ids), and the memory
+    is a few int64 arrays of at most ``distinct + log`` entries, never the global node count."""
+
+    def __init__(self, fold_at: int = 1 << 20):
+        self.fold_at = check_int("fold_at", fold_at, 1)
+        self._ids = np.empty(0, np.int64)
+        self._counts = np.empty(0, np.int64)
+        self._log: list = []
+        self._logged = 0
+
+    def add(self, ids: np.ndarray) -> None:
+        if not ids.shape[0]:
+            return
+        self._log.append(np.array(ids, dtype=np.int64))  # a copy: the caller's buffer changes
+        self._logged += int(ids.shape[0])
+        if self._logged >= max(self.fold_at, self._ids.shape[0]):
+            self._fold()
+
+    def _fold(self) -> None:
+        if not self._log:
+            return
+        new, c = np.unique(np.concatenate(self._log), return_counts=True)
+        self._log, self._logged = [], 0
+        if self._ids.shape[0]:
+            ids = np.concatenate([self._ids, new])
+            counts = np.concatenate([self._counts, c.astype(np.int64)])
+            order = np.argsort(ids, kind="stable")  # two sorted runs: a merge
+            ids, counts = ids[order], counts[order]
+            first = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1]]))
+            self._ids, self._counts = ids[first], np.add.reduceat(counts, first)
+        else:
+            self._ids, self._counts = new, c.astype(np.int64)
+
+    def totals(self) -> tuple:
+        """``(ids, counts)``: every id requested so far, increasing, and how often."""
+        self._fold()
+        return self._ids, self._counts
+
+    @property
+    def distinct(self) -> int:
+        return int(self.totals()[0].shape[0])
+
+    def top(self, k: int) -> np.ndarray:
+        """The ``k`` ids requested most often (ties: the lower id), increasing; fewer when fewer
+        were requested. A threshold by ``np.partition`` (O(distinct)), not a full sort: the ids
+        counted more often than the ``k``-th largest count, then those counted exactly as
+        often in increasing id until there are ``k``, which is the order a stable descending
+        sort by count would give."""
+        ids, counts = self.totals()
+        d = ids.shape[0]
+        if k <= 0:
+            return np.empty(0, np.int64)
+        if k >= d:
+            return ids.copy()
+        kth = counts[np.argpartition(counts, d - k)[d - k]]  # the k-th largest count
+        above = counts > kth
+        tied = np.flatnonzero(counts == kth)[:k - int(np.count_nonzero(above))]
+        above[tied] = True
+        out = ids[above]
+        assert out.shape[0] == k
+        return out
+
+    def clear(self) -> None:
+        self._ids = np.empty(0, np.int64)
+        self._counts = np.empty(0, np.int64)
+        self._log, self._logged = [], 0
+
+
 @dataclass
 class CacheStats:
     """Remote rows looked up in the cache (``lookups``) and found there (``hits``)."""
@@ -248,7 +323,8 @@ class DistFeature(Feature):
         self._rows = part.features[name]
         self._offsets = np.asarray(part.book.offsets, dtype=np.int64)
         self._dtype = torch.from_numpy(np.empty(0, self._rows.dtype)).dtype
-        self._counts = np.zeros(part.book.num_nodes, np.int32) if count else None
+        # how often each remote id was asked for: sized by the ids asked for, not the graph
+        self._requests = RequestCounts() if count else None
         self._cache_ids = np.empty(0, np.int64)
         self._cache_rows = np.empty((0, *self._rows.shape[1:]), self._rows.dtype)
         self.cache_stats = CacheStats()
@@ -275,8 +351,8 @@ class DistFeature(Feature):
         res[mine] = self._rows[ids_np[mine] - lo]
         remote = np.flatnonzero(~mine)
         rids = ids_np[remote]
-        if self._counts is not None:
-            np.add.at(self._counts, rids, 1)
+        if self._requests is not None:
+            self._requests.add(rids)
         if self._cache_ids.shape[0] and rids.shape[0]:
             pos = np.minimum(np.searchsorted(self._cache_ids, rids), self._cache_ids.shape[0] - 1)
             hit = self._cache_ids[pos] == rids
@@ -301,22 +377,19 @@ class DistFeature(Feature):
     def build_cache(self, capacity_rows: int) -> int:
         """Keep the ``capacity_rows`` remote rows read most often so far (ties: lower id) in a
         local cache; fetch them now (collective) and reset the counts. Returns the rows cached.
-        ``0`` empties the cache."""
+        ``0`` empties the cache. Memory: the counts of the remote ids requested since the last
+        build (:class:`RequestCounts`), then the rows cached; nothing per global node."""
         capacity_rows = check_int("capacity_rows", capacity_rows, 0)
-        if self._counts is None:
+        if self._requests is None:
             raise GraphfeedError("build_cache ranks rows by sampled frequency: make the "
                                  "feature with count=True")
-        c = self._counts.copy()
-        c[self.part.lo:self.part.hi] = 0
-        k = min(capacity_rows, int(np.count_nonzero(c)))
-        top = np.argsort(-c.astype(np.int64), kind="stable")[:k] if k else np.empty(0, np.int64)
-        top = np.sort(top).astype(np.int64)
+        top = self._requests.top(capacity_rows)
         self._cache_ids = np.empty(0, np.int64)  # fetch everything, not from the old cache
         self._cache_rows = self._fetch(top)
         self._cache_ids = top
-        self._counts[:] = 0
+        self._requests.clear()
         self.cache_stats = CacheStats()
-        return k
+        return int(top.shape[0])
 
     def __repr__(self) -> str:
         return (f"DistFeature({self.name!r}, part={self.part.index}/{self.part.book.num_parts}, "
