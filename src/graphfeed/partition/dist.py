@@ -7,8 +7,9 @@ its owner, the owners sample them (keyed by the node's dataset id, ``keyed.sampl
 send the sampled sources back; the input nodes' rows are fetched the same way. Each exchange is
 ``all_to_all_single`` calls (the sizes, then the payload), on a process group of its own, so a
 loader thread can exchange batch i+1 while the training thread all-reduces batch i's gradients
-on the default group. gloo implements ``all_to_all_single`` on CPU tensors (so does NCCL on CUDA
-tensors); nothing is emulated.
+on the default group. gloo implements ``all_to_all_single`` on CPU tensors, NCCL on CUDA
+tensors; nothing is emulated. The group is gloo for CPU ranks and NCCL for GPU ranks
+(``Exchange(device=...)``, :func:`graphfeed.distributed.world.exchange_backend`).
 
 Every process must make the same calls in the same order (collectives): sample one batch per
 step on every rank, with the same fanouts, and read the same features in the same order. The
@@ -53,35 +54,70 @@ class ExchangeStats:
 class Exchange:
     """Variable-size all-to-all of numpy arrays over a process group of its own.
 
-    ``group``: a torch.distributed group (default: a new gloo group over every rank, made by
-    the constructor, which is therefore a collective call). Without an initialised process group
-    it is a one-process exchange (a one-part partition, tests): every row stays here. Calls from
-    several threads are serialised by a lock (they must still come in the same order on every
-    rank)."""
+    ``device`` / ``backend``: where the ranks train and the run's backend choice; they pick
+    the group's backend and where the exchanged tensors live
+    (:func:`graphfeed.distributed.world.exchange_backend`): gloo over CPU tensors for CPU
+    ranks (the default), NCCL over tensors on the rank's GPU for GPU ranks. ``group``: a
+    torch.distributed group to use instead (its backend then decides). Without either, the
+    constructor makes a new group over every rank, so it is a collective call; one group for
+    every exchange of the run, apart from the default group's DDP all-reduce so that both can
+    be in flight at once. Without an initialised process group it is a one-process exchange (a
+    one-part partition, tests): every row stays here. Calls from several threads are
+    serialised by a lock (they must still come in the same order on every rank).
 
-    def __init__(self, group=None, *, timeout_s: Optional[float] = None):
+    The arrays come and go as numpy on the host (the sampler's kernels and the parts' rows
+    are there): on NCCL each call copies what it sends to the GPU once and what it received
+    back once; on gloo the tensors wrap the arrays, no copy."""
+
+    def __init__(self, group=None, *, timeout_s: Optional[float] = None, device=None,
+                 backend: Optional[str] = None):
         import datetime
 
         import torch.distributed as dist
 
+        from ..distributed.world import exchange_backend
+
         self.group = group
         self.rank, self.size = 0, 1
+        if group is not None and backend is None:
+            backend = dist.get_backend(group)
+        self.backend, self.device = exchange_backend(device, backend)
         if group is not None or (dist.is_available() and dist.is_initialized()):
             if group is None:
                 kw = {} if timeout_s is None else {"timeout": datetime.timedelta(seconds=timeout_s)}
-                self.group = dist.new_group(backend="gloo", **kw)
+                self.group = dist.new_group(backend=self.backend, **kw)
             self.rank = dist.get_rank(self.group)
             self.size = dist.get_world_size(self.group)
+        # tensors staged on the exchange's device (CUDA under NCCL), else wrapping the arrays
+        self._staged = self.device.type != "cpu"
         self.stats = ExchangeStats()
         self._lock = threading.Lock()
+
+    def _a2a(self, out: np.ndarray, send: np.ndarray, out_splits=None, in_splits=None) -> None:
+        """``all_to_all_single`` of numpy arrays on the group's device, received into ``out``."""
+        import contextlib
+
+        import torch.distributed as dist
+
+        if not self._staged:  # gloo: the tensors share the arrays' memory
+            dist.all_to_all_single(torch.from_numpy(out), torch.from_numpy(send), out_splits,
+                                   in_splits, group=self.group)
+            return
+        # NCCL: one copy to the GPU, one back; the device made current for a loader thread too
+        ctx = torch.cuda.device(self.device) if self.device.type == "cuda" else \
+            contextlib.nullcontext()
+        with ctx:
+            got = torch.empty(out.shape, dtype=torch.from_numpy(out[:0]).dtype,
+                              device=self.device)
+            dist.all_to_all_single(got, torch.from_numpy(send).to(self.device), out_splits,
+                                   in_splits, group=self.group)
+            torch.from_numpy(out).copy_(got)  # into the array; waits for the collective
 
     def alltoallv(self, send: np.ndarray, send_counts: np.ndarray,
                   recv_counts: Optional[np.ndarray] = None):
         """Send ``send[segment j]`` to rank ``j`` (segments of ``send_counts[j]`` rows, in rank
         order) and return ``(received rows, recv_counts)``, the rows from rank ``j`` in segment
         ``j``. ``recv_counts`` when the caller knows them (saves one call)."""
-        import torch.distributed as dist
-
         send = np.ascontiguousarray(send)
         send_counts = np.asarray(send_counts, dtype=np.int64)
         if self.group is None:  # one process: everything stays here
@@ -89,16 +125,15 @@ class Exchange:
         with self._lock:
             t0 = time.perf_counter()
             if recv_counts is None:
-                rc = torch.empty(self.size, dtype=torch.int64)
-                dist.all_to_all_single(rc, torch.from_numpy(send_counts), group=self.group)
+                rc = np.empty(self.size, np.int64)
+                self._a2a(rc, send_counts)
                 self.stats.calls += 1
                 self.stats.bytes_sent += 8 * (self.size - 1)
                 self.stats.bytes_received += 8 * (self.size - 1)
-                recv_counts = rc.numpy()
+                recv_counts = rc
             recv_counts = np.asarray(recv_counts, dtype=np.int64)
             out = np.empty((int(recv_counts.sum()), *send.shape[1:]), dtype=send.dtype)
-            dist.all_to_all_single(torch.from_numpy(out), torch.from_numpy(send),
-                                   recv_counts.tolist(), send_counts.tolist(), group=self.group)
+            self._a2a(out, send, recv_counts.tolist(), send_counts.tolist())
             row = send.dtype.itemsize * int(np.prod(send.shape[1:], dtype=np.int64))
             self.stats.calls += 1
             self.stats.bytes_sent += row * int(send_counts.sum() - send_counts[self.rank])
