@@ -43,7 +43,8 @@ METIS_BYTES_PER_ENTRY = 120
 METIS_BYTES_PER_NODE = 150
 
 
-def metis_memory(num_nodes: int, num_edges: int, entries: Optional[int] = None) -> int:
+def metis_memory(num_nodes: int, num_edges: int, entries: Optional[int] = None, *,
+                 built: bool = False) -> int:
     """Estimated peak bytes of the METIS path for a graph of ``num_nodes`` nodes and
     ``num_edges`` stored edges: the larger of building the symmetrised CSR (``symmetrised``:
     ``16 (N + 1) + 16 E``) and running METIS on it (that CSR, ``8 (N + 1) + 8 M``; the two
@@ -54,13 +55,13 @@ def metis_memory(num_nodes: int, num_edges: int, entries: Optional[int] = None) 
     repeats) when known. Unknown, it is ``E``: what a graph stored both ways (the usual GNN
     dataset) symmetrises to, and the fewest entries ``E`` distinct edges can give; a directed
     graph without reciprocal edges gives up to ``2 E``, hence the second check once ``M`` is
-    known."""
+    known. ``built``: the CSR exists already, only the run is still ahead."""
     n, e = int(num_nodes), int(num_edges)
     m = e if entries is None else int(entries)
     build = 16 * (n + 1) + 16 * e
     run = (8 * (n + 1) + 8 * m + 32 * n
            + METIS_BYTES_PER_ENTRY * m + METIS_BYTES_PER_NODE * n)
-    return max(build, run)
+    return run if built else max(build, run)
 
 
 def check_metis_memory(num_nodes: int, num_edges: int, entries: Optional[int] = None, *,
@@ -68,8 +69,9 @@ def check_metis_memory(num_nodes: int, num_edges: int, entries: Optional[int] = 
     """Refuse (``GraphfeedError``, one line) a METIS partition whose estimated peak
     (:func:`metis_memory`) exceeds the memory available to this process (``MemAvailable``, or
     the cgroup's limit less its usage: ``placement.hardware.host_memory``) plus ``held`` (what
-    the path already holds of that peak). Returns the estimate."""
-    need = metis_memory(num_nodes, num_edges, entries)
+    the path already holds of that peak: the CSR, once built; then only the run is checked).
+    Returns the estimate."""
+    need = metis_memory(num_nodes, num_edges, entries, built=held > 0)
     if available is None:
         from ..placement.hardware import host_memory
 
