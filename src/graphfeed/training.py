@@ -164,7 +164,13 @@ def _say(cfg: TrainConfig):
 
 
 def _device(cfg: TrainConfig) -> str:
-    """Where the run trains: ``--partitions`` on the CPU (its exchanges run on gloo)."""
+    """Where the run trains: ``--partitions`` on the CPU (its exchanges run on gloo).
+
+    The exchange itself can run on GPU ranks (``partition.dist.Exchange(device=, backend=)``:
+    NCCL on the rank's GPU, ``distributed.world.exchange_backend``), but the rest of the
+    partitioned path is CPU-only still, hence the pin: ``placement.partitioned`` makes its
+    ``Exchange`` without the ranks' device and reports ``device`` cpu, and the node task's
+    partitioned branch (``trainer.tasks.node``) builds the model on ``"cpu"``."""
     return "cpu" if cfg.partitions else resolve_device(cfg.device, cfg.mode)
 
 

@@ -64,3 +64,35 @@ def model_killed_on_rank_1(in_dim: int, num_classes: int):
             return self.inner(x, blocks)
 
     return Killed()
+
+
+def exchange_roundtrip(device, backend=None, staged=False):
+    """An ``Exchange`` for ranks on ``device``: its group's backend and tensor device, and what
+    each rank receives of rows made from (sender, receiver, row) in every dtype the
+    partitioned path sends (int64 ids and counts, float32 2-D rows), empty segments included.
+    A one-rank world starts its own process group (``init`` leaves one rank without one).
+    ``staged``: CPU ranks take the path of GPU ranks (tensors allocated on the exchange's
+    device and copied back into the arrays) instead of wrapping the arrays."""
+    import torch.distributed as dist
+
+    from graphfeed.distributed import World, init, shutdown
+    from graphfeed.partition.dist import Exchange
+
+    w = World.from_env()
+    if w.world_size > 1:
+        init(w, backend=backend, device=device, timeout_s=60)
+    else:
+        dist.init_process_group(backend or "gloo", store=dist.HashStore(), rank=0, world_size=1)
+    ex = Exchange(device=device, backend=backend)
+    ex._staged = ex._staged or staged
+    r, size = ex.rank, ex.size
+    counts = np.array([(r + j) % 3 for j in range(size)], np.int64)  # some segments empty
+    ids = np.concatenate([np.full(c, 100 * r + j, np.int64) for j, c in enumerate(counts)])
+    got_ids, got_counts = ex.alltoallv(ids, counts)
+    rows = np.repeat(ids[:, None], 4, axis=1).astype(np.float32)
+    got_rows, _ = ex.alltoallv(rows, counts, recv_counts=got_counts)
+    out = {"backend": dist.get_backend(ex.group), "device": str(ex.device),
+           "ids": got_ids.tolist(), "counts": got_counts.tolist(), "rows": got_rows.tolist(),
+           "calls": ex.stats.calls}
+    shutdown()
+    return out

@@ -171,6 +171,35 @@ def default_backend(device=None) -> str:
     return "gloo"
 
 
+def exchange_backend(device=None, backend: Optional[str] = None):
+    """``(backend, tensor_device)`` of a partitioned run's all-to-all exchanges (sampling
+    requests and replies, feature rows) for ranks training on ``device``.
+
+    GPU ranks exchange on NCCL, with the tensors on the rank's GPU (NCCL moves only CUDA
+    tensors; it is what carries rows between GPUs over NVLink and InfiniBand, where gloo
+    would go through the host's TCP stack); CPU ranks on gloo with CPU tensors.
+    ``backend``: the run's choice (``--dist-backend``), ``None`` for ``default_backend(device)``;
+    ``"gloo"`` keeps GPU ranks' exchanges on CPU tensors (ranks sharing a GPU, where NCCL
+    cannot run). A CUDA device without an index is the rank's GPU, ``LOCAL_RANK`` (the device
+    ``init`` makes current). Never starts CUDA."""
+    import torch
+
+    d = torch.device("cpu" if device is None else device)
+    if d.type not in ("cpu", "cuda"):
+        raise GraphfeedError(f"the partitioned exchange runs on 'cpu' or 'cuda' devices, "
+                             f"got {str(d)!r}")
+    backend = backend or default_backend(d)
+    if backend not in ("gloo", "nccl"):
+        raise GraphfeedError(f"unknown backend {backend!r}; choose 'gloo' or 'nccl'")
+    if backend == "gloo":
+        return "gloo", torch.device("cpu")
+    if d.type != "cuda":
+        raise GraphfeedError(f"backend 'nccl' exchanges CUDA tensors, but the ranks are on "
+                             f"{str(d)!r}; use gloo (--dist-backend gloo) or GPU ranks")
+    index = d.index if d.index is not None else World.from_env().local_rank
+    return "nccl", torch.device("cuda", index)
+
+
 def is_initialized() -> bool:
     import torch.distributed as dist
 

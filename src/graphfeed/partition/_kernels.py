@@ -91,3 +91,58 @@ def fill_cols(offsets, cols):
     for i in range(offsets.shape[0] - 1):
         for q in range(offsets[i], offsets[i + 1]):
             cols[q] = i
+
+
+@kernel
+def sym_degrees(indptr, indices, xadj):
+    """``xadj[u + 1]``: the entries of row ``u`` of ``A + A^T`` before repeats are dropped (one
+    per stored edge ``u -> v`` or ``v -> u`` with ``u != v``); then the running sum, so row ``u``
+    spans ``xadj[u]:xadj[u + 1]``. ``xadj`` (``n + 1``) must be zero."""
+    n = indptr.shape[0] - 1
+    for v in range(n):
+        for q in range(indptr[v], indptr[v + 1]):
+            u = indices[q]
+            if u != v:
+                xadj[u + 1] += 1
+                xadj[v + 1] += 1
+    for v in range(n):
+        xadj[v + 1] += xadj[v]
+
+
+@kernel
+def sym_fill(indptr, indices, xadj, pos, adjncy):
+    """Both directions of every stored edge without self loops into ``adjncy`` at the rows of
+    ``xadj`` (``sym_degrees``); ``pos`` (``n``) is a cursor per row, overwritten."""
+    n = indptr.shape[0] - 1
+    for v in range(n):
+        pos[v] = xadj[v]
+    for v in range(n):
+        for q in range(indptr[v], indptr[v + 1]):
+            u = indices[q]
+            if u != v:
+                adjncy[pos[u]] = v
+                pos[u] += 1
+                adjncy[pos[v]] = u
+                pos[v] += 1
+
+
+@kernel
+def sort_unique_rows(xadj, adjncy):
+    """Sort every row of ``(xadj, adjncy)`` and drop its repeats, moving the rows left so they
+    stay contiguous; ``xadj`` is rewritten in place. Returns the entries kept (``xadj[-1]``).
+    Safe in place: a row's write position never passes its read position."""
+    n = xadj.shape[0] - 1
+    w = 0
+    start = xadj[0]
+    for u in range(n):
+        end = xadj[u + 1]
+        adjncy[start:end].sort()
+        first = w
+        for q in range(start, end):
+            x = adjncy[q]
+            if w == first or adjncy[w - 1] != x:
+                adjncy[w] = x
+                w += 1
+        xadj[u + 1] = w
+        start = end
+    return w

@@ -7,8 +7,9 @@ its owner, the owners sample them (keyed by the node's dataset id, ``keyed.sampl
 send the sampled sources back; the input nodes' rows are fetched the same way. Each exchange is
 ``all_to_all_single`` calls (the sizes, then the payload), on a process group of its own, so a
 loader thread can exchange batch i+1 while the training thread all-reduces batch i's gradients
-on the default group. gloo implements ``all_to_all_single`` on CPU tensors (so does NCCL on CUDA
-tensors); nothing is emulated.
+on the default group. gloo implements ``all_to_all_single`` on CPU tensors, NCCL on CUDA
+tensors; nothing is emulated. The group is gloo for CPU ranks and NCCL for GPU ranks
+(``Exchange(device=...)``, :func:`graphfeed.distributed.world.exchange_backend`).
 
 Every process must make the same calls in the same order (collectives): sample one batch per
 step on every rank, with the same fanouts, and read the same features in the same order. The
@@ -53,35 +54,70 @@ class ExchangeStats:
 class Exchange:
     """Variable-size all-to-all of numpy arrays over a process group of its own.
 
-    ``group``: a torch.distributed group (default: a new gloo group over every rank, made by
-    the constructor, which is therefore a collective call). Without an initialised process group
-    it is a one-process exchange (a one-part partition, tests): every row stays here. Calls from
-    several threads are serialised by a lock (they must still come in the same order on every
-    rank)."""
+    ``device`` / ``backend``: where the ranks train and the run's backend choice; they pick
+    the group's backend and where the exchanged tensors live
+    (:func:`graphfeed.distributed.world.exchange_backend`): gloo over CPU tensors for CPU
+    ranks (the default), NCCL over tensors on the rank's GPU for GPU ranks. ``group``: a
+    torch.distributed group to use instead (its backend then decides). Without either, the
+    constructor makes a new group over every rank, so it is a collective call; one group for
+    every exchange of the run, apart from the default group's DDP all-reduce so that both can
+    be in flight at once. Without an initialised process group it is a one-process exchange (a
+    one-part partition, tests): every row stays here. Calls from several threads are
+    serialised by a lock (they must still come in the same order on every rank).
 
-    def __init__(self, group=None, *, timeout_s: Optional[float] = None):
+    The arrays come and go as numpy on the host (the sampler's kernels and the parts' rows
+    are there): on NCCL each call copies what it sends to the GPU once and what it received
+    back once; on gloo the tensors wrap the arrays, no copy."""
+
+    def __init__(self, group=None, *, timeout_s: Optional[float] = None, device=None,
+                 backend: Optional[str] = None):
         import datetime
 
         import torch.distributed as dist
 
+        from ..distributed.world import exchange_backend
+
         self.group = group
         self.rank, self.size = 0, 1
+        if group is not None and backend is None:
+            backend = dist.get_backend(group)
+        self.backend, self.device = exchange_backend(device, backend)
         if group is not None or (dist.is_available() and dist.is_initialized()):
             if group is None:
                 kw = {} if timeout_s is None else {"timeout": datetime.timedelta(seconds=timeout_s)}
-                self.group = dist.new_group(backend="gloo", **kw)
+                self.group = dist.new_group(backend=self.backend, **kw)
             self.rank = dist.get_rank(self.group)
             self.size = dist.get_world_size(self.group)
+        # tensors staged on the exchange's device (CUDA under NCCL), else wrapping the arrays
+        self._staged = self.device.type != "cpu"
         self.stats = ExchangeStats()
         self._lock = threading.Lock()
+
+    def _a2a(self, out: np.ndarray, send: np.ndarray, out_splits=None, in_splits=None) -> None:
+        """``all_to_all_single`` of numpy arrays on the group's device, received into ``out``."""
+        import contextlib
+
+        import torch.distributed as dist
+
+        if not self._staged:  # gloo: the tensors share the arrays' memory
+            dist.all_to_all_single(torch.from_numpy(out), torch.from_numpy(send), out_splits,
+                                   in_splits, group=self.group)
+            return
+        # NCCL: one copy to the GPU, one back; the device made current for a loader thread too
+        ctx = torch.cuda.device(self.device) if self.device.type == "cuda" else \
+            contextlib.nullcontext()
+        with ctx:
+            got = torch.empty(out.shape, dtype=torch.from_numpy(out[:0]).dtype,
+                              device=self.device)
+            dist.all_to_all_single(got, torch.from_numpy(send).to(self.device), out_splits,
+                                   in_splits, group=self.group)
+            torch.from_numpy(out).copy_(got)  # into the array; waits for the collective
 
     def alltoallv(self, send: np.ndarray, send_counts: np.ndarray,
                   recv_counts: Optional[np.ndarray] = None):
         """Send ``send[segment j]`` to rank ``j`` (segments of ``send_counts[j]`` rows, in rank
         order) and return ``(received rows, recv_counts)``, the rows from rank ``j`` in segment
         ``j``. ``recv_counts`` when the caller knows them (saves one call)."""
-        import torch.distributed as dist
-
         send = np.ascontiguousarray(send)
         send_counts = np.asarray(send_counts, dtype=np.int64)
         if self.group is None:  # one process: everything stays here
@@ -89,16 +125,15 @@ class Exchange:
         with self._lock:
             t0 = time.perf_counter()
             if recv_counts is None:
-                rc = torch.empty(self.size, dtype=torch.int64)
-                dist.all_to_all_single(rc, torch.from_numpy(send_counts), group=self.group)
+                rc = np.empty(self.size, np.int64)
+                self._a2a(rc, send_counts)
                 self.stats.calls += 1
                 self.stats.bytes_sent += 8 * (self.size - 1)
                 self.stats.bytes_received += 8 * (self.size - 1)
-                recv_counts = rc.numpy()
+                recv_counts = rc
             recv_counts = np.asarray(recv_counts, dtype=np.int64)
             out = np.empty((int(recv_counts.sum()), *send.shape[1:]), dtype=send.dtype)
-            dist.all_to_all_single(torch.from_numpy(out), torch.from_numpy(send),
-                                   recv_counts.tolist(), send_counts.tolist(), group=self.group)
+            self._a2a(out, send, recv_counts.tolist(), send_counts.tolist())
             row = send.dtype.itemsize * int(np.prod(send.shape[1:], dtype=np.int64))
             self.stats.calls += 1
             self.stats.bytes_sent += row * int(send_counts.sum() - send_counts[self.rank])
@@ -211,6 +246,81 @@ class DistNeighborSampler(KeyedSamplerBase):
                 f"fanouts={self.fanouts}, replace={self.replace}, seed={self.seed})")
 
 
+class RequestCounts:
+    """How often each remote id was requested, in memory bounded by the DISTINCT ids requested
+    (a counter over every global node was 4 B per node on every rank: 2 GB at 500M nodes, plus
+    an int64 argsort of it, 10 GB, when the cache was built).
+
+    ``add`` appends a read's ids to a log; once the log holds more ids than are counted (and at
+    least ``fold_at``), it is folded into ``(ids, counts)``: sorted by id, unique, counts summed.
+    Each id is sorted O(log) times overall (the log grows with the counted ids), and the memory
+    is a few int64 arrays of at most ``distinct + log`` entries, never the global node count."""
+
+    def __init__(self, fold_at: int = 1 << 20):
+        self.fold_at = check_int("fold_at", fold_at, 1)
+        self._ids = np.empty(0, np.int64)
+        self._counts = np.empty(0, np.int64)
+        self._log: list = []
+        self._logged = 0
+
+    def add(self, ids: np.ndarray) -> None:
+        if not ids.shape[0]:
+            return
+        self._log.append(np.array(ids, dtype=np.int64))  # a copy: the caller's buffer changes
+        self._logged += int(ids.shape[0])
+        if self._logged >= max(self.fold_at, self._ids.shape[0]):
+            self._fold()
+
+    def _fold(self) -> None:
+        if not self._log:
+            return
+        new, c = np.unique(np.concatenate(self._log), return_counts=True)
+        self._log, self._logged = [], 0
+        if self._ids.shape[0]:
+            ids = np.concatenate([self._ids, new])
+            counts = np.concatenate([self._counts, c.astype(np.int64)])
+            order = np.argsort(ids, kind="stable")  # two sorted runs: a merge
+            ids, counts = ids[order], counts[order]
+            first = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1]]))
+            self._ids, self._counts = ids[first], np.add.reduceat(counts, first)
+        else:
+            self._ids, self._counts = new, c.astype(np.int64)
+
+    def totals(self) -> tuple:
+        """``(ids, counts)``: every id requested so far, increasing, and how often."""
+        self._fold()
+        return self._ids, self._counts
+
+    @property
+    def distinct(self) -> int:
+        return int(self.totals()[0].shape[0])
+
+    def top(self, k: int) -> np.ndarray:
+        """The ``k`` ids requested most often (ties: the lower id), increasing; fewer when fewer
+        were requested. A threshold by ``np.partition`` (O(distinct)), not a full sort: the ids
+        counted more often than the ``k``-th largest count, then those counted exactly as
+        often in increasing id until there are ``k``, which is the order a stable descending
+        sort by count would give."""
+        ids, counts = self.totals()
+        d = ids.shape[0]
+        if k <= 0:
+            return np.empty(0, np.int64)
+        if k >= d:
+            return ids.copy()
+        kth = counts[np.argpartition(counts, d - k)[d - k]]  # the k-th largest count
+        above = counts > kth
+        tied = np.flatnonzero(counts == kth)[:k - int(np.count_nonzero(above))]
+        above[tied] = True
+        out = ids[above]
+        assert out.shape[0] == k
+        return out
+
+    def clear(self) -> None:
+        self._ids = np.empty(0, np.int64)
+        self._counts = np.empty(0, np.int64)
+        self._log, self._logged = [], 0
+
+
 @dataclass
 class CacheStats:
     """Remote rows looked up in the cache (``lookups``) and found there (``hits``)."""
@@ -248,7 +358,8 @@ class DistFeature(Feature):
         self._rows = part.features[name]
         self._offsets = np.asarray(part.book.offsets, dtype=np.int64)
         self._dtype = torch.from_numpy(np.empty(0, self._rows.dtype)).dtype
-        self._counts = np.zeros(part.book.num_nodes, np.int32) if count else None
+        # how often each remote id was asked for: sized by the ids asked for, not the graph
+        self._requests = RequestCounts() if count else None
         self._cache_ids = np.empty(0, np.int64)
         self._cache_rows = np.empty((0, *self._rows.shape[1:]), self._rows.dtype)
         self.cache_stats = CacheStats()
@@ -275,8 +386,8 @@ class DistFeature(Feature):
         res[mine] = self._rows[ids_np[mine] - lo]
         remote = np.flatnonzero(~mine)
         rids = ids_np[remote]
-        if self._counts is not None:
-            np.add.at(self._counts, rids, 1)
+        if self._requests is not None:
+            self._requests.add(rids)
         if self._cache_ids.shape[0] and rids.shape[0]:
             pos = np.minimum(np.searchsorted(self._cache_ids, rids), self._cache_ids.shape[0] - 1)
             hit = self._cache_ids[pos] == rids
@@ -301,22 +412,19 @@ class DistFeature(Feature):
     def build_cache(self, capacity_rows: int) -> int:
         """Keep the ``capacity_rows`` remote rows read most often so far (ties: lower id) in a
         local cache; fetch them now (collective) and reset the counts. Returns the rows cached.
-        ``0`` empties the cache."""
+        ``0`` empties the cache. Memory: the counts of the remote ids requested since the last
+        build (:class:`RequestCounts`), then the rows cached; nothing per global node."""
         capacity_rows = check_int("capacity_rows", capacity_rows, 0)
-        if self._counts is None:
+        if self._requests is None:
             raise GraphfeedError("build_cache ranks rows by sampled frequency: make the "
                                  "feature with count=True")
-        c = self._counts.copy()
-        c[self.part.lo:self.part.hi] = 0
-        k = min(capacity_rows, int(np.count_nonzero(c)))
-        top = np.argsort(-c.astype(np.int64), kind="stable")[:k] if k else np.empty(0, np.int64)
-        top = np.sort(top).astype(np.int64)
+        top = self._requests.top(capacity_rows)
         self._cache_ids = np.empty(0, np.int64)  # fetch everything, not from the old cache
         self._cache_rows = self._fetch(top)
         self._cache_ids = top
-        self._counts[:] = 0
+        self._requests.clear()
         self.cache_stats = CacheStats()
-        return k
+        return int(top.shape[0])
 
     def __repr__(self) -> str:
         return (f"DistFeature({self.name!r}, part={self.part.index}/{self.part.book.num_parts}, "

@@ -6,9 +6,12 @@ nodes part by part and writes one folder per part plus the book (``book.py``). T
 is built in a temporary sibling folder, checked value by value, and renamed into place, as
 ``DatasetWriter`` does: an interrupted run leaves nothing that opens.
 
-Memory: METIS needs the symmetrised graph in RAM (two int64 arrays of about ``2 E`` entries)
-plus its own copy; random needs O(N). The write is streamed: one part's CSC at a time (its
-edges, int64), features copied in row chunks from the memory-mapped source.
+Memory: METIS needs the symmetrised graph in RAM (int64 CSR, ``E`` to ``2 E`` entries) plus
+its own coarsened copies and workspace: about 128 B per entry and 190 B per node in all
+(:func:`metis_memory`), and a partition whose estimate exceeds the available memory is refused
+before any work (:func:`check_metis_memory`). Random needs O(N). The write is streamed: one
+part's CSC at a time (its edges, int64), features copied in row chunks from the memory-mapped
+source.
 """
 
 from __future__ import annotations
@@ -31,6 +34,95 @@ from .book import (BOOK_FILE, BOOK_FORMAT, BOOK_VERSION, METHODS, PartitionBook,
 _CHUNK_BYTES = 64 << 20
 
 
+#: METIS's own memory (every coarsening level's graph with its edge weights, the per-node
+#: arrays of matching, refinement and balance, its workspace; idx_t is 64-bit in pymetis),
+#: bytes per entry of the symmetrised adjacency and per node: the upper envelope of
+#: ``pymetis.part_graph``'s peak RSS on generated graphs of 62.5k-1M nodes and 1-18M entries,
+#: 2 to 64 parts (measured 88-131 B per entry; docs/benchmarks.md, "Partitioner peak memory")
+METIS_BYTES_PER_ENTRY = 120
+METIS_BYTES_PER_NODE = 150
+
+
+def metis_memory(num_nodes: int, num_edges: int, entries: Optional[int] = None, *,
+                 built: bool = False) -> int:
+    """Estimated peak bytes of the METIS path for a graph of ``num_nodes`` nodes and
+    ``num_edges`` stored edges: the larger of building the symmetrised CSR (``symmetrised``:
+    ``16 (N + 1) + 16 E``) and running METIS on it (that CSR, ``8 (N + 1) + 8 M``; the two
+    vertex weights, ``16 N``; the answer, pymetis's and ours, ``16 N``; METIS's own,
+    ``METIS_BYTES_PER_ENTRY * M + METIS_BYTES_PER_NODE * N``).
+
+    ``entries`` (``M``): of the symmetrised adjacency (both directions, no self loops or
+    repeats) when known. Unknown, it is ``E``: what a graph stored both ways (the usual GNN
+    dataset) symmetrises to, and the fewest entries ``E`` distinct edges can give; a directed
+    graph without reciprocal edges gives up to ``2 E``, hence the second check once ``M`` is
+    known. ``built``: the CSR exists already, only the run is still ahead."""
+    n, e = int(num_nodes), int(num_edges)
+    m = e if entries is None else int(entries)
+    build = 16 * (n + 1) + 16 * e
+    run = (8 * (n + 1) + 8 * m + 32 * n
+           + METIS_BYTES_PER_ENTRY * m + METIS_BYTES_PER_NODE * n)
+    return run if built else max(build, run)
+
+
+def check_metis_memory(num_nodes: int, num_edges: int, entries: Optional[int] = None, *,
+                       held: int = 0, available: Optional[int] = None) -> int:
+    """Refuse (``GraphfeedError``, one line) a METIS partition whose estimated peak
+    (:func:`metis_memory`) exceeds the memory available to this process (``MemAvailable``, or
+    the cgroup's limit less its usage: ``placement.hardware.host_memory``) plus ``held`` (what
+    the path already holds of that peak: the CSR, once built; then only the run is checked).
+    Returns the estimate."""
+    need = metis_memory(num_nodes, num_edges, entries, built=held > 0)
+    if available is None:
+        from ..placement.hardware import host_memory
+
+        available = host_memory()[1]
+    if need > available + held:
+        from .._units import format_bytes
+
+        what = f"{int(entries):,} symmetrised entries" if entries is not None else \
+            f"{int(num_edges):,} edges"
+        raise GraphfeedError(
+            f"partitioning with METIS needs about {format_bytes(need)} of memory for "
+            f"{int(num_nodes):,} nodes and {what}, but {format_bytes(available + held)} is "
+            f"available; use --method random (memory O(nodes)) or a machine with more memory")
+    return need
+
+
+def symmetrised(graph) -> tuple:
+    """``(xadj, adjncy)``: the CSR of ``A + A^T`` of ``graph`` (a CSC) without self loops or
+    repeats, rows sorted, int64 (what METIS partitions, and what pymetis passes on without a
+    copy). Built by three numba passes: degrees, both directions of every edge, then each row
+    sorted and compacted in place; the tail the repeats leave is handed back to the allocator
+    (``ndarray.resize``) before METIS runs. Peak: ``16 (N + 1) + 16 E`` bytes (row starts,
+    cursors, two entries per edge), against at least four copies of the symmetrised edge list
+    through scipy (COO index pairs included) before."""
+    n = graph.num_nodes
+    indptr = np.asarray(graph.indptr)
+    indices = np.asarray(graph.indices)
+    xadj = np.zeros(n + 1, np.int64)
+    K.sym_degrees(indptr, indices, xadj)
+    adjncy = np.empty(int(xadj[-1]), np.int64)
+    pos = np.empty(n, np.int64)
+    K.sym_fill(indptr, indices, xadj, pos, adjncy)
+    del pos
+    kept = int(K.sort_unique_rows(xadj, adjncy))
+    if kept < adjncy.shape[0]:
+        try:
+            adjncy.resize(kept, refcheck=True)  # realloc: the tail goes back, no copy
+        except ValueError:  # pragma: no cover - another reference to the array exists
+            adjncy = adjncy[:kept].copy()
+    return xadj, adjncy
+
+
+def _vertex_weights(n: int, train_ids) -> np.ndarray:
+    """Two weights per node for METIS's two balance constraints: 1 (nodes) and 1 if a train
+    id (train ids balanced too), interleaved, int64."""
+    w = np.zeros((n, 2), np.int64)
+    w[:, 0] = 1
+    w[np.asarray(train_ids, dtype=np.int64), 1] = 1
+    return w.ravel()
+
+
 def _metis_parts(dataset, parts: int, seed: int) -> np.ndarray:
     try:
         import pymetis
@@ -38,23 +130,17 @@ def _metis_parts(dataset, parts: int, seed: int) -> np.ndarray:
         raise MissingDependencyError(
             "pymetis", "partition", "partitioning with method 'metis' (or use method 'random')"
         ) from None
-    import scipy.sparse as sp
-
     g = dataset.graph
-    n = g.num_nodes
-    indptr = np.asarray(g.indptr, dtype=np.int64)
-    indices = np.asarray(g.indices)
-    # METIS partitions undirected graphs: A + A^T without self loops or repeats
-    a = sp.csr_matrix((np.ones(indices.shape[0], np.int8), indices, indptr), shape=(n, n))
-    a = (a + a.T).tocsr()
-    a.setdiag(0)
-    a.eliminate_zeros()
-    train = np.zeros(n, np.int64)
-    train[np.asarray(dataset.train_ids, dtype=np.int64)] = 1
-    vweights = np.stack([np.ones(n, np.int64), train], axis=1).ravel()
+    n, e = g.num_nodes, int(g.num_edges)
+    # refuse before any work what cannot fit (the fewest entries E can symmetrise to) ...
+    check_metis_memory(n, e)
+    xadj, adjncy = symmetrised(g)
+    # ... and, with the exact entries, before METIS (the long part) starts
+    check_metis_memory(n, e, adjncy.shape[0], held=xadj.nbytes + adjncy.nbytes)
+    vweights = _vertex_weights(n, dataset.train_ids)
     opts = pymetis.Options(seed=seed)
-    adj = pymetis.CSRAdjacency(a.indptr.astype(np.int64), a.indices.astype(np.int64))
-    res = pymetis.part_graph(parts, adj, vweights=vweights, options=opts)
+    res = pymetis.part_graph(parts, pymetis.CSRAdjacency(xadj, adjncy), vweights=vweights,
+                             options=opts)
     return np.asarray(res.vertex_part, dtype=np.int64)
 
 
