@@ -49,3 +49,19 @@ def test_cli_on_tiny_dataset(tiny_dataset, capsys):
     assert set(rep["results"]) == {"ceiling", "ram", "ram-fresh", "disk-warm", "lmdb",
                                    "cache-sieve", "cache-s3fifo"}
     assert rep["feature"]["shape"][0] == tiny_dataset.num_nodes
+
+
+def test_bench_seed_batches_never_repeat_an_id_within_a_batch():
+    """A pool that is not a multiple of the batch size (Cora's 140 training ids in batches of 64)
+    once produced a batch crossing two shuffles, with an id twice, which the sampler refused."""
+    import numpy as np
+
+    from graphfeed.bench.sample import _seed_batches
+
+    pool = np.arange(1000, 1140)
+    ids = _seed_batches(pool, 64, 20, seed=3)
+    assert ids.shape == (64 * 20,) and set(ids.tolist()) <= set(pool.tolist())
+    for b in ids.reshape(20, 64):
+        assert len(set(b.tolist())) == 64
+    small = _seed_batches(np.arange(5), 8, 2, seed=0)  # a pool smaller than a batch: repeats
+    assert small.shape == (16,) and set(small.tolist()) == set(range(5))

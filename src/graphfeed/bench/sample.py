@@ -80,12 +80,18 @@ def load_bench_data(dataset: Optional[str] = None, graph_dir: Optional[str] = No
 
 
 def _seed_batches(pool: np.ndarray, batch_size: int, count: int, seed: int) -> np.ndarray:
+    """``count`` batches of ``batch_size`` ids from ``pool``, concatenated: shuffled passes over
+    the pool, each cut into whole batches (the remainder of a pass is dropped), so no batch
+    holds an id twice (the samplers refuse duplicate seeds) unless the pool is smaller than a
+    batch, when passes are simply repeated."""
     rng = np.random.default_rng(seed)
     need = batch_size * count
-    if pool.shape[0] == 0:
+    n = int(pool.shape[0])
+    if n == 0:
         raise GraphfeedError("no seed ids to sample from")
-    reps = -(-need // pool.shape[0])
-    ids = np.concatenate([rng.permutation(pool) for _ in range(reps)])[:need]
+    per_pass = (n // batch_size) * batch_size or n
+    reps = -(-need // per_pass)
+    ids = np.concatenate([rng.permutation(pool)[:per_pass] for _ in range(reps)])[:need]
     return ids.astype(np.int64)
 
 
