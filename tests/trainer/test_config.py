@@ -6,7 +6,8 @@ import pytest
 
 from graphfeed.errors import GraphfeedError
 from graphfeed.trainer.config import TrainConfig
-from graphfeed.trainer.evaluate import EVAL_MAX_BATCH_EDGES, default_eval_fanouts, plan_eval
+from graphfeed.trainer.evaluate import (EVAL_MAX_BATCH_EDGES, EVAL_MAX_BATCH_INPUT_BYTES,
+                                       default_eval_fanouts, plan_eval)
 from graphfeed.trainer.tasks.node import check_model_fits
 
 
@@ -58,6 +59,14 @@ def test_eval_plan_caps_fanouts_and_bounds_the_batch():
     # every neighbour on a hub-heavy graph: tiny batches, bounded memory
     p = plan_eval(2, 1024, max_in_degree=5_000, eval_fanouts=(-1, -1))
     assert p.fanouts == (-1, -1) and p.batch_size == max(1, EVAL_MAX_BATCH_EDGES // (5_000 + 5_000**2))
+    # wide features (issue 29.11: 4,714 0/1 features): the input rows' bytes bound the batch too
+    p = plan_eval(2, 4096, max_in_degree=50, in_dim=4_714)
+    rows = 4096 * (1 + 50 + 50 * 50)
+    assert rows * 4_714 * 4 > 40e9  # what a batch of 4096 seeds could have held
+    assert p.batch_size == EVAL_MAX_BATCH_INPUT_BYTES // ((50 + 50 * 50 + 1) * 4_714 * 4)
+    assert p.batch_size * (1 + 50 + 2500) * 4_714 * 4 <= EVAL_MAX_BATCH_INPUT_BYTES
+    # narrow features: the edge bound alone, as before
+    assert plan_eval(2, 4096, max_in_degree=50, in_dim=8) == plan_eval(2, 4096, max_in_degree=50)
 
 
 def test_sampler_fields_build_the_method():

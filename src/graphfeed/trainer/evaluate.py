@@ -18,8 +18,11 @@ Default evaluation fanouts (``TrainConfig.eval_fanouts=None``): every neighbour,
 many in-edges above it. The evaluation batch size is the training batch size (at least
 ``EVAL_BATCH_SIZE``), lowered until the worst case of a batch, ``batch x sum over layers of the
 product of the effective fanouts`` sampled edges (effective: ``min(fanout, max in-degree)``),
-fits ``EVAL_MAX_BATCH_EDGES``. So one evaluation batch holds at most about 4.2M sampled edges
-(67 MB of ``edge_index``) and as many input rows, whatever the graph.
+fits ``EVAL_MAX_BATCH_EDGES``, and until as many input rows (one per sampled edge, plus the
+seed) at the model's input width fit ``EVAL_MAX_BATCH_INPUT_BYTES`` as float32. So one
+evaluation batch holds at most about 4.2M sampled edges (67 MB of ``edge_index``) and 512 MB of
+input features, whatever the graph and however wide its features (a 4,714-wide input allowed
+4.2M rows, 79 GB, before the second bound).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ EVAL_BATCH_SIZE = 1024
 EVAL_EDGES_PER_SEED = 10_000
 #: worst-case sampled edges in one evaluation batch
 EVAL_MAX_BATCH_EDGES = 1 << 22
+#: worst-case bytes of float32 input features in one evaluation batch
+EVAL_MAX_BATCH_INPUT_BYTES = 512 << 20
 
 
 def resolve_eval_method(cfg, *, supported: bool = True, why_not: str = "") -> str:
@@ -78,8 +83,9 @@ def default_eval_fanouts(num_layers: int) -> tuple[int, ...]:
 
 
 def plan_eval(num_layers: int, train_batch_size: int, max_in_degree: int,
-              eval_fanouts: Optional[Sequence[int]] = None) -> EvalPlan:
-    """The fanouts and batch size evaluation uses (module docstring)."""
+              eval_fanouts: Optional[Sequence[int]] = None, in_dim: int = 0) -> EvalPlan:
+    """The fanouts and batch size evaluation uses (module docstring); ``in_dim``: the model's
+    input width (0: not counted)."""
     fan = tuple(eval_fanouts) if eval_fanouts is not None else default_eval_fanouts(num_layers)
     eff = [max(1, max_in_degree) if f == -1 else min(f, max(1, max_in_degree)) for f in fan]
     worst_per_seed, prod = 0, 1
@@ -88,6 +94,9 @@ def plan_eval(num_layers: int, train_batch_size: int, max_in_degree: int,
         worst_per_seed += prod
     batch = max(train_batch_size, EVAL_BATCH_SIZE)
     batch = max(1, min(batch, EVAL_MAX_BATCH_EDGES // max(1, worst_per_seed)))
+    if in_dim > 0:
+        row_bytes = 4 * int(in_dim)
+        batch = max(1, min(batch, EVAL_MAX_BATCH_INPUT_BYTES // ((worst_per_seed + 1) * row_bytes)))
     return EvalPlan(fan, batch)
 
 

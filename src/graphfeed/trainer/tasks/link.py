@@ -273,7 +273,8 @@ class LinkTask(Task):
             share_prepared(placed.sampler, plan.world, private_copy=plan.private_copy,
                            cache_dir=cfg.table_cache)
         eval_plan = plan_eval(len(cfg.fanouts), cfg.batch_size,
-                              int(mp.in_degrees.max(initial=0)), cfg.eval_fanouts)
+                              int(mp.in_degrees.max(initial=0)), cfg.eval_fanouts,
+                              in_dim=in_dim)
         drawer = LinkSampler(placed.sampler, num_negatives=cfg.eval_negatives,
                              negatives="per_source", seed=cfg.seed)
         splits = {}

@@ -162,7 +162,8 @@ def preflight(cfg, dataset, device: str) -> Preflight:
     elif not cfg.sampling_method().is_uniform:
         cfg.sampling_method().bind(dataset)  # the dataset's weights or times, as placing binds
     plan = plan_eval(len(cfg.fanouts), cfg.batch_size,
-                     int(dataset.graph.in_degrees.max(initial=0)), cfg.eval_fanouts)
+                     int(dataset.graph.in_degrees.max(initial=0)), cfg.eval_fanouts,
+                     in_dim=in_dim)
     # the built-in models (the R-GCN on typed graphs too) evaluate layer-wise; a custom model
     # may turn that into sampled once built (_eval_method_for)
     method = resolve_eval_method(cfg)
