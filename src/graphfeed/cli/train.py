@@ -28,6 +28,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     from ..trainer import config as C
 
     D = C.TrainConfig()  # the defaults: one place for the Python API and the command line
+
+    def per_task(field: str) -> str:  # a default each task sets (TrainConfig field left None)
+        return ", ".join(f"{t} {C.TASKS.get(t).defaults[field]:g}" for t in C.TASKS.names())
     p = sub.add_parser("train", help=HELP, description=DESCRIPTION)
     p.add_argument("--dataset", default=D.dataset,
                    help=f"built-in dataset ({_args.builtin_datasets()}) or a prepared dataset "
@@ -71,10 +74,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--lr", type=_args.positive_float, default=D.lr,
                    help="Adam learning rate [%(default)s]")
     p.add_argument("--dropout", type=_args.fraction, default=D.dropout,
-                   help="dropout probability on the input features and between layers, in "
-                        "[0, 1) [%(default)s]")
+                   help="dropout probability between layers and on input features wider "
+                        f"than --hidden, in [0, 1) [by task: {per_task('dropout')}]")
     p.add_argument("--weight-decay", type=_args.nonnegative_float, default=D.weight_decay,
-                   help="Adam weight decay (L2 penalty) [%(default)s]")
+                   help=f"Adam weight decay (L2 penalty) [by task: {per_task('weight_decay')}]")
     p.add_argument("--precision", default=D.precision, choices=list(C.PRECISIONS),
                    help="32: float32 throughout; bf16-mixed / fp16-mixed: the forward pass, the "
                         "loss and evaluation under autocast in bfloat16 / float16, weights and "

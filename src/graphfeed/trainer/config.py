@@ -65,8 +65,9 @@ class TrainConfig:
     norm: str = "auto"  # between layers: auto (the model's own), none, layer, batch
     residual: bool = False  # add each layer's input to its output (a linear map where widths differ)
     lr: float = 3e-3
-    dropout: float = 0.7  # on the input features and between layers
-    weight_decay: float = 5e-3
+    # None: the task's default (node 0.7 and 5e-3, link 0.5 and 0: tasks/*.py ``defaults``)
+    dropout: Optional[float] = None  # between layers (and on wide input features)
+    weight_decay: Optional[float] = None
     patience: int = 20  # stop after this many evaluations without a better main metric; 0: never
     device: str = "auto"  # auto, cpu, cuda, cuda:N
     mode: str = "auto"  # auto, cpu-cpu, cpu-cuda, pinned-cuda, cuda-cuda
@@ -111,6 +112,12 @@ class TrainConfig:
     precision: str = "32"  # 32, bf16-mixed or fp16-mixed (autocast; PRECISIONS)
 
     def validate(self) -> "TrainConfig":
+        if self.task not in TASKS:
+            raise GraphfeedError(f"task must be one of {', '.join(TASKS.names())}, got "
+                                 f"{self.task!r}")
+        for name, value in TASKS.get(self.task).defaults.items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
         if not isinstance(self.dataset, str) or not self.dataset:
             raise GraphfeedError(f"dataset must be a built-in name or a folder, got {self.dataset!r}")
         if self.model not in MODELS:
@@ -188,9 +195,6 @@ class TrainConfig:
         if self.table_cache is not None and (not isinstance(self.table_cache, str)
                                              or not self.table_cache):
             raise GraphfeedError(f"table_cache must be a folder or None, got {self.table_cache!r}")
-        if self.task not in TASKS:
-            raise GraphfeedError(f"task must be one of {', '.join(TASKS.names())}, got "
-                                 f"{self.task!r}")
         if self.decoder not in DECODERS:
             raise GraphfeedError(f"decoder must be one of {', '.join(DECODERS)}, got {self.decoder!r}")
         self.num_negatives = _int("num_negatives", self.num_negatives, 1, MAX_NEGATIVES)

@@ -33,6 +33,9 @@ class Task:
     main: str = "accuracy"
     unit: str = "seeds"
     rows_per_seed: int = 1
+    #: the values of ``TrainConfig`` fields left ``None`` (``dropout``, ``weight_decay``): the
+    #: regularisation chosen on this task's own benchmarks (``TrainConfig.validate`` fills them)
+    defaults: dict = {"dropout": 0.5, "weight_decay": 0.0}
 
     def __init__(self, cfg, *, device: str, rank: int = 0, world_size: int = 1,
                  say: Callable[[str], None] = print):
