@@ -5,6 +5,8 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+from pathlib import Path
+from typing import Optional
 
 _libc = None
 
@@ -43,3 +45,63 @@ def current_rss_bytes() -> int:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
+
+
+# ---------------------------------------------------------------------- host memory
+def _meminfo(path: str = "/proc/meminfo") -> dict[str, int]:
+    out = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                parts = rest.split()
+                if parts and parts[0].isdigit():
+                    scale = 1024 if len(parts) > 1 and parts[1].lower() == "kb" else 1
+                    out[key.strip()] = int(parts[0]) * scale
+    except OSError:
+        pass
+    return out
+
+
+def _cgroup_limit() -> Optional[tuple[int, int]]:
+    """``(limit, usage)`` of this process's memory cgroup, or ``None`` when unlimited/unknown."""
+    candidates = (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),  # cgroup v2
+        (
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes",  # cgroup v1
+            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+        ),
+    )
+    for lim_path, use_path in candidates:
+        try:
+            lim = Path(lim_path).read_text().strip()
+            use = Path(use_path).read_text().strip()
+        except OSError:
+            continue
+        if not lim.isdigit() or not use.isdigit():
+            return None  # "max": unlimited
+        limit = int(lim)
+        if limit >= 1 << 60:  # v1 reports "unlimited" as a huge number
+            return None
+        return limit, int(use)
+    return None
+
+
+def host_memory() -> tuple[int, int]:
+    """``(total, available)`` bytes of host RAM for this process (cgroup-aware)."""
+    info = _meminfo()
+    total = info.get("MemTotal")
+    free = info.get("MemAvailable", info.get("MemFree"))
+    if total is None or free is None:  # not Linux: ask the C library
+        try:
+            page = os.sysconf("SC_PAGE_SIZE")
+            total = os.sysconf("SC_PHYS_PAGES") * page
+            free = os.sysconf("SC_AVPHYS_PAGES") * page
+        except (ValueError, OSError, AttributeError):  # pragma: no cover - exotic platforms
+            total, free = 0, 0
+    cg = _cgroup_limit()
+    if cg is not None:
+        limit, usage = cg
+        total = min(total, limit)
+        free = min(free, max(0, limit - usage))
+    return int(total), int(free)

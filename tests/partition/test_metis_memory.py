@@ -99,7 +99,7 @@ def _no_work(monkeypatch):
 
 def test_assign_parts_refuses_before_any_work(tiny_dataset, monkeypatch):
     pytest.importorskip("pymetis")
-    import graphfeed.placement.hardware as H
+    import graphfeed._memory as H
 
     need = P.metis_memory(tiny_dataset.num_nodes, tiny_dataset.num_edges)
     monkeypatch.setattr(H, "host_memory", lambda: (need, need - 1))
@@ -113,7 +113,7 @@ def test_the_exact_entries_are_checked_before_metis_runs(monkeypatch):
     """A graph stored one way only symmetrises to 2 E entries: the check before any work
     passes (it assumes E), the one with the exact entries refuses, METIS is not called."""
     pymetis = pytest.importorskip("pymetis")
-    import graphfeed.placement.hardware as H
+    import graphfeed._memory as H
 
     n = 2_000
     dst = np.arange(1, n)
@@ -135,7 +135,7 @@ def test_the_exact_entries_are_checked_before_metis_runs(monkeypatch):
 def test_the_cli_refuses_in_one_line_and_writes_nothing(tiny_dataset, tmp_path, capsys,
                                                         monkeypatch):
     pytest.importorskip("pymetis")
-    import graphfeed.placement.hardware as H
+    import graphfeed._memory as H
     from graphfeed.cli.main import main
 
     monkeypatch.setattr(H, "host_memory", lambda: (10**6, 10**5))

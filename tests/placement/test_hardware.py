@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import graphfeed._memory
 from graphfeed import _cuda, cuda_alloc
 from graphfeed.errors import GraphfeedError
 from graphfeed.placement import detect_hardware, hardware, plan_placement
@@ -45,18 +46,20 @@ def test_meminfo_parsing(tmp_path):
     p = tmp_path / "meminfo"
     p.write_text("MemTotal:       24576000 kB\nMemFree:  1000 kB\nMemAvailable:   20480000 kB\n"
                  "HugePages_Total:       0\n")
-    info = hardware._meminfo(str(p))
+    info = graphfeed._memory._meminfo(str(p))
     assert info["MemTotal"] == 24576000 * 1024
     assert info["MemAvailable"] == 20480000 * 1024
     assert info["HugePages_Total"] == 0
-    assert hardware._meminfo(str(tmp_path / "missing")) == {}
+    assert graphfeed._memory._meminfo(str(tmp_path / "missing")) == {}
 
 
 def test_cgroup_limit_caps_host_memory(monkeypatch):
-    monkeypatch.setattr(hardware, "_meminfo", lambda: {"MemTotal": 100 << 30, "MemAvailable": 80 << 30})
-    monkeypatch.setattr(hardware, "_cgroup_limit", lambda: (16 << 30, 6 << 30))
+    import graphfeed._memory as M
+
+    monkeypatch.setattr(M, "_meminfo", lambda: {"MemTotal": 100 << 30, "MemAvailable": 80 << 30})
+    monkeypatch.setattr(M, "_cgroup_limit", lambda: (16 << 30, 6 << 30))
     assert hardware.host_memory() == (16 << 30, 10 << 30)
-    monkeypatch.setattr(hardware, "_cgroup_limit", lambda: None)
+    monkeypatch.setattr(M, "_cgroup_limit", lambda: None)
     assert hardware.host_memory() == (100 << 30, 80 << 30)
 
 

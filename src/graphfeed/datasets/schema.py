@@ -52,11 +52,8 @@ FEATURE_DTYPES = (
     "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
     "bfloat16",
 )
-#: feature dtypes numpy has no type for, and the numpy dtype of the same width whose bits hold
-#: them in the ``.npy`` (the metadata names the dtype, the file holds its bits; format_version
-#: 3). uint16 rather than int16 for bfloat16: no graphfeed feature is uint16, so a bare file of
-#: bf16 bits is never read as integers by mistake. The name is also torch's (``torch.bfloat16``).
-BITS_DTYPES = {"bfloat16": "uint16"}
+#: feature dtypes numpy has no type for, held as bits (``graphfeed._dtypes``; format_version 3)
+from .._dtypes import BITS_DTYPES  # noqa: E402
 
 
 def bits_dtype(spec: "ArraySpec") -> Optional[str]:

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .._threads import PoolOwner, ProcessLocal
-from ..datasets.schema import BITS_DTYPES
+from .._dtypes import BITS_DTYPES
 from ..errors import DatasetError
 from .base import Feature
 
@@ -41,7 +41,7 @@ def torch_dtype(dtype: np.dtype, *, source: str = "array", as_dtype=None) -> tor
 
     ``as_dtype`` (a name such as ``"bfloat16"``, or a torch dtype): what the rows are, where
     the stored dtype cannot say: a dtype numpy lacks is stored as the bits of a numpy dtype of
-    the same width (``graphfeed.datasets.schema.BITS_DTYPES``: bfloat16 as uint16), which only
+    the same width (``graphfeed._dtypes.BITS_DTYPES``: bfloat16 as uint16), which only
     the dataset's metadata tells apart from plain integers. Every backend reads rows as bytes,
     so a dtype is this one table entry, not a code path per backend. The stored dtype must be
     the one ``as_dtype`` is stored as (or ``as_dtype`` itself)."""

@@ -68,14 +68,14 @@ def check_metis_memory(num_nodes: int, num_edges: int, entries: Optional[int] = 
                        held: int = 0, available: Optional[int] = None) -> int:
     """Refuse (``GraphfeedError``, one line) a METIS partition whose estimated peak
     (:func:`metis_memory`) exceeds the memory available to this process (``MemAvailable``, or
-    the cgroup's limit less its usage: ``placement.hardware.host_memory``) plus ``held`` (what
+    the cgroup's limit less its usage: ``graphfeed._memory.host_memory``) plus ``held`` (what
     the path already holds of that peak: the CSR, once built; then only the run is checked).
     Returns the estimate."""
     need = metis_memory(num_nodes, num_edges, entries, built=held > 0)
     if available is None:
-        from ..placement.hardware import host_memory
+        from .. import _memory
 
-        available = host_memory()[1]
+        available = _memory.host_memory()[1]
     if need > available + held:
         from .._units import format_bytes
 
