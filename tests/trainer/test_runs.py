@@ -155,3 +155,22 @@ def test_a_setting_older_than_the_checkpoint_is_not_compared(tmp_path):
                      ("hidden", "labor_variates"))
     with pytest.raises(GraphfeedError, match="hidden=32"):
         check_compatible(tmp_path, saved, {"hidden": 64}, ("hidden",))
+
+
+def test_signal_handlers_are_restored_when_the_run_fails_or_stops_early(tiny_dataset, tmp_path):
+    """With --save the loop catches Ctrl-C/SIGTERM; its handlers must be gone when train returns
+    or raises (the caller still holding the exception) and after an early stop's break: a
+    handler left behind would turn a later Ctrl-C into "stop after this batch"."""
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+
+    def fail(stats):
+        raise Killed
+
+    with pytest.raises(Killed) as info:
+        train(TrainConfig(save=str(tmp_path / "a"), **KW), dataset=tiny_dataset, on_epoch=fail)
+    assert info.value is not None  # the traceback is still held here
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+    r = train(TrainConfig(save=str(tmp_path / "b"), **{**KW, "epochs": 30, "patience": 1,
+                                                       "lr": 1e-6}), dataset=tiny_dataset)
+    assert r.stopped_early
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before

@@ -104,9 +104,10 @@ def fit(task, *, on_batch=None, on_epoch=None) -> TrainResult:
     loader = task.train_loader()
     say(budget_line(cfg, task.main))
     nan = float("nan")
+    epochs = state.epochs(loader)
     try:
         task.open_evaluation(net)
-        for epoch, sums, seconds0 in state.epochs(loader):
+        for epoch, sums, seconds0 in epochs:
             model.train()
             task.before_epoch(epoch)
             t0 = time.perf_counter()
@@ -178,6 +179,9 @@ def fit(task, *, on_batch=None, on_epoch=None) -> TrainResult:
             if rank == 0:
                 result.predictions = written
     finally:
+        # restores the Ctrl-C/SIGTERM handlers now: after an early stop's break or an exception
+        # the generator would otherwise live on (in a traceback someone keeps) with them installed
+        epochs.close()
         loader.close()
         task.close()
     result.checkpoint = state.checkpoint
