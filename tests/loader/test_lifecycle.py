@@ -8,6 +8,7 @@ import _thread
 import contextlib
 import gc
 import os
+import signal
 import sys
 import threading
 import weakref
@@ -186,6 +187,10 @@ def test_closing_during_stuck_reads_waits_once_not_per_thread(monkeypatch, how):
     if how == "close":
         loader.close()
     else:
+        # interrupt_main raises KeyboardInterrupt only through Python's own SIGINT handler: a
+        # handler another test left behind would make this wait out the 60 s read instead
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, \
+            signal.getsignal(signal.SIGINT)
         timer = threading.Timer(0.2, _thread.interrupt_main)
         timer.start()
         with pytest.raises(KeyboardInterrupt):
