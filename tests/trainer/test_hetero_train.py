@@ -30,6 +30,7 @@ def run_on_cpu(cfg, ds, say=print):
     from graphfeed.trainer.fit import fit
     from graphfeed.trainer.tasks import TASKS
 
+    cfg = cfg.validate()  # as train() does: fills the task's defaults (dropout, weight decay)
     plan = DataPlan(features=cfg.features, mode=cfg.mode, device="cpu", world=World())
     task = TASKS.get(cfg.task).prepare(cfg, ds, plan, rank=0, world_size=1, say=say)
     return fit(task)
