@@ -4,11 +4,9 @@ threads delivers every batch exactly once, in order (issue 12, defect 13)."""
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import gc
 import os
-import signal
 import sys
 import threading
 import weakref
@@ -187,18 +185,19 @@ def test_closing_during_stuck_reads_waits_once_not_per_thread(monkeypatch, how):
     if how == "close":
         loader.close()
     else:
-        # interrupt_main raises KeyboardInterrupt only through Python's own SIGINT handler: a
-        # handler another test left behind would make this wait out the 60 s read instead
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, \
-            signal.getsignal(signal.SIGINT)
-        timer = threading.Timer(0.2, _thread.interrupt_main)
-        # the cycle collector off: a finalizer it ran in this thread (an earlier test's dropped
-        # loader joining its threads) would swallow the KeyboardInterrupt ("Exception ignored")
-        with gc_disabled():
-            timer.start()
-            with pytest.raises(KeyboardInterrupt):
-                next(it)  # waits for batch 0, whose read is stuck, until "Ctrl-C"
-            timer.join()
+        # Ctrl-C while the consumer waits for batch 0: KeyboardInterrupt out of its wait. Raised
+        # from the wait itself rather than by _thread.interrupt_main, which in full-suite runs
+        # (never alone) left the wait uninterrupted for the 60 s of the stuck read
+        cond = it.source._state.cond
+        real_wait = cond.wait
+
+        def wait_then_ctrl_c(timeout=None):
+            real_wait(timeout)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(cond, "wait", wait_then_ctrl_c)
+        with pytest.raises(KeyboardInterrupt):
+            next(it)  # waits for batch 0, whose read is stuck, until "Ctrl-C"
     assert len(timeouts) == 4 and all(t is not None for t in timeouts)
     assert sum(timeouts) <= prefetch._JOIN_TIMEOUT_S + 1e-6, timeouts
     assert any(t.is_alive() for t in threads)  # close did not wait for the stuck reads
