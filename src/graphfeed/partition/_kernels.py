@@ -1,7 +1,7 @@
 """numba kernels of the partitioned graph: per-part CSC builds, edge cut, and uniform sampling
 keyed by a destination's GLOBAL id.
 
-The keyed fill reuses ``sampling._kernels._fill_one`` (Floyd / sparse Fisher-Yates, exactly
+The keyed fill reuses ``sampling._kernels._fill_range`` (Floyd / sparse Fisher-Yates, exactly
 uniform) with the destination's key in place of its position in the batch: the random numbers of
 a destination are ``splitmix64(mix(layer_key ^ mix(key)) + c * GOLDEN)``, so a node's sample in
 a batch does not depend on which part, or which position of which request, it is sampled in.
@@ -11,8 +11,8 @@ index without bounds checks, like the sampling kernels.
 
 from __future__ import annotations
 
-from .._numba import kernel
-from ..sampling._kernels import _fill_one, _hash_tables, count_for
+from .._numba import kernel, prefetch
+from ..sampling._kernels import COUNT_AHEAD, _fill_range, _hash_tables, count_for
 
 
 @kernel
@@ -53,7 +53,10 @@ def count_keyed(indptr, local, fanout, replace, offsets, starts, degs):
     """For destination ``i`` (row ``local[i]`` of ``indptr``): its neighbour range into
     ``starts``/``degs`` and its sampled count into ``offsets[i + 1]``, then the running sum."""
     offsets[0] = 0
-    for i in range(local.shape[0]):
+    n = local.shape[0]
+    for i in range(n):
+        if i + COUNT_AHEAD < n:
+            prefetch(indptr, local[i + COUNT_AHEAD])
         v = local[i]
         st = indptr[v]
         d = indptr[v + 1] - st
@@ -68,9 +71,8 @@ def fill_keyed(indices, starts, degs, keys, fanout, replace, layer_key, offsets,
     (source ids as stored in ``indices``); ``scratch`` (same length as ``rows``) receives the
     keys and is not read."""
     hkeys, hvals = _hash_tables(fanout, replace)
-    for i in range(keys.shape[0]):
-        _fill_one(starts[i], degs[i], indices, keys[i], fanout, replace, layer_key, offsets[i],
-                  rows, scratch, scratch, False, hkeys, hvals)
+    _fill_range(indices, starts, degs, 0, keys.shape[0], keys, True, 0, fanout, replace,
+                layer_key, offsets, rows, scratch, scratch, False, hkeys, hvals)
 
 
 @kernel

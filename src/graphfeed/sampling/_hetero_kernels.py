@@ -1,6 +1,6 @@
 """numba kernels for uniform neighbour sampling of a fused heterogeneous CSC.
 
-The homogeneous kernels' per-destination sampler (``_kernels._fill_one``: Floyd, bit-mask Floyd,
+The homogeneous kernels' pipelined sampler (``_kernels._fill_range``: Floyd, bit-mask Floyd,
 sparse Fisher-Yates, with-replacement draws) runs unchanged on each destination's run of
 in-edges of one relation (the run is found by binary search on the per-edge relation ids, which
 are sorted within every neighbour range). Randomness is counter-based as in ``_kernels``: the
@@ -21,7 +21,7 @@ import numpy as np
 
 from .._numba import kernel, prefetch
 from ._kernels import (
-    PREFETCH_AHEAD, RELABEL_PREFETCH_AHEAD, _fill_one, _hash_tables, count_for, mix64,
+    RELABEL_PREFETCH_AHEAD, _fill_range, _hash_tables, count_for, mix64,
 )
 
 REL_SALT = np.uint64(0x48455445524F)  # "HETERO": relation keys differ from layer keys
@@ -113,11 +113,8 @@ def fill_hetero(indices, dst_ptr, rel_dst, fanouts, replace, layer_key, item_ptr
         f = fanouts[r]
         key = rel_key(layer_key, r)
         hkeys, hvals = _hash_tables(f, replace)
-        for k in range(k0, k1):
-            if k + PREFETCH_AHEAD < k1:
-                prefetch(indices, starts[k + PREFETCH_AHEAD])
-            _fill_one(starts[k], degs[k], indices, k - k0, f, replace, key, offsets[k], rows,
-                      cols, eids, want_eids, hkeys, hvals)
+        _fill_range(indices, starts, degs, k0, k1, starts, False, k0, f, replace, key, offsets,
+                    rows, cols, eids, want_eids, hkeys, hvals)
 
 
 @kernel

@@ -51,6 +51,12 @@ FLOYD_MAX_K = 32
 # the node-map entry of the edge RELABEL_PREFETCH_AHEAD ahead. Together ~+60% throughput.
 PREFETCH_AHEAD = 8
 RELABEL_PREFETCH_AHEAD = 64
+# The uniform fill draws a destination's positions FILL_LAG destinations before it reads the
+# ids they point at, prefetching each sampled position's line (a hub's sampled positions lie on
+# different lines, which prefetching the list's start cannot cover); the count pass prefetches
+# indptr COUNT_AHEAD destinations ahead.
+FILL_LAG = 4
+COUNT_AHEAD = 16
 
 
 @kernel
@@ -104,11 +110,10 @@ def _floyd(deg, k, ctr, out, off):
     n = 0
     for j in range(deg - k, deg):
         t, ctr = bounded(ctr, j + 1)
-        for q in range(off, off + n):
-            if out[q] == t:
-                t = j
-                break
-        out[off + n] = t
+        hit = False
+        for q in range(off, off + n):  # branch-free: the compiler vectorises the scan
+            hit |= out[q] == t
+        out[off + n] = j if hit else t
         n += 1
 
 
@@ -177,22 +182,17 @@ def _sparse_fisher_yates(deg, k, ctr, out, off, hkeys, hvals):
 
 
 @_inline_kernel
-def _fill_one(start, deg, indices, i, fanout, replace, layer_key, off, rows, cols, eids, want_eids,
-              hkeys, hvals):
-    """Sample destination ``i`` (in-edges ``indices[start:start+deg]``): global source ids into
-    ``rows[off:off+c]``, ``i`` into ``cols``, edge positions into ``eids`` when wanted. Returns
-    the count ``c``."""
+def _draw_positions(start, deg, indices, i, fanout, replace, layer_key, off, rows, hkeys, hvals):
+    """The first half of :func:`_fill_one`: destination ``i``'s sampled positions in
+    ``[0, deg)`` into ``rows[off:off+c]``, each one's index line prefetched (a destination
+    taking every neighbour prefetches its list's first and last lines)."""
     c = count_for(deg, fanout, replace)
     if c == 0:
-        return 0
+        return
     if c == deg and (fanout < 0 or not replace):
-        for q in range(c):
-            p = start + q
-            rows[off + q] = indices[p]
-            cols[off + q] = i
-            if want_eids:
-                eids[off + q] = p
-        return c
+        prefetch(indices, start)
+        prefetch(indices, start + deg - 1)
+        return
     ctr = dst_base(layer_key, i)
     if replace:
         for q in range(c):
@@ -205,12 +205,60 @@ def _fill_one(start, deg, indices, i, fanout, replace, layer_key, off, rows, col
     else:
         _sparse_fisher_yates(deg, c, ctr, rows, off, hkeys, hvals)
     for q in range(off, off + c):
+        prefetch(indices, start + rows[q])
+
+
+@_inline_kernel
+def _read_positions(start, deg, indices, i, fanout, replace, off, rows, cols, eids, want_eids):
+    """The second half of :func:`_fill_one`: positions -> global source ids (a destination
+    taking every neighbour copies its list)."""
+    c = count_for(deg, fanout, replace)
+    if c == deg and (fanout < 0 or not replace):
+        for q in range(c):
+            p = start + q
+            rows[off + q] = indices[p]
+            cols[off + q] = i
+            if want_eids:
+                eids[off + q] = p
+        return
+    for q in range(off, off + c):
         p = start + rows[q]
         rows[q] = indices[p]
         cols[q] = i
         if want_eids:
             eids[q] = p
-    return c
+
+
+@_inline_kernel
+def _fill_one(start, deg, indices, i, fanout, replace, layer_key, off, rows, cols, eids, want_eids,
+              hkeys, hvals):
+    """Sample destination ``i`` (in-edges ``indices[start:start+deg]``): global source ids into
+    ``rows[off:off+c]``, ``i`` into ``cols``, edge positions into ``eids`` when wanted. Returns
+    the count ``c``. (Loops over many destinations use :func:`_fill_range`, which overlaps one
+    destination's draws with the reads of the ones before.)"""
+    _draw_positions(start, deg, indices, i, fanout, replace, layer_key, off, rows, hkeys, hvals)
+    _read_positions(start, deg, indices, i, fanout, replace, off, rows, cols, eids, want_eids)
+    return count_for(deg, fanout, replace)
+
+
+@_inline_kernel
+def _fill_range(indices, starts, degs, lo, hi, keys, use_keys, shift, fanout, replace, layer_key,
+                offsets, rows, cols, eids, want_eids, hkeys, hvals):
+    """:func:`_fill_one` for every destination ``k`` in ``[lo, hi)``, identified (random
+    numbers and ``cols``) by ``keys[k]`` when ``use_keys``, else by ``k - shift``. A software
+    pipeline: destination ``k``'s positions are drawn (arithmetic only) and the index lines
+    they point at prefetched ``FILL_LAG`` destinations before those ids are read, so the
+    misses of several destinations are in flight while the next ones draw."""
+    for k in range(lo, hi + FILL_LAG):
+        if k < hi:
+            v = keys[k] if use_keys else k - shift
+            _draw_positions(starts[k], degs[k], indices, v, fanout, replace, layer_key,
+                            offsets[k], rows, hkeys, hvals)
+        j = k - FILL_LAG
+        if j >= lo:
+            v = keys[j] if use_keys else j - shift
+            _read_positions(starts[j], degs[j], indices, v, fanout, replace, offsets[j], rows,
+                            cols, eids, want_eids)
 
 
 @kernel
@@ -227,6 +275,8 @@ def count_layer(indptr, dst, lo, hi, fanout, replace, counts, starts, degs):
     """For ``i`` in ``[lo, hi)``: ``counts[i + 1]`` = number of edges sampled for ``dst[i]``;
     ``starts[i]``, ``degs[i]`` = its neighbour range (read once here, sequentially later)."""
     for i in range(lo, hi):
+        if i + COUNT_AHEAD < hi:
+            prefetch(indptr, dst[i + COUNT_AHEAD])
         v = dst[i]
         st = indptr[v]
         d = indptr[v + 1] - st
@@ -241,13 +291,8 @@ def fill_layer(indices, starts, degs, lo, hi, fanout, replace, layer_key, offset
     """Sample destinations ``[lo, hi)`` into their slots ``offsets[i]:offsets[i+1]``: row 0 of
     ``edge_index`` gets *global* source ids (``relabel_layer`` makes them local), row 1 ``i``."""
     hkeys, hvals = _hash_tables(fanout, replace)
-    rows = edge_index[0]
-    cols = edge_index[1]
-    for i in range(lo, hi):
-        if i + PREFETCH_AHEAD < hi:
-            prefetch(indices, starts[i + PREFETCH_AHEAD])
-        _fill_one(starts[i], degs[i], indices, i, fanout, replace, layer_key, offsets[i], rows,
-                  cols, eids, want_eids, hkeys, hvals)
+    _fill_range(indices, starts, degs, lo, hi, starts, False, 0, fanout, replace, layer_key,
+                offsets, edge_index[0], edge_index[1], eids, want_eids, hkeys, hvals)
 
 
 @kernel

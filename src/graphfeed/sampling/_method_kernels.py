@@ -38,7 +38,8 @@ from numba.cpython.unsafe.numbers import leading_zeros
 
 from .._numba import kernel
 from ._kernels import (
-    GOLDEN, PREFETCH_AHEAD, _inline_kernel, bounded, count_for, dst_base, mix64, prefetch,
+    COUNT_AHEAD, GOLDEN, PREFETCH_AHEAD, _inline_kernel, bounded, count_for, dst_base, mix64,
+    prefetch,
 )
 
 _S11 = np.uint64(11)
@@ -244,6 +245,8 @@ def count_weighted(indptr, npos, dst, lo, hi, fanout, replace, counts, starts, d
     edge of a list that also has zero weights, so the fill pass need not read ``npos``.
     ``all_positive``: no weight of the graph is 0, so ``npos`` is the degree and is not read."""
     for i in range(lo, hi):
+        if i + COUNT_AHEAD < hi:
+            prefetch(indptr, dst[i + COUNT_AHEAD])
         if i + PREFETCH_AHEAD < hi and not all_positive:
             prefetch(npos, dst[i + PREFETCH_AHEAD])
         v = dst[i]
@@ -651,6 +654,8 @@ def sample_labor(indptr, indices, dst, lo, hi, fanout, node_key, want_eids):
     degs = np.empty(n_dst, np.int64)
     cap = 16
     for i in range(n_dst):
+        if i + COUNT_AHEAD < n_dst:
+            prefetch(indptr, dst[lo + i + COUNT_AHEAD])
         v = dst[lo + i]
         st = indptr[v]
         d = indptr[v + 1] - st
@@ -740,9 +745,12 @@ def count_labor_rotated(indptr, lbase, dst, lo, hi, fanout, shift32, counts, sta
     ``counts[i + 1]`` its length (circular). Every edge when ``d <= fanout`` or ``fanout ==
     -1``."""
     a = (_TWO32 - shift32) & _M32
+    half = COUNT_AHEAD // 2
     for i in range(lo, hi):
-        if i + PREFETCH_AHEAD < hi:
-            prefetch(indptr, dst[i + PREFETCH_AHEAD])
+        if i + COUNT_AHEAD < hi:
+            prefetch(indptr, dst[i + COUNT_AHEAD])
+        if i + half < hi:  # indptr has arrived: the binary searches' first probe
+            _prefetch_probe(indptr, lbase, dst[i + half])
         v = dst[i]
         st = indptr[v]
         d = indptr[v + 1] - st
@@ -862,6 +870,16 @@ def check_time_order(indptr, indices, node_times, edge_times, has_nt, has_et, tk
     return -1, 0
 
 
+@_inline_kernel
+def _prefetch_probe(indptr, sorted_keys, v):
+    """Prefetch the line of row ``v``'s first binary-search probe (its middle key) and, for a
+    short row, that is the whole row: the count passes issue it ``COUNT_AHEAD // 2``
+    destinations ahead, once the row's ``indptr`` entry (prefetched ``COUNT_AHEAD`` ahead) is in
+    cache, so the two dependent misses of a destination overlap other destinations' work."""
+    st = indptr[v]
+    prefetch(sorted_keys, st + ((indptr[v + 1] - st) >> 1))
+
+
 @kernel
 def _eligible_prefix(tkey, st, d, t, strict):
     """How many of the sorted times ``tkey[st:st+d]`` are ``<= t`` (``< t`` when strict)."""
@@ -882,7 +900,12 @@ def count_temporal(indptr, tkey, dst, dst_times, strict, lo, hi, fanout, replace
                    starts, degs):
     """Per destination, ``degs[i]`` = its eligible (early enough) in-edges, a prefix of its
     time-sorted column, and ``counts[i + 1]`` what uniform sampling takes of that prefix."""
+    half = COUNT_AHEAD // 2
     for i in range(lo, hi):
+        if i + COUNT_AHEAD < hi:
+            prefetch(indptr, dst[i + COUNT_AHEAD])
+        if i + half < hi:  # indptr has arrived: the binary search's first probe
+            _prefetch_probe(indptr, tkey, dst[i + half])
         v = dst[i]
         st = indptr[v]
         m = _eligible_prefix(tkey, st, indptr[v + 1] - st, dst_times[i], strict)
