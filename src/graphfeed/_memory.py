@@ -105,3 +105,76 @@ def host_memory() -> tuple[int, int]:
         total = min(total, limit)
         free = min(free, max(0, limit - usage))
     return int(total), int(free)
+
+
+def _stat_file(path: Path) -> dict[str, int]:
+    """A cgroup ``memory.stat``: ``key value`` lines."""
+    out = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 2 and parts[1].isdigit():
+                    out[parts[0]] = int(parts[1])
+    except OSError:
+        pass
+    return out
+
+
+def _own_cgroup_memory(proc: str = "/proc/self/cgroup",
+                       root: str = "/sys/fs/cgroup") -> Optional[tuple[int, int]]:
+    """``(limit, anonymous bytes)`` of the memory cgroup this process is in (the tightest
+    limit on the way up for cgroup v2; v1's ``hierarchical_memory_limit``), or ``None`` when
+    there is no limit or it cannot be read. Page cache is left out: it can be reclaimed."""
+    try:
+        lines = Path(proc).read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        rel = path.strip("/")
+        if "memory" in controllers.split(","):  # v1
+            d = Path(root) / "memory" / rel
+            if not (d / "memory.stat").is_file():  # a container sees its own cgroup at the root
+                d = Path(root) / "memory"
+            stat = _stat_file(d / "memory.stat")
+            limit = stat.get("hierarchical_memory_limit")
+            anon = stat.get("total_rss", stat.get("rss"))
+            if limit is None or anon is None or limit >= 1 << 60:
+                return None
+            return limit, anon
+        if controllers == "":  # v2
+            d = Path(root) / rel
+            if not (d / "memory.stat").is_file():
+                d = Path(root)
+            stat = _stat_file(d / "memory.stat")
+            if "anon" not in stat:
+                continue
+            limit = None
+            for up in (d, *d.parents):
+                try:
+                    text = (up / "memory.max").read_text().strip()
+                except OSError:
+                    text = ""
+                if text.isdigit():
+                    limit = int(text) if limit is None else min(limit, int(text))
+                if up == Path(root):
+                    break
+            return None if limit is None else (limit, stat["anon"])
+    return None
+
+
+def reclaimable_memory() -> Optional[int]:
+    """Bytes this process could still allocate without swapping or being killed: the host's
+    ``MemAvailable`` (free memory plus page cache that can be dropped), capped by its memory
+    cgroup's limit less the cgroup's anonymous memory. ``None`` where unknown (not Linux)."""
+    avail = _meminfo().get("MemAvailable")
+    if avail is None:
+        return None
+    cg = _own_cgroup_memory()
+    if cg is not None:
+        avail = min(avail, max(0, cg[0] - cg[1]))
+    return int(avail)

@@ -38,9 +38,9 @@ def _kill_midway(tmp: Path, extra=()) -> None:
     proc = _run(tmp, sleep=0.05, extra=extra)
     try:
         assert proc.stdout.readline().strip() == "started"
-        # wait until pass 2 is writing into the temporary folder (the indices file exists)
+        # wait until pass 2 is under way in the temporary folder (indices.npy is created when it starts)
         deadline = time.monotonic() + 60
-        while not list(tmp.glob(".out.tmp-*/graph/.indices.raw")):
+        while not list(tmp.glob(".out.tmp-*/graph/indices.npy")):
             assert proc.poll() is None, proc.stderr.read()
             assert time.monotonic() < deadline, "prepare never reached pass 2"
             time.sleep(0.02)

@@ -97,8 +97,9 @@ def _common(p: argparse.ArgumentParser, kind: str) -> None:
                             "uint16 bits and read back as torch.bfloat16")
         g.add_argument("--memory-budget", default=2**31,
                        type=_args.size_range(2**20, 2**50, "--memory-budget", "1MiB and 1PiB"),
-                       help=f"bytes of the indices file mapped at once; bigger graphs build in "
-                            f"windows ({_args.SIZE_UNITS}) [2GiB]")
+                       help=f"bytes of edges (indices and edge values) held in memory at once, "
+                            f"at most half the memory available; bigger graphs build in windows "
+                            f"({_args.SIZE_UNITS}) [2GiB]")
         g.add_argument("--block-size", default=2**23,
                        type=_args.size_range(1, 2**30, "--block-size", "1B and 1GiB"),
                        help="bytes read per chunk, 1 B to 1 GiB [8MiB]")

@@ -1,18 +1,22 @@
 """Streamed, bounded-memory building blocks of ``graphfeed prepare``.
 
 - :func:`build_csc_streaming`: a two-pass CSC build from re-iterable COO edge chunks. Pass 1
-  counts in-degrees (one int64 per node); pass 2 scatters each edge's source into a memory-mapped
-  indices file. Memory is O(num_nodes) plus one chunk plus the mapped *window* of the indices
-  file: when the indices exceed ``memory_budget`` bytes, pass 2 runs once per window of
-  destination nodes (re-reading the edges each time), so a graph larger than RAM can be built.
-  Duplicates are removed per column inside each window (a numba kernel), then the windows are
-  compacted into the final file.
+  counts in-degrees (one int64 per node); pass 2 scatters each edge's source into an in-memory
+  *window* of the indices. Memory is O(num_nodes) plus one chunk plus one window: when the
+  indices exceed ``memory_budget`` bytes (or half the memory available), pass 2 runs once per
+  window of destination nodes (re-reading the edges each time), so a graph larger than RAM can be
+  built. Duplicates are removed per column inside each window (a numba kernel), and each window
+  is appended to the final file: every byte of the edge arrays is written once, sequentially
+  (issue 30, item 7: a memory-mapped indices file scattered into at random was written back by
+  the kernel again and again).
 - :func:`write_feature`: streams a node-feature table (``.npy`` or text) into the dataset.
 - :class:`Progress` (from :mod:`graphfeed._progress`): the stderr progress bar.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -66,6 +70,9 @@ class CSCBuildResult:
     values: dict = field(default_factory=dict)
     #: ``undirected``: reverse edges not added because the input held them already
     reverses_present: int = 0
+    #: the bytes of edges held in memory at once when less memory was available than the
+    #: budget asked for (:func:`window_budget`), else 0
+    budget_capped: int = 0
 
 
 def value_dtype(name: str, integral: bool) -> np.dtype:
@@ -97,7 +104,9 @@ def build_csc_streaming(
     input that already has both directions is stored as given, each directed edge once; the
     result's ``reverses_present`` counts the reverses not added); ``drop_self_loops`` removes ``v -> v``; ``dedupe``
     keeps the first of repeated ``(src, dst)`` pairs (and its values). Neighbours keep their input
-    order within a column. With ``num_nodes=None`` it is ``max id + 1``. An id outside
+    order within a column. With ``num_nodes=None`` it is ``max id + 1``. At most
+    :func:`window_budget` bytes of edges are held in memory at once; ``indices.npy`` and the value
+    files are written front to back, each byte once, with no temporary copy. An id outside
     ``[0, num_nodes)`` is a ``DatasetError`` naming the source and the id. Each value column is
     written to ``value_paths[name]`` (default ``out_dir/<name>.npy``) in ``indices`` order, with
     :func:`value_dtype`; a non-finite value is an error.
@@ -174,7 +183,8 @@ def build_csc_streaming(
     item = idx_dtype.itemsize
 
     # windows of destination nodes whose indices (and values) fit the budget
-    budget_edges = max(1, int(memory_budget) // (item + 8 * k))
+    budget = window_budget(memory_budget)
+    budget_edges = max(1, budget // (item + 8 * k))
     bounds = [0]
     while bounds[-1] < num_nodes:
         lo = bounds[-1]
@@ -182,127 +192,148 @@ def build_csc_streaming(
         bounds.append(min(num_nodes, max(hi, lo + 1)))
     windows = list(zip(bounds[:-1], bounds[1:]))
 
-    final = out_dir / "indices.npy"
+    # Each window is placed in private memory and then appended to the final files, front to
+    # back: every byte of indices.npy and of the value files is written once. (A shared memory
+    # map of the file, scattered into at random, had the kernel write its pages back while pass 2
+    # was still dirtying them, again and again on a long pass or when memory was short.)
     compact = dedupe or undirected  # both drop edges from the placed windows
-    target = out_dir / ".indices.raw" if compact else final
-    vraw = out_dir / ".values.raw"
-    if compact:
-        with open(target, "wb") as f:
-            f.truncate(num_edges * item)
-        header = 0
-    else:
-        mm = np.lib.format.open_memmap(final, mode="w+", dtype=idx_dtype, shape=(num_edges,))
-        header = int(mm.offset)
-        del mm
-    if k:
-        with open(vraw, "wb") as f:
-            f.truncate(num_edges * k * 8)
+    value_paths = dict(value_paths or {})
+    value_outs = [(Path(value_paths.get(n, out_dir / f"{n}.npy")), value_dtype(n, integral[j]))
+                  for j, n in enumerate(names)]
+    widest = max((int(indptr[hi]) - int(indptr[lo]) for lo, hi in windows), default=0)
+    buf = np.empty(widest, dtype=idx_dtype)
+    vbuf = np.empty((widest, k), dtype=np.float64)
     new_counts = np.zeros(num_nodes, dtype=np.int64) if compact else None
-    kept = []  # (window base, kept edges) for compaction
     marker = empty_marker(num_nodes) if compact else None
     reverses_present = 0
-    for wi, (lo, hi) in enumerate(windows):
-        base, end = int(indptr[lo]), int(indptr[hi])
-        label = "pass 2/2: placing edges" if len(windows) == 1 else f"pass 2/2: window {wi + 1}/{len(windows)}"
-        progress.start(label, getattr(edges, "total_bytes", 0))
-        if end > base:
-            out = np.memmap(target, dtype=idx_dtype, mode="r+", offset=header + base * item, shape=(end - base,))
-        else:
-            out = np.zeros(0, dtype=idx_dtype)
-        if k and end > base:
-            vout = np.memmap(vraw, dtype=np.float64, mode="r+", offset=base * k * 8, shape=(end - base, k))
-        else:
-            vout = np.zeros((end - base, k), dtype=np.float64)
-        cursor = indptr[lo:hi].copy()
-        if end > base:
-            for s, d, vals in edges:
-                scatter_window(s, d, vals, lo, hi, base, cursor, out, vout, undirected, drop_self_loops,
-                               undirected)
-                progress.update(getattr(edges, "bytes_done", 0))
-        assert np.array_equal(cursor, indptr[lo + 1 : hi + 1]), "pass 2 disagrees with pass 1"
-        if compact:
-            local = indptr[lo : hi + 1] - base
-            w = 0
-            if end > base and undirected:
-                w, dropped = drop_present_reverses(local, out, vout, marker, new_counts[lo:hi])
-                reverses_present += int(dropped)
-                local = np.zeros(hi - lo + 1, dtype=np.int64)
-                np.cumsum(new_counts[lo:hi], out=local[1:])
-            if end > base and dedupe:
-                w = dedupe_window(local, out, vout, marker, new_counts[lo:hi])
-            kept.append((base, int(w)))
-        else:
-            kept.append((base, end - base))
-        for m in (out, vout):
-            if isinstance(m, np.memmap):
-                m.flush()
-        del out, vout
-        progress.done()
+    with contextlib.ExitStack() as files:
+        idx_file = files.enter_context(NpyAppender(out_dir / "indices.npy", idx_dtype, rows_bound=num_edges))
+        val_files = [files.enter_context(NpyAppender(path, dt, rows_bound=num_edges))
+                     for path, dt in value_outs]
+        for wi, (lo, hi) in enumerate(windows):
+            base, end = int(indptr[lo]), int(indptr[hi])
+            label = "pass 2/2: placing edges" if len(windows) == 1 else f"pass 2/2: window {wi + 1}/{len(windows)}"
+            progress.start(label, getattr(edges, "total_bytes", 0))
+            out, vout = buf[: end - base], vbuf[: end - base]
+            cursor = indptr[lo:hi].copy()
+            if end > base:
+                for s, d, vals in edges:
+                    scatter_window(s, d, vals, lo, hi, base, cursor, out, vout, undirected, drop_self_loops,
+                                   undirected)
+                    progress.update(getattr(edges, "bytes_done", 0))
+            assert np.array_equal(cursor, indptr[lo + 1 : hi + 1]), "pass 2 disagrees with pass 1"
+            w = end - base
+            if compact:
+                local = indptr[lo : hi + 1] - base
+                w = 0
+                if end > base and undirected:
+                    w, dropped = drop_present_reverses(local, out, vout, marker, new_counts[lo:hi])
+                    reverses_present += int(dropped)
+                    local = np.zeros(hi - lo + 1, dtype=np.int64)
+                    np.cumsum(new_counts[lo:hi], out=local[1:])
+                if end > base and dedupe:
+                    w = dedupe_window(local, out, vout, marker, new_counts[lo:hi])
+            idx_file.write(out[: int(w)])
+            for j, f in enumerate(val_files):
+                f.write_converted(vout[: int(w), j])
+            progress.done()
+    del buf, vbuf
 
     if compact:
         new_indptr = np.zeros(num_nodes + 1, dtype=np.int64)
         np.cumsum(new_counts, out=new_indptr[1:])
         num_edges = int(new_indptr[-1])
-        _compact(target, final, idx_dtype, num_edges, kept)
-        os.unlink(target)
         indptr = new_indptr
-    values = {}
-    if k:
-        value_paths = dict(value_paths or {})
-        outs = [(Path(value_paths.get(n, out_dir / f"{n}.npy")), value_dtype(n, integral[j]))
-                for j, n in enumerate(names)]
-        _compact_values(vraw, k, num_edges, kept, outs)
-        os.unlink(vraw)
-        values = {n: outs[j] for j, n in enumerate(names)}
+    assert idx_file.rows == num_edges, "pass 2 wrote a different number of edges"
+    values = {n: value_outs[j] for j, n in enumerate(names)}
     save_npy(out_dir / "indptr.npy", indptr, fsync=False)
     return CSCBuildResult(num_nodes, num_edges, idx_dtype, len(windows), input_edges, values,
-                          reverses_present)
+                          reverses_present, budget if budget < memory_budget else 0)
 
 
-def _npy_writer(path: Path, dtype: np.dtype, n: int):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    f = open(path, "wb")
+#: the smallest window :func:`window_budget` leaves when memory is short
+MIN_WINDOW_BUDGET = 64 * 1024**2
+
+
+def window_budget(memory_budget: int) -> int:
+    """Bytes of edges :func:`build_csc_streaming` holds in memory at once: ``memory_budget``,
+    capped at half the memory available now (``MemAvailable``, and a memory cgroup's limit less
+    its anonymous memory), but not below :data:`MIN_WINDOW_BUDGET`. The window lives in process
+    memory, which cannot be paged out to the dataset file: a window bigger than what is free would
+    swap or be killed, where more windows only re-read the edges."""
+    from .._memory import reclaimable_memory
+
+    avail = reclaimable_memory()
+    if avail is None:
+        return int(memory_budget)
+    return int(min(memory_budget, max(MIN_WINDOW_BUDGET, avail // 2)))
+
+
+def npy_header(dtype: np.dtype, shape: tuple) -> bytes:
+    """The bytes of the version 1.0 ``.npy`` header ``np.save`` writes for ``dtype``/``shape``."""
+    b = io.BytesIO()
     np.lib.format.write_array_header_1_0(
-        f, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (n,)}
-    )
-    return f
+        b, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
+            "shape": tuple(shape)})
+    return b.getvalue()
 
 
-def _compact(raw: Path, final: Path, dtype: np.dtype, num_edges: int, kept) -> None:
-    """Write ``final`` (.npy) from the kept prefix of every window of ``raw``, sequentially."""
-    item = dtype.itemsize
-    with _npy_writer(final, dtype, num_edges) as f, open(raw, "rb") as r:
-        for base, w in kept:
-            r.seek(base * item)
-            left = w * item
-            while left:
-                buf = r.read(min(left, 16 * 1024 * 1024))
-                if not buf:
-                    raise DatasetError(f"{raw}: unexpected end of file while compacting")
-                f.write(buf)
-                left -= len(buf)
+class NpyAppender:
+    """A C-order ``.npy`` file written front to back whose first dimension is known only at the
+    end: rows are appended (each byte written once, sequentially) after room for the header of
+    ``rows_bound`` rows, and the header is written on a clean exit. numpy pads its header so that
+    its length does not depend on the first dimension (room to grow), so the file is byte for
+    byte what ``np.save`` writes; a header that came out shorter anyway is padded with spaces
+    (still a valid ``.npy``). Use as a context manager; on an error the file is left incomplete
+    (it lives in a temporary folder that is never published)."""
 
+    #: bytes handed to one ``write`` call (``os.write`` moves at most ~2 GiB at a time)
+    CHUNK = 64 * 1024**2
 
-def _compact_values(raw: Path, k: int, num_edges: int, kept, outs) -> None:
-    """Split the ``(E, k)`` float64 value rows kept in every window of ``raw`` into one ``.npy``
-    per column (``outs``: ``(path, dtype)``), in one sequential read."""
-    files = [_npy_writer(path, dt, num_edges) for path, dt in outs]
-    try:
-        rows = max(1, (16 * 1024 * 1024) // (8 * k))
-        with open(raw, "rb") as r:
-            for base, w in kept:
-                for a in range(0, w, rows):
-                    n = min(rows, w - a)
-                    r.seek((base + a) * k * 8)
-                    block = np.frombuffer(r.read(n * k * 8), dtype=np.float64)
-                    if block.shape[0] != n * k:
-                        raise DatasetError(f"{raw}: unexpected end of file while compacting")
-                    block = block.reshape(n, k)
-                    for j, f in enumerate(files):
-                        f.write(np.ascontiguousarray(block[:, j]).astype(outs[j][1]).tobytes())
-    finally:
-        for f in files:
-            f.close()
+    def __init__(self, path, dtype, *, row_shape: tuple = (), rows_bound: int = 0):
+        self.path = Path(path)
+        self.dtype = np.dtype(dtype)
+        self.row_shape = tuple(int(x) for x in row_shape)
+        self.rows = 0
+        self._reserved = len(npy_header(self.dtype, (int(rows_bound), *self.row_shape)))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = open(self.path, "wb")
+        self._f.seek(self._reserved)
+
+    def __enter__(self) -> "NpyAppender":
+        return self
+
+    def write(self, block: np.ndarray) -> None:
+        """Append rows ``block`` (already of this file's dtype and row shape)."""
+        a = np.ascontiguousarray(block)
+        assert a.dtype == self.dtype and a.shape[1:] == self.row_shape, (a.dtype, a.shape)
+        flat = a.reshape(-1).view(np.uint8)
+        for i in range(0, flat.shape[0], self.CHUNK):
+            self._f.write(flat[i : i + self.CHUNK])
+        self.rows += a.shape[0]
+
+    def write_converted(self, block: np.ndarray) -> None:
+        """Append rows ``block`` converted to this file's dtype, a bounded slice at a time."""
+        rows = max(1, self.CHUNK // 4 // max(1, block.itemsize * int(np.prod(self.row_shape))))
+        for a in range(0, block.shape[0], rows):
+            self.write(np.ascontiguousarray(block[a : a + rows]).astype(self.dtype, copy=False))
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is None:
+                hdr = npy_header(self.dtype, (self.rows, *self.row_shape))
+                if len(hdr) > self._reserved:
+                    raise AssertionError(f"{self.path}: {self.rows} rows, more than its header was "
+                                         f"sized for")
+                if len(hdr) < self._reserved:  # not with numpy's room to grow; still a valid header
+                    pad = self._reserved - len(hdr)
+                    text = hdr[10:-1] + b" " * pad + b"\n"
+                    hdr = hdr[:8] + len(text).to_bytes(2, "little") + text
+                self._f.seek(0)
+                self._f.write(hdr)
+        finally:
+            self._f.close()
+        return False
 
 
 # --------------------------------------------------------------------------- features
@@ -469,29 +500,26 @@ def write_feature(source, out_path: Path, *, dtype=None, progress: Optional[Prog
                 progress.update(a)
         progress.done()
         return tuple(shape), want
-    # text table
+    # text table: appended to the .npy as it is parsed (each byte written once, no copy)
     want = dtype if dtype is not None else np.dtype(np.float32)
-    raw = out_path.with_name(f".{out_path.name}.raw")
     nrows, ncols = 0, None
     progress.start(f"parsing {path.name}", path.stat().st_size)
-    with open(raw, "wb") as f:
+    with contextlib.ExitStack() as stack:
+        out = None
         for block, tb in read_float_blocks(path, block_bytes=block_bytes, dtype=np.float64):
-            ncols = block.shape[1]
-            f.write(np.ascontiguousarray(convert_checked(block, want, where, nrows)).tobytes())
+            if out is None:
+                ncols = block.shape[1]
+                out = stack.enter_context(NpyAppender(
+                    out_path, storage_dtype(want), row_shape=(ncols,) if ncols > 1 else (),
+                    rows_bound=2**63 - 1))
+            rows = np.ascontiguousarray(convert_checked(block, want, where, nrows))
+            out.write(rows.reshape((rows.shape[0], *out.row_shape)))
             nrows += block.shape[0]
             progress.update(tb.bytes_done)
     progress.done()
     if ncols is None:
         raise DatasetError(f"{path}: no feature rows found")
     shape = (nrows, ncols) if ncols > 1 else (nrows,)
-    with open(out_path, "wb") as f:
-        np.lib.format.write_array_header_1_0(
-            f, {"descr": np.lib.format.dtype_to_descr(storage_dtype(want)), "fortran_order": False,
-                "shape": shape}
-        )
-        with open(raw, "rb") as r:
-            shutil.copyfileobj(r, f, 16 * 1024 * 1024)
-    os.unlink(raw)
     return shape, want
 
 

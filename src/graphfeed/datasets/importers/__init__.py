@@ -172,6 +172,9 @@ class PrepareReport:
     notes: list = field(default_factory=list)
     #: ``--undirected``: reverse edges not added because the input held them already
     reverses_present: int = 0
+    #: bytes of edges held in memory at once when less memory was available than
+    #: ``memory_budget`` asked for, else 0
+    budget_capped: int = 0
 
     def _reverses_note(self) -> str:
         if self.reverses_present >= self.input_edges:
@@ -189,6 +192,8 @@ class PrepareReport:
             f"time {self.seconds:.1f} s, dataset {format_bytes(self.dataset_bytes)}, peak RSS "
             f"{format_bytes(self.peak_rss_bytes)} ({ratio:.2f}x the dataset)"
             + (f", {self.windows} windows" if self.windows > 1 else "")
+            + (f" (--memory-budget capped at {format_bytes(self.budget_capped)}, half the memory "
+               f"available)" if self.budget_capped else "")
             + (f"\n{self.num_split_sets} split sets (choose one with Dataset.open(path, split=i))"
                if self.num_split_sets > 1 else "")
             + (f"\n--undirected: {self._reverses_note()}" if self.reverses_present else "")
@@ -641,6 +646,7 @@ def _prepare(out, *, edges, features, labels, splits, num_classes, num_nodes, un
         split_sizes={k: int(v[0].shape[0]) for k, v in split_sets.items()},
         seconds=time.perf_counter() - t0, peak_rss_bytes=peak_rss_bytes(), dataset_bytes=size,
         windows=res.windows, num_split_sets=num_sets, reverses_present=res.reverses_present,
+        budget_capped=res.budget_capped,
     )
 
 
