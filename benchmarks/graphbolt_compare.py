@@ -24,7 +24,8 @@ What each side runs, per batch of ``--batch-size`` seeds (drawn once, the same f
   ``unique_and_compact_csc_formats``, as its ``NeighborSampler`` does; the fetch is
   ``torch.index_select`` of the input nodes' rows (its in-memory ``TorchBasedFeature``).
 - graphfeed: ``NeighborSampler.sample`` (the method's kernels, relabel included); the fetch is
-  ``InMemoryFeature.read`` (the prefetching gather).
+  ``InMemoryFeature.read`` (the prefetching gather) into an output buffer each thread reuses,
+  as graphfeed's loader does (GraphBolt's feature fetch allocates its output per batch).
 
 Figures:
 
@@ -111,7 +112,8 @@ def _graphbolt_side(folder, method, batches, fetch):
     if method == "weighted":
         edge_attrs["w"] = torch.from_numpy(np.load(os.path.join(folder, "weights.npy")))
     times = None
-    if method == "temporal":
+    if method == "temporal":  # its temporal kernel takes int64 node ids only (DGL 2.1)
+        indices = indices.long()
         times = torch.from_numpy(np.load(os.path.join(folder, "times.npy")))
         node_attrs["t"] = times
     g = gb.fused_csc_sampling_graph(indptr, indices, edge_attributes=edge_attrs or None,
@@ -122,6 +124,7 @@ def _graphbolt_side(folder, method, batches, fetch):
     def one(seeds_np):
         seeds = torch.from_numpy(seeds_np).to(indices.dtype)
         seed_t = times[seeds] if times is not None else None
+        edges = 0
         for f in fanouts:
             if method == "uniform":
                 sub = g.sample_neighbors(seeds, f)
@@ -139,9 +142,10 @@ def _graphbolt_side(folder, method, batches, fetch):
             else:
                 uniq, compacted = gb.unique_and_compact_csc_formats(csc, seeds)
             seeds = uniq
+            edges += int(csc.indices.numel())
         if feat is not None:
             torch.index_select(feat, 0, seeds)
-        return int(seeds.numel())
+        return int(seeds.numel()), edges
 
     def set_threads(k):
         torch.set_num_threads(k)
@@ -150,30 +154,41 @@ def _graphbolt_side(folder, method, batches, fetch):
 
 
 def _graphfeed_side(folder, method, batches, fetch):
+    import torch
+
     import graphfeed as gf
     from graphfeed.features.memory import InMemoryFeature
 
     indptr = np.load(os.path.join(folder, "indptr.npy"))
     indices = np.load(os.path.join(folder, "indices.npy"))
     graph = gf.CSCGraph(indptr, indices)
+    from graphfeed.sampling.method import SamplingMethod
+
     kw = {}
     if method == "weighted":
-        kw = {"method": "weighted", "edge_weights": np.load(os.path.join(folder, "weights.npy"))}
-    elif method == "labor":
-        kw = {"method": "labor"}
+        kw = {"method": SamplingMethod("weighted", arrays={
+            "weights": np.load(os.path.join(folder, "weights.npy"))})}
+    elif method == "labor":  # the default variates ("rotated")
+        kw = {"method": SamplingMethod("labor")}
     elif method == "temporal":
-        kw = {"method": "temporal", "node_times": np.load(os.path.join(folder, "times.npy"))}
+        kw = {"method": SamplingMethod("temporal", arrays={
+            "node_times": np.load(os.path.join(folder, "times.npy"))})}
     sampler = gf.NeighborSampler(graph, list(FANOUTS), seed=0, num_threads=1, **kw)
     feat = (InMemoryFeature(np.load(os.path.join(folder, "feat.npy")), num_threads=1)
             if fetch else None)
+
+    local = threading.local()  # each thread's output rows, reused as the loader reuses them
 
     def one(seeds_np, _i=[0]):
         _i[0] += 1
         mb = sampler.sample(seeds_np, epoch=0, batch_index=_i[0])
         inp = mb.blocks[0].src_nodes
         if feat is not None:
-            feat.read(inp)
-        return int(inp.numel())
+            buf = getattr(local, "buf", None)
+            if buf is None or buf.shape[0] < inp.shape[0]:
+                buf = local.buf = torch.empty((2 * inp.shape[0], feat.shape[1]), dtype=feat.dtype)
+            feat.read(inp, out=buf[: inp.shape[0]])
+        return int(inp.numel()), mb.num_sampled_edges
 
     return one, lambda k: None
 
@@ -185,14 +200,17 @@ def side_main(args) -> int:
     for b in batches[: args.warmup]:
         one(b)
     timed = batches[args.warmup:]
-    cpu, inputs = [], []
+    cpu, inputs, edges = [], [], []
     for b in timed:
         t0 = time.thread_time()
-        inputs.append(one(b))
+        n, e = one(b)
         cpu.append(time.thread_time() - t0)
+        inputs.append(n)
+        edges.append(e)
     out = {"library": args.library, "method": args.method, "fetch": args.fetch,
            "cpu_ms_1t": 1e3 * statistics.median(cpu),
-           "input_nodes_per_batch": statistics.mean(inputs)}
+           "input_nodes_per_batch": statistics.mean(inputs),
+           "edges_per_batch": statistics.mean(edges)}
 
     def two_threads():
         nxt = [0]
@@ -232,22 +250,27 @@ def side_main(args) -> int:
 def compare_main(args) -> int:
     here = os.path.abspath(__file__)
     src = os.path.join(os.path.dirname(os.path.dirname(here)), "src")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
     rows = []
     load = [os.getloadavg()[0]]
     for r in range(args.rounds):
         for method in args.methods.split(","):
             for fetch in ([False, True] if args.fetch else [False]):
                 got = {}
-                for lib, py in (("graphbolt", args.graphbolt_python), ("graphfeed", sys.executable)):
-                    cmd = [py, here, "side", args.folder, "--library", lib, "--method", method,
+                sides = [("graphbolt", args.graphbolt_python, None), ("graphfeed", sys.executable, src)]
+                if args.before_src:
+                    sides.append(("before", sys.executable, args.before_src))
+                for lib, py, path in sides:
+                    cmd = [py, here, "side", args.folder, "--library",
+                           "graphbolt" if lib == "graphbolt" else "graphfeed", "--method", method,
                            "--batches", str(args.batches), "--warmup", str(args.warmup),
                            "--batch-size", str(args.batch_size), "--seed", str(args.seed)]
                     if fetch:
                         cmd.append("--fetch")
-                    res = subprocess.run(cmd, env=env if lib == "graphfeed" else None,
-                                         capture_output=True, text=True)
+                    env = None
+                    if path is not None:
+                        env = dict(os.environ)
+                        env["PYTHONPATH"] = path + os.pathsep + env.get("PYTHONPATH", "")
+                    res = subprocess.run(cmd, env=env, capture_output=True, text=True)
                     if res.returncode != 0:
                         sys.stderr.write(res.stderr)
                         raise SystemExit(f"{lib} side failed ({method}, fetch={fetch})")
@@ -259,7 +282,10 @@ def compare_main(args) -> int:
                 print(f"round {r} {method:>8} fetch={fetch!s:5}: 1 thread {g['cpu_ms_1t']:.1f} -> "
                       f"{f['cpu_ms_1t']:.1f} CPU ms/batch ({g['cpu_ms_1t'] / f['cpu_ms_1t']:.2f}x); "
                       f"2 threads {g['seeds_per_s_2t']:,.0f} -> {f['seeds_per_s_2t']:,.0f} seeds/s "
-                      f"({f['seeds_per_s_2t'] / g['seeds_per_s_2t']:.2f}x)", flush=True)
+                      f"({f['seeds_per_s_2t'] / g['seeds_per_s_2t']:.2f}x)"
+                      + (f"; before: {got['before']['cpu_ms_1t']:.1f} ms, "
+                         f"{got['before']['seeds_per_s_2t']:,.0f} seeds/s" if "before" in got
+                         else ""), flush=True)
                 load.append(os.getloadavg()[0])
     summary = {}
     for method in args.methods.split(","):
@@ -277,7 +303,26 @@ def compare_main(args) -> int:
                 "input_nodes_per_batch": {
                     "graphbolt": statistics.mean(x["graphbolt_input_nodes_per_batch"] for x in rs),
                     "graphfeed": statistics.mean(x["graphfeed_input_nodes_per_batch"] for x in rs)},
+                "edges_per_batch": {
+                    "graphbolt": statistics.mean(x["graphbolt_edges_per_batch"] for x in rs),
+                    "graphfeed": statistics.mean(x["graphfeed_edges_per_batch"] for x in rs)},
             }
+            if args.before_src:
+                summary[f"{method}{'+fetch' if fetch else ''}"]["before"] = {
+                    "cpu_ms_1t": statistics.median(x["before_cpu_ms_1t"] for x in rs),
+                    "seeds_per_s_2t": statistics.median(x["before_seeds_per_s_2t"] for x in rs),
+                    "ratio_1t_cpu": statistics.median(
+                        x["graphbolt_cpu_ms_1t"] / x["before_cpu_ms_1t"] for x in rs),
+                    "ratio_2t_seeds_per_s": statistics.median(
+                        x["before_seeds_per_s_2t"] / x["graphbolt_seeds_per_s_2t"] for x in rs),
+                    "speedup_1t_cpu": statistics.median(
+                        x["before_cpu_ms_1t"] / x["graphfeed_cpu_ms_1t"] for x in rs),
+                    "speedup_2t": statistics.median(
+                        x["graphfeed_seeds_per_s_2t"] / x["before_seeds_per_s_2t"] for x in rs)}
+            e = summary[f"{method}{'+fetch' if fetch else ''}"]["edges_per_batch"]
+            summary[f"{method}{'+fetch' if fetch else ''}"]["ratio_1t_cpu_per_edge"] = (
+                summary[f"{method}{'+fetch' if fetch else ''}"]["ratio_1t_cpu"]
+                * e["graphfeed"] / e["graphbolt"])
     print("\nmedian over rounds (graphfeed / GraphBolt; load average "
           f"{min(load):.2f}-{max(load):.2f}):")
     for k, s in summary.items():
@@ -286,7 +331,14 @@ def compare_main(args) -> int:
               f"{s['ratio_2t_seeds_per_s']:.2f}x the seeds/s ({s['graphbolt_seeds_per_s_2t']:,.0f} vs "
               f"{s['graphfeed_seeds_per_s_2t']:,.0f}); input nodes per batch "
               f"{s['input_nodes_per_batch']['graphbolt']:,.0f} vs "
-              f"{s['input_nodes_per_batch']['graphfeed']:,.0f}")
+              f"{s['input_nodes_per_batch']['graphfeed']:,.0f}, sampled edges "
+              f"{s['edges_per_batch']['graphbolt']:,.0f} vs {s['edges_per_batch']['graphfeed']:,.0f} "
+              f"({s['ratio_1t_cpu_per_edge']:.2f}x less CPU per sampled edge)")
+        if "before" in s:
+            b = s["before"]
+            print(f"  {'':>16}  before ({args.before_src}): 1 thread {b['ratio_1t_cpu']:.2f}x, "
+                  f"2 threads {b['ratio_2t_seeds_per_s']:.2f}x GraphBolt; now/before "
+                  f"{b['speedup_1t_cpu']:.2f}x (1 thread CPU), {b['speedup_2t']:.2f}x (2 threads)")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"rounds": rows, "summary": summary, "load_average": load}, fh, indent=2)
@@ -319,6 +371,8 @@ def main(argv=None) -> int:
                       help="the python of a virtual environment with DGL GraphBolt")
     comp.add_argument("--methods", default="uniform")
     comp.add_argument("--rounds", type=int, default=3)
+    comp.add_argument("--before-src", metavar="DIR",
+                      help="also time graphfeed from this src folder (an older checkout's src/)")
     comp.add_argument("--json", metavar="OUT")
     args = p.parse_args(argv)
     if args.cmd == "make-rmat":

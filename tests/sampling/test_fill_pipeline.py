@@ -84,3 +84,78 @@ def test_pipelined_fill_equals_one_at_a_time(fanout, replace, ids):
         assert sampled.any() or degs[lo:hi].sum() == 0
         # every sampled edge exists: its source is the one stored at its position
         np.testing.assert_array_equal(indices[eids[sampled]], rows[sampled])
+
+
+# --------------------------------------------------------------------------- the count passes'
+# searches: grouped binary searches (temporal) and searches started at the uniform guess
+# (rotated LABOR) count exactly what one plain binary search per destination counts
+from graphfeed.sampling import _method_kernels as MK  # noqa: E402
+
+
+def _rows(rng, n_rows, degree_choices, key_fn):
+    degs = rng.choice(np.array(degree_choices), n_rows).astype(np.int64)
+    indptr = np.zeros(n_rows + 1, np.int64)
+    np.cumsum(degs, out=indptr[1:])
+    keys = np.empty(int(indptr[-1]), key_fn(0).dtype)
+    for v in range(n_rows):
+        keys[indptr[v]:indptr[v + 1]] = np.sort(key_fn(int(degs[v])))
+    return indptr, keys
+
+
+@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize("fanout,replace", [(5, False), (-1, False), (3, True)])
+def test_grouped_temporal_count_equals_binary_search(strict, fanout, replace):
+    rng = np.random.default_rng(11 + strict)
+    # times with many ties, rows of every length around the group size and the line size
+    indptr, tkey = _rows(rng, 400, [0, 1, 2, 7, 8, 9, 16, 17, 100, 3000],
+                         lambda d: rng.integers(0, 50, d))
+    dst = rng.permutation(400)[:337].astype(np.int64)
+    times = rng.integers(-5, 55, dst.shape[0])
+    for lo, hi in ((0, 337), (3, 19), (100, 101), (40, 40)):
+        counts = np.full(dst.shape[0] + 1, -9, np.int64)
+        starts = np.full(dst.shape[0], -9, np.int64)
+        degs = np.full(dst.shape[0], -9, np.int64)
+        MK.count_temporal(indptr, tkey, dst, times, strict, lo, hi, fanout, replace, counts,
+                          starts, degs)
+        for i in range(lo, hi):
+            v = dst[i]
+            st, d = indptr[v], indptr[v + 1] - indptr[v]
+            row = tkey[st:st + d]
+            m = int(np.sum(row < times[i]) if strict else np.sum(row <= times[i]))
+            assert (starts[i], degs[i]) == (st, m)
+            assert counts[i + 1] == K.count_for(m, fanout, replace)
+        assert (degs[:lo] == -9).all() and (degs[hi:] == -9).all()
+
+
+@pytest.mark.parametrize("spread", ["uniform", "clustered"])
+def test_rotated_labor_count_equals_binary_search(spread):
+    """The arc counts match a direct count for shifts that wrap and not, on hash-like bases
+    and on bases far from uniform (the guess is then wrong, the count still exact)."""
+    rng = np.random.default_rng(3)
+    if spread == "uniform":
+        fn = lambda d: rng.integers(0, 1 << 32, d, dtype=np.uint64).astype(np.uint32)  # noqa: E731
+    else:
+        fn = lambda d: rng.integers(0, 1 << 10, d, dtype=np.uint64).astype(np.uint32)  # noqa: E731
+    indptr, lbase = _rows(rng, 300, [0, 1, 5, 6, 15, 16, 40, 500, 5000], fn)
+    dst = rng.permutation(300)[:250].astype(np.int64)
+    fanout = 5
+    for shift in (0, 1, 1 << 31, (1 << 32) - 1, 123456789, (1 << 32) - 700):
+        counts = np.zeros(dst.shape[0] + 1, np.int64)
+        starts = np.empty(dst.shape[0], np.int64)
+        degs = np.empty(dst.shape[0], np.int64)
+        first = np.empty(dst.shape[0], np.int64)
+        MK.count_labor_rotated(indptr, lbase, dst, 0, dst.shape[0], fanout, np.uint64(shift),
+                               counts, starts, degs, first)
+        a = ((1 << 32) - shift) & 0xFFFFFFFF
+        for i, v in enumerate(dst):
+            st, d = indptr[v], indptr[v + 1] - indptr[v]
+            assert (starts[i], degs[i]) == (st, d)
+            if d <= fanout:
+                assert (counts[i + 1], first[i]) == (d, 0)
+                continue
+            row = lbase[st:st + d].astype(np.uint64)
+            thr = int(fanout / d * 4294967296.0)
+            r = (row + np.uint64((1 << 32) - a)) & np.uint64(0xFFFFFFFF)  # rotated: r < thr kept
+            assert counts[i + 1] == int(np.sum(r < thr))
+            p0 = int(np.sum(row < a))
+            assert first[i] == (p0 if p0 < d else 0)

@@ -740,8 +740,10 @@ def count_labor_rotated(indptr, lbase, dst, lo, hi, fanout, shift32, counts, sta
                         first):
     """Per destination of degree ``d > fanout``: the kept sources are those whose base lies in
     the arc ``[a, a + thr)`` (``a = -shift mod 2**32``, ``thr = floor(fanout / d * 2**32)``),
-    found by two binary searches of the sorted bases ``lbase`` (:func:`_eligible_prefix`, the
-    count of values below a bound): ``first[i]`` the arc's first relative position and
+    found by two searches of the sorted bases ``lbase`` (:func:`_uniform_lower_bound`, the
+    count of values below a bound, started where the uniform spread of the bases puts it; the
+    line of the first search is prefetched ``COUNT_AHEAD // 2`` destinations ahead):
+    ``first[i]`` the arc's first relative position and
     ``counts[i + 1]`` its length (circular). Every edge when ``d <= fanout`` or ``fanout ==
     -1``."""
     a = (_TWO32 - shift32) & _M32
@@ -749,8 +751,10 @@ def count_labor_rotated(indptr, lbase, dst, lo, hi, fanout, shift32, counts, sta
     for i in range(lo, hi):
         if i + COUNT_AHEAD < hi:
             prefetch(indptr, dst[i + COUNT_AHEAD])
-        if i + half < hi:  # indptr has arrived: the binary searches' first probe
-            _prefetch_probe(indptr, lbase, dst[i + half])
+        if i + half < hi:  # its indptr has arrived: the line where the first search starts
+            v = dst[i + half]
+            st = indptr[v]
+            prefetch(lbase, st + ((np.uint64(indptr[v + 1] - st) * a) >> _S32))
         v = dst[i]
         st = indptr[v]
         d = indptr[v + 1] - st
@@ -762,13 +766,61 @@ def count_labor_rotated(indptr, lbase, dst, lo, hi, fanout, shift32, counts, sta
             continue
         thr = np.uint64(fanout / d * 4294967296.0)
         b = a + thr
-        p0 = _eligible_prefix(lbase, st, d, a, True)  # the bases below a
+        p0 = _uniform_lower_bound(lbase, st, d, a)  # the bases below a
         if b <= _TWO32:
-            c = _eligible_prefix(lbase, st, d, b, True) - p0
+            c = _uniform_lower_bound(lbase, st, d, b) - p0
         else:  # the arc wraps: [a, 2**32) and [0, b - 2**32)
-            c = d - p0 + _eligible_prefix(lbase, st, d, b - _TWO32, True)
+            c = d - p0 + _uniform_lower_bound(lbase, st, d, b - _TWO32)
         first[i] = p0 if p0 < d else 0  # an arc past the last base goes on at the first
         counts[i + 1] = c
+
+
+@_inline_kernel
+def _uniform_lower_bound(keys, st, d, bound):
+    """How many of the sorted 32-bit keys ``keys[st:st+d]`` are below ``bound`` (``<= 2**32``),
+    for keys spread uniformly (hashes): the search starts where a uniform spread puts the
+    bound, ``d * bound / 2**32`` (the true place is within about ``sqrt(d) / 2`` of it, mostly
+    on the same cache line), gallops outwards to bracket it and bisects the bracket. Any key
+    order that is sorted gives the exact count, as :func:`_eligible_prefix` does; only the
+    number of lines read depends on the spread."""
+    p = np.int64((np.uint64(d) * bound) >> _S32)
+    if p > d - 1:
+        p = d - 1
+    if keys[st + p] < bound:  # the count is above p: gallop right
+        lo = p + 1
+        step = 1
+        while True:
+            q = p + step
+            if q >= d:
+                hi = d
+                break
+            if keys[st + q] < bound:
+                lo = q + 1
+                step <<= 1
+            else:
+                hi = q
+                break
+    else:  # the count is at most p: gallop left
+        hi = p
+        step = 1
+        while True:
+            q = p - step
+            if q < 0:
+                lo = 0
+                break
+            if keys[st + q] >= bound:
+                hi = q
+                step <<= 1
+            else:
+                lo = q + 1
+                break
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[st + mid] < bound:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 @_inline_kernel
@@ -870,16 +922,6 @@ def check_time_order(indptr, indices, node_times, edge_times, has_nt, has_et, tk
     return -1, 0
 
 
-@_inline_kernel
-def _prefetch_probe(indptr, sorted_keys, v):
-    """Prefetch the line of row ``v``'s first binary-search probe (its middle key) and, for a
-    short row, that is the whole row: the count passes issue it ``COUNT_AHEAD // 2``
-    destinations ahead, once the row's ``indptr`` entry (prefetched ``COUNT_AHEAD`` ahead) is in
-    cache, so the two dependent misses of a destination overlap other destinations' work."""
-    st = indptr[v]
-    prefetch(sorted_keys, st + ((indptr[v + 1] - st) >> 1))
-
-
 @kernel
 def _eligible_prefix(tkey, st, d, t, strict):
     """How many of the sorted times ``tkey[st:st+d]`` are ``<= t`` (``< t`` when strict)."""
@@ -895,23 +937,71 @@ def _eligible_prefix(tkey, st, d, t, strict):
     return lo
 
 
+# The count passes of temporal and rotated-LABOR sampling run their binary searches
+# SEARCH_GROUP destinations at a time, level by level: each level probes every unfinished
+# search of the group and prefetches its next probe, so a group's probes are in flight together
+# instead of one dependent miss after another per destination (the same lower bounds as
+# _eligible_prefix, found in the same steps).
+SEARCH_GROUP = 16
+
+
+@_inline_kernel
+def _search_group(keys, bst, blo, bhi, bound, strict, n):
+    """For each lane ``k < n``: the count of ``keys[bst[k] + blo[k] : bst[k] + bhi[k]]`` (sorted)
+    that are ``<= bound[k]`` (``< bound[k]`` when strict), added to ``blo[k]`` (``bhi[k]`` is
+    then equal to it); lanes advance one binary-search level per sweep."""
+    active = True
+    while active:
+        active = False
+        for k in range(n):
+            lo = blo[k]
+            hi = bhi[k]
+            if lo >= hi:
+                continue
+            mid = (lo + hi) >> 1
+            x = keys[bst[k] + mid]
+            t = bound[k]
+            if x < t or (x == t and not strict):
+                lo = mid + 1
+            else:
+                hi = mid
+            blo[k] = lo
+            bhi[k] = hi
+            if lo < hi:
+                prefetch(keys, bst[k] + ((lo + hi) >> 1))
+                active = True
+
+
 @kernel
 def count_temporal(indptr, tkey, dst, dst_times, strict, lo, hi, fanout, replace, counts,
                    starts, degs):
     """Per destination, ``degs[i]`` = its eligible (early enough) in-edges, a prefix of its
     time-sorted column, and ``counts[i + 1]`` what uniform sampling takes of that prefix."""
-    half = COUNT_AHEAD // 2
-    for i in range(lo, hi):
-        if i + COUNT_AHEAD < hi:
-            prefetch(indptr, dst[i + COUNT_AHEAD])
-        if i + half < hi:  # indptr has arrived: the binary search's first probe
-            _prefetch_probe(indptr, tkey, dst[i + half])
-        v = dst[i]
-        st = indptr[v]
-        m = _eligible_prefix(tkey, st, indptr[v + 1] - st, dst_times[i], strict)
-        starts[i] = st
-        degs[i] = m
-        counts[i + 1] = count_for(m, fanout, replace)
+    G = SEARCH_GROUP
+    bst = np.empty(G, np.int64)
+    blo = np.empty(G, np.int64)
+    bhi = np.empty(G, np.int64)
+    bound = dst_times[lo:lo + G].copy()
+    for g0 in range(lo, hi, G):
+        n = min(G, hi - g0)
+        for k in range(n):
+            i = g0 + k
+            if i + G < hi:  # the next group's rows
+                prefetch(indptr, dst[i + G])
+            v = dst[i]
+            st = indptr[v]
+            d = indptr[v + 1] - st
+            starts[i] = st
+            bst[k] = st
+            blo[k] = 0
+            bhi[k] = d
+            bound[k] = dst_times[i]
+            prefetch(tkey, st + (d >> 1))
+        _search_group(tkey, bst, blo, bhi, bound, strict, n)
+        for k in range(n):
+            m = blo[k]
+            degs[g0 + k] = m
+            counts[g0 + k + 1] = count_for(m, fanout, replace)
 
 
 @kernel
