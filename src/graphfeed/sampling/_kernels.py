@@ -306,11 +306,12 @@ def relabel_layer(edge_index, node_map, src, n_src):
             prefetch(node_map, rows[e + RELABEL_PREFETCH_AHEAD])
         u = rows[e]
         m = node_map[u]
-        if m < 0:
+        new = m < 0
+        if new:  # a select, not a branch: the stores below happen either way
             m = n_src
-            node_map[u] = m
-            src[n_src] = u
-            n_src += 1
+        node_map[u] = m
+        src[n_src] = u  # kept only when new (src holds n_dst + num_edges slots)
+        n_src += new
         rows[e] = m
     return n_src
 
