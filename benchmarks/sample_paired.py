@@ -1,21 +1,22 @@
-"""Sampling CPU time of this checkout against an older one, batch by batch in one process, with
-every batch checked identical (issue 31).
+"""Sampling CPU time of this checkout against an older one, with every batch checked identical
+(issue 31).
 
     PYTHONPATH=src python benchmarks/sample_paired.py --before-src ../old-checkout/src \\
         [--dataset medium | --graph DIR] [--methods uniform,weighted,labor,labor-iid,temporal]
 
-The older checkout's package is copied to a temporary folder as ``graphfeed_before`` and
-imported beside ``graphfeed``; both build a ``NeighborSampler`` (fanouts 15,10,5, one thread)
-for each method, and each batch of ``--batch-size`` seeds is sampled by both, in alternating
-order, each timed in this thread's CPU time. Interleaving batch by batch puts both under the
-same machine: on a shared VM, memory-bound code drifts by 1.5x and more between runs a minute
-apart, which two separate runs would read as a difference. Weighted sampling uses random
-weights in (0, 1], temporal random node times in [0, 10^6) (the seeds' own times); the same
-arrays go to both.
+1. Identity: the older checkout's package is copied to a temporary folder as
+   ``graphfeed_before`` and imported beside ``graphfeed``; both build a ``NeighborSampler``
+   (fanouts 15,10,5, one thread) per method and sample the same ``--check-batches`` batches;
+   every block (edge index, source nodes, edge weights) must be equal, or the run stops.
+2. Time: child processes, one checkout each (``PYTHONPATH``), alternate for ``--rounds``
+   rounds; each samples ``--batches`` batches per method and reports the median CPU ms per
+   batch (``time.thread_time``, after 3 untimed batches). Separate processes, because in one
+   process the second sampler of a batch finds its lines in cache and both samplers' node maps
+   compete for it. On a shared VM memory-bound code drifts by 1.5x and more between runs a
+   minute apart: read the median over rounds and the ratio of medians.
 
-The report gives, per method, the median CPU ms per batch of each and the median of the
-per-batch ratios (before / now). Every batch's blocks (edge index, source nodes, edge weights)
-must be equal between the two: a difference stops the run.
+Weighted sampling uses random weights in (0, 1], temporal random node times in [0, 10^6) (the
+seeds' own times); the same arrays (same seed) in every process.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -78,20 +80,7 @@ def _same(a, b) -> bool:
     return True
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--before-src", required=True, help="the older checkout's src/ folder")
-    p.add_argument("--dataset", default="medium")
-    p.add_argument("--graph", help="a folder with indptr.npy and indices.npy instead")
-    p.add_argument("--methods", default=",".join(METHODS))
-    p.add_argument("--batches", type=int, default=60)
-    p.add_argument("--batch-size", type=int, default=1024)
-    p.add_argument("--json", metavar="OUT")
-    args = p.parse_args(argv)
-
-    import graphfeed as gf
-
-    before = _import_before(args.before_src)
+def _load(args):
     if args.graph:
         indptr = np.load(os.path.join(args.graph, "indptr.npy"))
         indices = np.load(os.path.join(args.graph, "indices.npy"))
@@ -105,43 +94,100 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(1)
     arrays = {"w": (1.0 - rng.random(indices.shape[0])).astype(np.float32),
               "t": rng.integers(0, 1_000_000, indptr.shape[0] - 1)}
-    load = [os.getloadavg()[0]]
-    report = {}
+    return indptr, indices, pool, arrays
+
+
+def _seeds(pool, batch_size, count):
+    r = np.random.default_rng(5)
+    return [np.sort(r.choice(pool, batch_size, replace=False)) for _ in range(count)]
+
+
+def _child(args) -> int:
+    """One checkout (the ``graphfeed`` on ``PYTHONPATH``): median CPU ms per batch per method."""
+    import graphfeed as gf
+
+    indptr, indices, pool, arrays = _load(args)
+    out = {}
     for method in args.methods.split(","):
-        if method not in METHODS:
-            raise SystemExit(f"unknown method {method!r}; one of {', '.join(METHODS)}")
-        pair = {"before": _sampler(before, (indptr, indices), method, arrays),
-                "now": _sampler(gf, (indptr, indices), method, arrays)}
-        r = np.random.default_rng(5)
-        ms = {"before": [], "now": []}
-        edges = []
-        for b in range(args.batches + 3):
-            seeds = np.sort(r.choice(pool, args.batch_size, replace=False))
-            order = ("before", "now") if b % 2 else ("now", "before")
-            out = {}
-            for name in order:
-                t0 = time.thread_time()
-                out[name] = pair[name].sample(seeds, epoch=0, batch_index=b)
-                dt = time.thread_time() - t0
-                if b >= 3:  # the first batches compile
-                    ms[name].append(1e3 * dt)
-            if not _same(out["before"], out["now"]):
+        sampler = _sampler(gf, (indptr, indices), method, arrays)
+        ms = []
+        for b, seeds in enumerate(_seeds(pool, args.batch_size, args.batches + 3)):
+            t0 = time.thread_time()
+            sampler.sample(seeds, epoch=0, batch_index=b)
+            if b >= 3:  # the first batches compile
+                ms.append(1e3 * (time.thread_time() - t0))
+        out[method] = statistics.median(ms)
+    print(json.dumps(out))
+    return 0
+
+
+def _check_identical(args) -> None:
+    import graphfeed as gf
+
+    before = _import_before(args.before_src)
+    indptr, indices, pool, arrays = _load(args)
+    for method in args.methods.split(","):
+        old = _sampler(before, (indptr, indices), method, arrays)
+        new = _sampler(gf, (indptr, indices), method, arrays)
+        for b, seeds in enumerate(_seeds(pool, args.batch_size, args.check_batches)):
+            if not _same(old.sample(seeds, epoch=0, batch_index=b),
+                         new.sample(seeds, epoch=0, batch_index=b)):
                 raise SystemExit(f"{method}: batch {b} differs between the two checkouts")
-            edges.append(out["now"].num_sampled_edges)
-        ratios = [x / y for x, y in zip(ms["before"], ms["now"])]
-        report[method] = {"before_ms": statistics.median(ms["before"]),
-                          "now_ms": statistics.median(ms["now"]),
-                          "speedup": statistics.median(ratios),
-                          "edges_per_batch": statistics.mean(edges)}
-        load.append(os.getloadavg()[0])
-        m = report[method]
-        print(f"{method:>10}: {m['before_ms']:6.2f} -> {m['now_ms']:6.2f} CPU ms per batch, "
-              f"{m['speedup']:.2f}x (median of per-batch ratios), "
-              f"{m['edges_per_batch']:,.0f} edges per batch, identical batches", flush=True)
+        print(f"{method:>10}: {args.check_batches} batches identical", flush=True)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--before-src", help="the older checkout's src/ folder")
+    p.add_argument("--dataset", default="medium")
+    p.add_argument("--graph", help="a folder with indptr.npy and indices.npy instead")
+    p.add_argument("--methods", default=",".join(METHODS))
+    p.add_argument("--batches", type=int, default=60)
+    p.add_argument("--check-batches", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--json", metavar="OUT")
+    args = p.parse_args(argv)
+    for m in args.methods.split(","):
+        if m not in METHODS:
+            raise SystemExit(f"unknown method {m!r}; one of {', '.join(METHODS)}")
+    if args.child:
+        return _child(args)
+    if not args.before_src:
+        raise SystemExit("--before-src is required")
+    _check_identical(args)
+    here = os.path.abspath(__file__)
+    now_src = os.path.join(os.path.dirname(os.path.dirname(here)), "src")
+    child = [sys.executable, here, "--child", "--methods", args.methods, "--batches",
+             str(args.batches), "--batch-size", str(args.batch_size), "--dataset", args.dataset]
+    if args.graph:
+        child += ["--graph", args.graph]
+    runs = {"before": [], "now": []}
+    load = [os.getloadavg()[0]]
+    for r in range(args.rounds):
+        for name, src in (("before", args.before_src), ("now", now_src)):
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.path.realpath(src)
+            res = subprocess.run(child, env=env, capture_output=True, text=True)
+            if res.returncode != 0:
+                sys.stderr.write(res.stderr)
+                raise SystemExit(f"the {name} child failed")
+            runs[name].append(json.loads(res.stdout.strip().splitlines()[-1]))
+            load.append(os.getloadavg()[0])
+            print(f"round {r} {name:>6}: " + ", ".join(
+                f"{m} {v:.2f}" for m, v in runs[name][-1].items()) + " ms", flush=True)
+    report = {}
+    for m in args.methods.split(","):
+        b = statistics.median(x[m] for x in runs["before"])
+        n = statistics.median(x[m] for x in runs["now"])
+        report[m] = {"before_ms": b, "now_ms": n, "speedup": b / n}
+        print(f"{m:>10}: {b:6.2f} -> {n:6.2f} CPU ms per batch (median of {args.rounds} rounds), "
+              f"{b / n:.2f}x")
     print(f"load average {min(load):.2f}-{max(load):.2f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"methods": report, "load_average": load,
+            json.dump({"methods": report, "rounds": runs, "load_average": load,
                        "graph": args.graph or args.dataset}, f, indent=2)
     return 0
 
