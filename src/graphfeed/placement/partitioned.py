@@ -4,8 +4,9 @@ for ``graphfeed train --partitions``.
 Rank ``r`` of ``W`` holds part ``r // (W / P)`` (the ranks of one machine share its part: the
 arrays are memory-mapped, so the page cache holds one copy), samples with
 ``DistNeighborSampler`` and reads features and labels with ``DistFeature`` (remote frontier
-nodes and rows fetched from their owners with ``all_to_all_single`` on a gloo group of its
-own). Loaders have one worker thread (a rank's exchanges are collectives and must stay in
+nodes and rows fetched from their owners with ``all_to_all_single`` on a group of its own:
+NCCL with the tensors on the GPU where ranks train on GPUs, gloo for CPU ranks or
+``--dist-backend gloo``; ``distributed.world.exchange_backend``). Loaders have one worker thread (a rank's exchanges are collectives and must stay in
 order) and every rank runs the same number of batches (``PartItemSampler``: ranks with fewer
 seeds wrap around in training, run empty batches in evaluation).
 """
