@@ -558,17 +558,22 @@ class _Plan:
 
 class LayerwiseBase:
     """What every layer-wise evaluator shares (this module's, and the typed graphs' R-GCN one in
-    :mod:`graphfeed.trainer.layerwise_typed`): the device, this rank's place among
+    :mod:`graphfeed.trainer.layerwise_typed`): the placed data, graph, node sets (name -> int64
+    ids) and layer count it was made with, the device, this rank's place among
     ``world_size`` ranks, the bounds of a batch, the host aggregation threads (:meth:`_threads`),
     where a table goes (:meth:`_alloc`), and tables built in strided shares and gathered
     (:meth:`_table`, :meth:`_gathered`)."""
 
-    def __init__(self, device, *, rank: int = 0, world_size: int = 1, num_threads: int = 2,
+    def __init__(self, placed, graph, sets: dict, num_layers: int, *, rank: int = 0,
+                 world_size: int = 1, num_threads: int = 2,
                  max_batch_edges: int = EVAL_MAX_BATCH_EDGES,
                  max_batch: int = LAYERWISE_MAX_BATCH):
         import torch
 
-        self.device = torch.device(device)
+        self.placed, self.graph = placed, graph
+        self.num_layers = int(num_layers)
+        self.sets = {k: np.asarray(v, dtype=np.int64).reshape(-1) for k, v in sets.items()}
+        self.device = torch.device(placed.device)
         self.rank, self.world_size = rank, world_size
         self.num_threads = num_threads
         self.max_batch_edges, self.max_batch = int(max_batch_edges), int(max_batch)
@@ -649,13 +654,10 @@ class LayerwiseEvaluator(LayerwiseBase):
                  max_batch: int = LAYERWISE_MAX_BATCH):
         import torch
 
-        super().__init__(placed.device, rank=rank, world_size=world_size,
+        super().__init__(placed, graph, sets, num_layers, rank=rank, world_size=world_size,
                          num_threads=num_threads, max_batch_edges=max_batch_edges,
                          max_batch=max_batch)
-        self.placed, self.graph = placed, graph
-        self.num_layers = int(num_layers)
         self.prefetch = prefetch
-        self.sets = {k: np.asarray(v, dtype=np.int64).reshape(-1) for k, v in sets.items()}
         self.labels = {}
         if labels:
             lab = placed.features["label"]

@@ -104,12 +104,9 @@ class TypedLayerwiseEvaluator(LayerwiseBase):
                  max_batch: int = LAYERWISE_MAX_BATCH):
         import torch
 
-        super().__init__(placed.device, rank=rank, world_size=world_size,
+        super().__init__(placed, graph, sets, num_layers, rank=rank, world_size=world_size,
                          num_threads=num_threads, max_batch_edges=max_batch_edges,
                          max_batch=max_batch)
-        self.placed, self.graph = placed, graph
-        self.num_layers = int(num_layers)
-        self.sets = {k: np.asarray(v, dtype=np.int64).reshape(-1) for k, v in sets.items()}
         n = int(graph.num_nodes)
         for k, ids in self.sets.items():
             if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
