@@ -94,3 +94,41 @@ def test_cli_precision_in_the_json_and_the_final_line(capsys):
     assert final.endswith("; precision bf16-mixed")
     with pytest.raises(SystemExit):
         main(["train", "--dataset", "tiny", "--precision", "bf16"])
+
+
+def test_fp16_checkpoint_carries_the_gradient_scale_and_resume_keeps_it(tmp_path, monkeypatch):
+    """The GradScaler's state goes into the checkpoint and comes back on resume (a resumed fp16
+    run does not restart from 2**16 and re-learn its scale); another --precision is refused."""
+    from graphfeed.trainer.checkpoint import load_checkpoint
+
+    save = str(tmp_path / "run")
+    train(TrainConfig(**{**KW, "precision": "fp16-mixed", "save": save}))
+    state = load_checkpoint(save)
+    assert state["scaler"] is not None and state["scaler"]["scale"] > 0
+    # a scale no fresh scaler would have, to see it come back
+    state["scaler"]["scale"] = 1234.0
+    torch.save(state, tmp_path / "run" / "checkpoint.pt")
+    seen = []
+    real = torch.amp.GradScaler.step
+
+    def spy(self, opt, *a, **kw):
+        seen.append(self.get_scale())
+        return real(self, opt, *a, **kw)
+
+    monkeypatch.setattr(torch.amp.GradScaler, "step", spy)
+    train(TrainConfig(**{**KW, "precision": "fp16-mixed", "epochs": 2, "resume": save}))
+    assert seen and seen[0] == 1234.0
+    with pytest.raises(GraphfeedError, match="precision"):
+        train(TrainConfig(**{**KW, "precision": "32", "epochs": 3, "resume": save}))
+
+
+def test_a_bad_scaler_state_in_a_checkpoint_is_named(tmp_path):
+    from graphfeed.trainer.checkpoint import load_checkpoint
+
+    save = str(tmp_path / "run")
+    train(TrainConfig(**{**KW, "precision": "fp16-mixed", "save": save}))
+    state = load_checkpoint(save)
+    state["scaler"] = {"scale": -1.0, "_growth_tracker": 0}
+    torch.save(state, tmp_path / "run" / "checkpoint.pt")
+    with pytest.raises(GraphfeedError, match="field scaler"):
+        load_checkpoint(save)

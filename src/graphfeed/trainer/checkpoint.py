@@ -192,6 +192,12 @@ def _check_fields(state: Mapping) -> None:
               "partial.sums", sums, "a list of 3 numbers")
         _need(_is_num(part["seconds"]) and part["seconds"] >= 0, "partial.seconds",
               part["seconds"], "a number >= 0")
+    sc = state.get("scaler")
+    if sc is not None:  # fp16's GradScaler (checkpoints of other precisions hold None)
+        _need(isinstance(sc, dict) and _is_num(sc.get("scale")) and sc["scale"] > 0
+              and _is_int(sc.get("_growth_tracker")) and sc["_growth_tracker"] >= 0,
+              "scaler", sc, "None or a GradScaler state {'scale': number > 0, "
+              "'_growth_tracker': int >= 0, ...}")
     rr = state.get("rank_rng")
     if rr is not None:
         _need(isinstance(rr, list), "rank_rng", rr, "a list of per-rank generator states")
@@ -290,9 +296,10 @@ class RunState:
     ``[loss sum, correct, seen]``."""
 
     def __init__(self, cfg, net, opt, result, *, trainer: str, keys, rank: int = 0,
-                 world_size: int = 1, say=print):
+                 world_size: int = 1, say=print, scaler=None):
         assert _TAG.fullmatch(trainer), trainer
         self.cfg, self.net, self.opt, self.result = cfg, net, opt, result
+        self.scaler = scaler  # fp16's GradScaler: its scale goes on with the run
         self.trainer, self.keys, self.rank, self.say = trainer, tuple(keys), rank, say
         self.world_size = world_size
         self.save_dir = cfg.save or cfg.resume
@@ -306,7 +313,7 @@ class RunState:
     # ------------------------------------------------------------------ resume
     def resume(self, loader) -> None:
         """With ``cfg.resume``: check the checkpoint against this run, then restore the model,
-        optimizer, loader position, torch's CPU generator, the epochs so far, the best epoch
+        optimizer, fp16's gradient scale, loader position, torch's CPU generator, the epochs so far, the best epoch
         and its weights, the early-stopping count and an interrupted epoch's sums."""
         import torch
 
@@ -331,6 +338,8 @@ class RunState:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise GraphfeedError(f"{path}: its model does not fit this run (another dataset?): "
                                  f"{first}") from None
+        if self.scaler is not None and state.get("scaler") is not None:
+            self.scaler.load_state_dict(state["scaler"])
         loader.load_state_dict(state["loader"])
         _set_rng(state, self.rank, self.world_size)
         r = self.result
@@ -469,6 +478,7 @@ class RunState:
             "best": {"epoch": r.best_epoch, "value": r.best_valid, "test": r.test},
             "bad_epochs": self.bad_epochs, "rng": torch.get_rng_state(), "partial": partial,
             "rank_rng": rank_rng,
+            "scaler": None if self.scaler is None else self.scaler.state_dict(),
         })
 
     @property

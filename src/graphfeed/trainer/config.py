@@ -230,7 +230,8 @@ class TrainConfig:
     RESUME_KEYS = ("model", "fanouts", "batch_size", "hidden", "heads", "norm", "residual",
                    "dropout", "lr",
                    "weight_decay", "seed", "replace", "eval_fanouts", "eval_method", "sampler",
-                   "layer_dependency", "labor_variates", "temporal_strategy", "strict_time")
+                   "layer_dependency", "labor_variates", "temporal_strategy", "strict_time",
+                   "precision")
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)

@@ -100,7 +100,7 @@ def fit(task, *, on_batch=None, on_epoch=None) -> TrainResult:
     autocast, scaler = autocast_for(cfg.precision, str(device))
     eval_autocast = autocast if task.evaluates_under_autocast() else contextlib.nullcontext
     state = ckpt.RunState(cfg, net, opt, result, trainer=task.trainer, keys=task.resume_keys,
-                          rank=rank, world_size=world, say=say)
+                          rank=rank, world_size=world, say=say, scaler=scaler)
     loader = task.train_loader()
     say(budget_line(cfg, task.main))
     nan = float("nan")
