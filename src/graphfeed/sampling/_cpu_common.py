@@ -49,14 +49,21 @@ def seeds_to_numpy(seeds, num_nodes: int) -> np.ndarray:
 
 
 class MapPool:
-    """Per-batch ``node -> local id`` maps (int32, ``-1`` = absent) of size ``num_nodes``.
+    """Per-batch ``node -> local id`` maps; one map per batch in flight, so concurrent ``sample``
+    calls never share one. A map is clean whenever it is in the pool.
 
-    A map is clean (all ``-1``) whenever it is in the pool; a batch resets only the entries it
-    touched. One map per batch in flight, so concurrent ``sample`` calls never share one.
+    ``kind="dense"``: int32 arrays of ``num_nodes`` entries (``-1`` = absent); a batch resets
+    only the entries it touched. ``kind="hash"``: the batch-sized hash tables of
+    ``_kernels.relabel_layer_hash`` (int64, ``2 * capacity`` entries, nothing of size
+    ``num_nodes``); they start at ``HASH_MIN_CAP`` slots and a batch that grows one hands the
+    grown table back (cleared by :meth:`clear_hash`).
     """
 
-    def __init__(self, num_nodes: int):
+    def __init__(self, num_nodes: int, kind: str = "dense"):
+        if kind not in ("dense", "hash"):
+            raise GraphfeedError(f"MapPool kind must be 'dense' or 'hash', got {kind!r}")
         self._num_nodes = num_nodes
+        self.kind = kind
         self._free: list[np.ndarray] = []
         self._lock = threading.Lock()
 
@@ -64,8 +71,26 @@ class MapPool:
         with self._lock:
             if self._free:
                 return self._free.pop()
+        if self.kind == "hash":
+            from ._kernels import HASH_MIN_CAP
+
+            return np.full(2 * HASH_MIN_CAP, -1, dtype=np.int64)
         return np.full(self._num_nodes, -1, dtype=np.int32)
 
     def release(self, m: np.ndarray) -> None:
         with self._lock:
             self._free.append(m)
+
+    @staticmethod
+    def clear_hash(table: np.ndarray, used: int) -> np.ndarray:
+        """A clean hash table to pool after a batch whose table held ``used`` keys: ``table``
+        cleared, or, when it is more than 4x the capacity ``used`` keys need (grown by an
+        unusually large batch), a new one of that capacity, so a pooled table stays sized by
+        recent batches."""
+        from ._kernels import hash_capacity
+
+        need = int(hash_capacity(used))
+        if table.shape[0] // 2 > 4 * need:
+            return np.full(2 * need, -1, dtype=np.int64)
+        table.fill(-1)
+        return table

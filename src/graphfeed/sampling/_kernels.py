@@ -317,11 +317,10 @@ def relabel_layer(edge_index, node_map, src, n_src):
 
 
 @kernel
-def sample_layer(indptr, indices, dst, fanout, replace, layer_key, node_map, want_eids):
-    """One layer on one thread. ``dst`` (global ids) must already be in ``node_map`` as
-    local ids ``0..len(dst)-1``. Returns ``(edge_index (2, E) int64, eids (E,) or (0,) int64,
-    src (num_src,) int64)`` with ``src[:len(dst)] == dst``; ``node_map`` then maps every node of
-    ``src`` to its position."""
+def _count_fill(indptr, indices, dst, fanout, replace, layer_key, want_eids):
+    """Count, prefix sum and fill of one layer on one thread: ``(edge_index`` with global
+    sources in row 0, ``eids``, ``src`` with room for every source and ``src[:len(dst)] ==
+    dst)``."""
     n_dst = dst.shape[0]
     offsets = np.empty(n_dst + 1, np.int64)
     offsets[0] = 0
@@ -337,8 +336,30 @@ def sample_layer(indptr, indices, dst, fanout, replace, layer_key, node_map, wan
     src[:n_dst] = dst
     fill_layer(indices, starts, degs, 0, n_dst, fanout, replace, layer_key, offsets, edge_index,
                eids, want_eids)
-    n_src = relabel_layer(edge_index, node_map, src, n_dst)
+    return edge_index, eids, src
+
+
+@kernel
+def sample_layer(indptr, indices, dst, fanout, replace, layer_key, node_map, want_eids):
+    """One layer on one thread. ``dst`` (global ids) must already be in ``node_map`` as
+    local ids ``0..len(dst)-1``. Returns ``(edge_index (2, E) int64, eids (E,) or (0,) int64,
+    src (num_src,) int64)`` with ``src[:len(dst)] == dst``; ``node_map`` then maps every node of
+    ``src`` to its position."""
+    edge_index, eids, src = _count_fill(indptr, indices, dst, fanout, replace, layer_key,
+                                        want_eids)
+    n_src = relabel_layer(edge_index, node_map, src, dst.shape[0])
     return edge_index, eids, src[:n_src]
+
+
+@kernel
+def sample_layer_hash(indptr, indices, dst, fanout, replace, layer_key, table, want_eids):
+    """:func:`sample_layer` with the batch-sized hash map ``table`` (see
+    :func:`relabel_layer_hash`) instead of the dense node map. Returns ``(edge_index, eids,
+    src, table)``: ``table`` is a new, larger array when the layer grew it."""
+    edge_index, eids, src = _count_fill(indptr, indices, dst, fanout, replace, layer_key,
+                                        want_eids)
+    n_src, table = relabel_layer_hash(edge_index, table, src, dst.shape[0])
+    return edge_index, eids, src[:n_src], table
 
 
 @kernel
@@ -370,3 +391,127 @@ def insert_seeds(seeds, node_map, num_nodes):
 def reset_map(node_map, nodes):
     for i in range(nodes.shape[0]):
         node_map[nodes[i]] = -1
+
+
+# ---------------------------------------------------------------------------------------------
+# The batch-sized node map: an open-addressing hash table (linear probing, Fibonacci hashing)
+# of ``global id -> local id``, for graphs whose dense ``num_nodes`` map would be too large.
+# ``table`` is one int64 array of ``2 * cap`` entries, slot ``s`` at ``[2s]`` (key, ``-1`` =
+# empty) and ``[2s + 1]`` (local id), so a probe touches one cache line; ``cap`` is a power of
+# two and the table holds at most ``cap / 2`` keys (it doubles, rehashing from ``src``, before
+# an insert would pass that). Local ids are the dense map's exactly: the next id in order of
+# first appearance, so both give the same batches bit for bit.
+
+HASH_MIN_CAP = 1 << 12
+
+
+@kernel
+def _hash_slot(key, shift):
+    return np.int64((np.uint64(key) * GOLDEN) >> shift)
+
+
+@kernel
+def _hash_shift(cap):
+    return np.uint64(64 - trailing_zeros(np.uint64(cap)))
+
+
+@kernel
+def _hash_rebuild(src, n, cap):
+    """A table of ``cap`` slots holding ``src[i] -> i`` for ``i < n`` (distinct keys)."""
+    table = np.full(2 * cap, -1, np.int64)
+    mask = cap - 1
+    shift = _hash_shift(cap)
+    for i in range(n):
+        u = src[i]
+        s = _hash_slot(u, shift)
+        while table[2 * s] != -1:
+            s = (s + 1) & mask
+        table[2 * s] = u
+        table[2 * s + 1] = i
+    return table
+
+
+@kernel
+def hash_capacity(n):
+    """The smallest power-of-two capacity (at least ``HASH_MIN_CAP``) holding ``n`` keys."""
+    cap = HASH_MIN_CAP
+    while cap < 2 * n:
+        cap *= 2
+    return cap
+
+
+@kernel
+def relabel_layer_hash(edge_index, table, src, n_src):
+    """:func:`relabel_layer` over the hash table (which holds ``src[:n_src]``). Returns
+    ``(n_src, table)``; ``table`` is a new array when the layer doubled it."""
+    rows = edge_index[0]
+    num_edges = rows.shape[0]
+    cap = table.shape[0] >> 1
+    mask = cap - 1
+    shift = _hash_shift(cap)
+    for e in range(num_edges):
+        if e + RELABEL_PREFETCH_AHEAD < num_edges:
+            prefetch(table, 2 * _hash_slot(rows[e + RELABEL_PREFETCH_AHEAD], shift))
+        u = rows[e]
+        s = _hash_slot(u, shift)
+        while True:
+            k = table[2 * s]
+            if k == u:
+                m = table[2 * s + 1]
+                break
+            if k == -1:
+                if 2 * (n_src + 1) > cap:  # keep the load at most 1/2
+                    cap *= 2
+                    table = _hash_rebuild(src, n_src, cap)
+                    mask = cap - 1
+                    shift = _hash_shift(cap)
+                    s = _hash_slot(u, shift)
+                    while table[2 * s] != -1:
+                        s = (s + 1) & mask
+                m = n_src
+                table[2 * s] = u
+                table[2 * s + 1] = m
+                src[n_src] = u
+                n_src += 1
+                break
+            s = (s + 1) & mask
+        rows[e] = m
+    return n_src, table
+
+
+@kernel
+def insert_seeds_hash(seeds, table, num_nodes):
+    """:func:`insert_seeds` into the (empty) hash table. Returns ``(code, bad, table)``, the
+    table grown first if the seeds need it; on an error the table is left empty."""
+    n = seeds.shape[0]
+    cap = table.shape[0] >> 1
+    if 2 * n > cap:
+        cap = hash_capacity(n)
+        table = np.full(2 * cap, -1, np.int64)
+    mask = cap - 1
+    shift = _hash_shift(cap)
+    code = 0
+    bad = 0
+    for i in range(n):
+        u = seeds[i]
+        if u < 0 or u >= num_nodes:
+            code = 1
+            bad = i
+            break
+        s = _hash_slot(u, shift)
+        while True:
+            k = table[2 * s]
+            if k == -1:
+                table[2 * s] = u
+                table[2 * s + 1] = i
+                break
+            if k == u:
+                code = 2
+                bad = i
+                break
+            s = (s + 1) & mask
+        if code != 0:
+            break
+    if code != 0:
+        table[:] = -1
+    return code, bad, table

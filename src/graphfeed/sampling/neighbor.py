@@ -25,6 +25,23 @@ from .method import ARRAY_KEYS, SamplingMethod, method_arrays, resolve_method
 # num_threads > 1: handing work to a pool costs more than it saves.
 _MIN_DST_PER_CHUNK = 2048
 
+NODE_MAPS = ("auto", "dense", "hash")
+# node_map="auto" keeps the dense map (4 bytes per node, per batch in flight) up to this many
+# bytes and uses the batch-sized hash map above it (see docs/benchmarks.md, issue 30 item 5).
+DENSE_MAP_MAX_BYTES = 128 << 20
+
+
+def choose_node_map(num_nodes: int, node_map: str = "auto") -> str:
+    """``"dense"`` or ``"hash"``: the structure a sampler over ``num_nodes`` nodes relabels
+    with. ``"auto"``: dense while its ``num_nodes`` int32 entries take at most
+    ``DENSE_MAP_MAX_BYTES``, else hash."""
+    if node_map not in NODE_MAPS:
+        raise GraphfeedError(f"node_map must be one of {', '.join(map(repr, NODE_MAPS))}; "
+                             f"got {node_map!r}")
+    if node_map != "auto":
+        return node_map
+    return "dense" if 4 * int(num_nodes) <= DENSE_MAP_MAX_BYTES else "hash"
+
 
 class NeighborSampler(Sampler):
     """Uniform neighbour sampling of a ``CSCGraph`` (in-neighbours), on CPU.
@@ -59,8 +76,15 @@ class NeighborSampler(Sampler):
       has no replacement). Its arrays (weights, times) are checked once here, O(E). The
       uniform path is the same kernels as without a method.
 
-    Cost: O(sum of sampled edges + destinations) per batch, no sorting; each batch in flight
-    holds one int32 array of ``num_nodes`` entries (pooled, reused).
+    - ``node_map``: how global ids become local ones. ``"dense"``: an int32 array of
+      ``num_nodes`` entries per batch in flight (pooled, reused; only touched entries are
+      reset). ``"hash"``: an open-addressing hash table sized by the batch (16 bytes a slot, at
+      least 2 slots per node of the batch; nothing of size ``num_nodes``). ``"auto"`` (default):
+      dense while the array takes at most ``DENSE_MAP_MAX_BYTES`` (128 MiB, 32M nodes), hash
+      above (:func:`choose_node_map`). Both give identical batches; :attr:`node_map` says which
+      one is used.
+
+    Cost: O(sum of sampled edges + destinations) per batch, no sorting.
     Seeds must be distinct node ids in ``[0, num_nodes)`` (a duplicate is an error: it would
     make the destination ids, hence the source ids, non-unique).
     """
@@ -76,6 +100,7 @@ class NeighborSampler(Sampler):
         return_edge_ids: bool = False,
         method: Optional[SamplingMethod] = None,
         num_neighbors: Optional[Sequence[int]] = None,
+        node_map: str = "auto",
     ):
         if not isinstance(graph, CSCGraph):
             raise GraphfeedError(f"graph must be a CSCGraph, got {type(graph).__name__}")
@@ -92,7 +117,8 @@ class NeighborSampler(Sampler):
         self._indptr = readonly_view(graph.indptr)
         self._indices = readonly_view(graph.indices)
         self._num_nodes = graph.num_nodes
-        self._maps = MapPool(self._num_nodes)
+        self.node_map = choose_node_map(self._num_nodes, node_map)
+        self._maps = MapPool(self._num_nodes, self.node_map)
         self._pool = ChunkPool(self.num_threads, "graphfeed-sample")
 
     @classmethod
@@ -123,7 +149,8 @@ class NeighborSampler(Sampler):
 
     def with_fanouts(self, fanouts: Sequence[int]) -> "NeighborSampler":
         other = NeighborSampler(self.graph, fanouts, replace=self.replace, seed=self.seed,
-                                num_threads=self.num_threads, return_edge_ids=self.return_edge_ids)
+                                num_threads=self.num_threads, return_edge_ids=self.return_edge_ids,
+                                node_map=self.node_map)
         # the same method and arrays, checked and prepared already: no O(E) pass
         other.method, other._arrays = self.method, self._arrays
         other._prep, other._prep_lock = self._prepared(), threading.Lock()
@@ -144,10 +171,15 @@ class NeighborSampler(Sampler):
         elif seed_times is not None:
             raise GraphfeedError(f"seed_times is for temporal sampling; this sampler's method is "
                                  f"{self.method.describe()}")
-        node_map = self._maps.acquire()
+        hashed = self.node_map == "hash"
+        # box[0]: the node map (a layer over the hash map may replace it by a grown table)
+        box = [self._maps.acquire()]
         clean = True
         try:
-            code, pos = K.insert_seeds(seeds_np, node_map, self._num_nodes)
+            if hashed:
+                code, pos, box[0] = K.insert_seeds_hash(seeds_np, box[0], self._num_nodes)
+            else:
+                code, pos = K.insert_seeds(seeds_np, box[0], self._num_nodes)
             if code == 1:
                 raise GraphfeedError(
                     f"seed id {int(seeds_np[pos])} (position {pos}) is out of range "
@@ -167,11 +199,11 @@ class NeighborSampler(Sampler):
                 ew = None
                 if self.method.is_uniform:
                     edge_index, eids, src = self._sample_layer(
-                        dst, self._fanouts[layer], key, node_map, executor)
+                        dst, self._fanouts[layer], key, box, executor)
                 else:
                     nkey = np.uint64(labor_key(self.seed, epoch, batch_index, layer, self.method))
                     edge_index, eids, src, ew, times = self._sample_layer_method(
-                        dst, self._fanouts[layer], key, nkey, times, node_map, executor)
+                        dst, self._fanouts[layer], key, nkey, times, box, executor)
                 blocks.append(
                     Block(
                         edge_index=torch.from_numpy(edge_index),
@@ -182,11 +214,15 @@ class NeighborSampler(Sampler):
                     )
                 )
                 dst = src
-            K.reset_map(node_map, dst)  # the last layer's sources hold every touched node
+            # the last layer's sources hold every touched node
+            if hashed:
+                box[0] = self._maps.clear_hash(box[0], int(dst.shape[0]))
+            else:
+                K.reset_map(box[0], dst)
             clean = True
         finally:
             if clean:  # a map left dirty by an interrupted batch is dropped, not reused
-                self._maps.release(node_map)
+                self._maps.release(box[0])
         blocks.reverse()
         return MiniBatch(
             seeds=torch.from_numpy(seeds_np),
@@ -201,7 +237,17 @@ class NeighborSampler(Sampler):
         self._pool.close()
 
     # ------------------------------------------------------------------ internals
-    def _sample_layer(self, dst: np.ndarray, fanout: int, key, node_map: np.ndarray,
+    def _relabel(self, edge_index: np.ndarray, box: list, src: np.ndarray, n_dst: int) -> int:
+        """Global -> local ids of ``edge_index[0]`` with the batch's node map ``box[0]``
+        (dense or hash; a grown hash table replaces ``box[0]``); returns the new ``n_src``."""
+        from . import _kernels as K
+
+        if self.node_map == "hash":
+            n_src, box[0] = K.relabel_layer_hash(edge_index, box[0], src, n_dst)
+            return n_src
+        return K.relabel_layer(edge_index, box[0], src, n_dst)
+
+    def _sample_layer(self, dst: np.ndarray, fanout: int, key, box: list,
                       executor: Optional[Executor]):
         from . import _kernels as K
 
@@ -209,8 +255,12 @@ class NeighborSampler(Sampler):
         want = self.return_edge_ids
         parts = min(self.num_threads, n_dst // _MIN_DST_PER_CHUNK)
         if parts <= 1:
+            if self.node_map == "hash":
+                edge_index, eids, src, box[0] = K.sample_layer_hash(
+                    self._indptr, self._indices, dst, fanout, self.replace, key, box[0], want)
+                return edge_index, eids, src
             return K.sample_layer(
-                self._indptr, self._indices, dst, fanout, self.replace, key, node_map, want
+                self._indptr, self._indices, dst, fanout, self.replace, key, box[0], want
             )
         if executor is None:
             executor = self._pool.get()
@@ -237,12 +287,12 @@ class NeighborSampler(Sampler):
         run_chunks(fill, n_dst, parts, executor)
         src = np.empty(n_dst + num_edges, dtype=np.int64)
         src[:n_dst] = dst
-        n_src = K.relabel_layer(edge_index, node_map, src, n_dst)
+        n_src = self._relabel(edge_index, box, src, n_dst)
         return edge_index, eids, src[:n_src]
 
 
     def _sample_layer_method(self, dst: np.ndarray, fanout: int, key, node_key, dst_times,
-                             node_map: np.ndarray, executor: Optional[Executor]):
+                             box: list, executor: Optional[Executor]):
         """One layer of a weighted, LABOR or temporal method over chunks of destinations (as
         ``_sample_layer``), then the relabel pass; temporal layers also return the sources'
         times."""
@@ -323,7 +373,7 @@ class NeighborSampler(Sampler):
                 eids = pre["tpos"][eids]  # time-sorted positions -> positions in indices
         src = np.empty(n_dst + edge_index.shape[1], dtype=np.int64)
         src[:n_dst] = dst
-        n_src = K.relabel_layer(edge_index, node_map, src, n_dst)
+        n_src = self._relabel(edge_index, box, src, n_dst)
         src_times = None
         if kind == "temporal":
             src_times = np.empty(n_src, dtype=dst_times.dtype)

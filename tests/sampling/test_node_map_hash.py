@@ -1,0 +1,158 @@
+"""NeighborSampler's batch-sized hash node map (issue 30, item 5): the same batches as the dense
+map, bit for bit, for every method and the chunked path; errors; the auto choice; no
+O(num_nodes) allocation per batch."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import torch
+
+from graphfeed.errors import GraphfeedError
+from graphfeed.graph.csc import CSCGraph
+from graphfeed.sampling import _kernels as K
+from graphfeed.sampling import neighbor
+from graphfeed.sampling._cpu_common import MapPool
+from graphfeed.sampling.method import SamplingMethod
+from graphfeed.sampling.neighbor import NeighborSampler, choose_node_map
+
+N = 12_000
+_rng = np.random.default_rng(7)
+_src = _rng.integers(0, N, 150_000)
+_dst = np.where(_rng.random(150_000) < 0.05, _rng.integers(0, 20, 150_000),
+                _rng.integers(0, N, 150_000))  # a few hubs (degrees past 64 and FLOYD_MAX_K)
+GRAPH = CSCGraph.from_edges(_src, _dst, N)
+E = GRAPH.num_edges
+ARRAYS = {"weights": _rng.random(E).astype(np.float32) * (_rng.random(E) < 0.9),
+          "node_times": _rng.integers(0, 1000, N), "edge_times": _rng.integers(0, 1000, E)}
+SEEDS = np.sort(_rng.choice(N, 5000, replace=False))  # >= 2 chunks of 2048 destinations
+
+
+def _same(a, b):
+    assert torch.equal(a.seeds, b.seeds)
+    assert len(a.blocks) == len(b.blocks)
+    for x, y in zip(a.blocks, b.blocks):
+        assert torch.equal(x.edge_index, y.edge_index)
+        assert torch.equal(x.src_nodes, y.src_nodes)
+        assert x.num_dst == y.num_dst
+        for f in ("edge_ids", "edge_weight"):
+            u, v = getattr(x, f), getattr(y, f)
+            assert (u is None) == (v is None)
+            if u is not None:
+                assert torch.equal(u, v)
+
+
+def _pair(fanouts, **kw):
+    return (NeighborSampler(GRAPH, fanouts, node_map="dense", **kw),
+            NeighborSampler(GRAPH, fanouts, node_map="hash", **kw))
+
+
+METHODS = [
+    (None, False), (None, True),
+    (SamplingMethod("weighted"), False), (SamplingMethod("weighted"), True),
+    (SamplingMethod("labor", variates="rotated"), False),
+    (SamplingMethod("labor", variates="iid"), False),
+    (SamplingMethod("temporal"), False), (SamplingMethod("temporal"), True),
+    (SamplingMethod("temporal", strategy="last"), False),
+]
+
+
+@pytest.mark.parametrize("method,replace", METHODS,
+                         ids=lambda v: v.describe() if isinstance(v, SamplingMethod) else str(v))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_hash_and_dense_give_identical_batches(method, replace, threads):
+    m = None if method is None else method.bind(ARRAYS)
+    dense, hashed = _pair([3, 40, 5], replace=replace, method=m, num_threads=threads,
+                          return_edge_ids=True)
+    assert dense.node_map == "dense" and hashed.node_map == "hash"
+    with ThreadPoolExecutor(2) as ex:
+        for b, seeds in enumerate([SEEDS, SEEDS[:300], SEEDS[::-1].copy()]):
+            kw = {"executor": ex} if b == 1 else {}
+            _same(dense.sample(seeds, batch_index=b, **kw), hashed.sample(seeds, batch_index=b))
+    dense.close()
+    hashed.close()
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_fanout_all_and_growth_inside_a_layer(replace):
+    dense, hashed = _pair([-1, 20], replace=replace, return_edge_ids=True)
+    seeds = SEEDS[:500]  # fits the first table; the layers grow it while relabelling
+    _same(dense.sample(seeds), hashed.sample(seeds))
+    (table,) = hashed._maps._free
+    assert table.shape[0] > 2 * K.HASH_MIN_CAP and np.all(table == -1)
+    _same(dense.sample(SEEDS, batch_index=3), hashed.sample(SEEDS, batch_index=3))  # reused
+
+
+def test_relabel_kernel_grows_from_a_tiny_table():
+    rng = np.random.default_rng(1)
+    rows = rng.integers(0, 10**12, 50_000)  # ids far beyond any dense map
+    ei = np.stack([rows, np.zeros_like(rows)])
+    src = np.empty(rows.shape[0] + 1, np.int64)
+    src[0] = 10**12 + 3  # one destination already in the table
+    table = K._hash_rebuild(src, 1, 4)  # 4 slots
+    n_src, table = K.relabel_layer_hash(ei, table, src, 1)
+    uniq, first = np.unique(rows, return_index=True)
+    order = uniq[np.argsort(first)]
+    assert n_src == 1 + order.shape[0]
+    assert np.array_equal(src[1:n_src], order)
+    assert np.array_equal(src[:n_src][ei[0]], rows)
+    assert table.shape[0] // 2 >= 2 * n_src
+
+
+@pytest.mark.parametrize("node_map", ["dense", "hash"])
+def test_seed_errors_are_the_same_and_leave_the_sampler_usable(node_map):
+    s = NeighborSampler(GRAPH, [4, 4], node_map=node_map)
+    ref = NeighborSampler(GRAPH, [4, 4], node_map="dense").sample(SEEDS[:3000])
+    with pytest.raises(GraphfeedError, match=r"seed id 5 appears twice \(positions 1 and 3\)"):
+        s.sample([7, 5, 9, 5])
+    with pytest.raises(GraphfeedError, match=rf"seed id {N} \(position 2\) is out of range"):
+        s.sample(np.array([1, 2, N]))
+    big = SEEDS[:3000].copy()  # the hash table grows for these seeds before the error
+    big[2999] = big[0]
+    with pytest.raises(GraphfeedError, match="appears twice"):
+        s.sample(big)
+    _same(ref, s.sample(SEEDS[:3000]))
+    assert all(np.all(m == -1) for m in s._maps._free)
+
+
+def test_node_map_argument_is_checked():
+    with pytest.raises(GraphfeedError, match="node_map must be one of 'auto', 'dense', 'hash'"):
+        NeighborSampler(GRAPH, [2], node_map="sparse")
+    assert NeighborSampler(GRAPH, [2]).node_map == "dense"  # a small graph
+    assert NeighborSampler(GRAPH, [2], node_map="hash").with_fanouts([3]).node_map == "hash"
+
+
+def test_auto_picks_hash_above_the_threshold(monkeypatch):
+    limit = neighbor.DENSE_MAP_MAX_BYTES
+    assert choose_node_map(limit // 4) == "dense"
+    assert choose_node_map(limit // 4 + 1) == "hash"
+    assert choose_node_map(2**31) == "hash"
+    assert choose_node_map(2**40, "dense") == "dense"
+    monkeypatch.setattr(neighbor, "DENSE_MAP_MAX_BYTES", 4 * (N - 1))
+    s = NeighborSampler(GRAPH, [5, 5])
+    assert s.node_map == "hash" and s._maps.kind == "hash"
+    _same(NeighborSampler(GRAPH, [5, 5], node_map="dense").sample(SEEDS), s.sample(SEEDS))
+
+
+def test_hash_map_allocates_nothing_of_graph_size(monkeypatch):
+    """A pool for a graph of 2**40 nodes hands out tables sized by the batch; the sampler's
+    per-batch allocations are of the batch too (checked by counting np.full's sizes)."""
+    pool = MapPool(2**40, "hash")
+    t = pool.acquire()
+    assert t.shape == (2 * K.HASH_MIN_CAP,) and t.dtype == np.int64
+    assert MapPool.clear_hash(np.full(2**20, 3, np.int64), 10).shape == (2 * K.HASH_MIN_CAP,)
+    sizes = []
+    real_full = np.full
+
+    def full(shape, *a, **k):
+        sizes.append(int(np.prod(shape)))
+        return real_full(shape, *a, **k)
+
+    s = NeighborSampler(GRAPH, [5, 5], node_map="hash")
+    monkeypatch.setattr(np, "full", full)
+    s.sample(SEEDS[:100])
+    assert sizes and max(sizes) < N  # never num_nodes entries
+    with pytest.raises(GraphfeedError, match="MapPool kind"):
+        MapPool(10, "tree")
