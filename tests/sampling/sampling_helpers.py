@@ -81,3 +81,19 @@ def check_minibatch(graph: CSCGraph, mb, seeds, fanouts, replace: bool, *, disti
         _, first = np.unique(new, return_index=True)
         order = new[np.sort(first)]
         assert np.array_equal(order, np.arange(n_dst, len(src_nodes)))
+
+
+def assert_same_minibatch(a, b):
+    """Two MiniBatches are equal: seeds, and per block the edge index, source nodes, destination
+    count, edge ids and edge weights (each absent in both or equal)."""
+    assert torch.equal(a.seeds, b.seeds)
+    assert len(a.blocks) == len(b.blocks)
+    for x, y in zip(a.blocks, b.blocks):
+        assert torch.equal(x.edge_index, y.edge_index)
+        assert torch.equal(x.src_nodes, y.src_nodes)
+        assert x.num_dst == y.num_dst
+        for f in ("edge_ids", "edge_weight"):
+            u, v = getattr(x, f), getattr(y, f)
+            assert (u is None) == (v is None)
+            if u is not None:
+                assert torch.equal(u, v)

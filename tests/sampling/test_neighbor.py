@@ -10,7 +10,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sampling_helpers import check_minibatch, random_graph
+from sampling_helpers import assert_same_minibatch, check_minibatch, random_graph
 
 import graphfeed
 from graphfeed.errors import GraphfeedError
@@ -21,16 +21,7 @@ from graphfeed.sampling.neighbor import NeighborSampler
 GRAPH = random_graph()
 
 
-def _same(a, b):
-    assert torch.equal(a.seeds, b.seeds)
-    assert len(a.blocks) == len(b.blocks)
-    for x, y in zip(a.blocks, b.blocks):
-        assert torch.equal(x.edge_index, y.edge_index)
-        assert torch.equal(x.src_nodes, y.src_nodes)
-        assert x.num_dst == y.num_dst
-        assert (x.edge_ids is None) == (y.edge_ids is None)
-        if x.edge_ids is not None:
-            assert torch.equal(x.edge_ids, y.edge_ids)
+_same = assert_same_minibatch
 
 
 def _differ(a, b):

@@ -17,6 +17,7 @@ from graphfeed.sampling import neighbor
 from graphfeed.sampling._cpu_common import MapPool
 from graphfeed.sampling.method import SamplingMethod
 from graphfeed.sampling.neighbor import NeighborSampler, choose_node_map
+from sampling_helpers import assert_same_minibatch
 
 N = 12_000
 _rng = np.random.default_rng(7)
@@ -30,18 +31,7 @@ ARRAYS = {"weights": _rng.random(E).astype(np.float32) * (_rng.random(E) < 0.9),
 SEEDS = np.sort(_rng.choice(N, 5000, replace=False))  # >= 2 chunks of 2048 destinations
 
 
-def _same(a, b):
-    assert torch.equal(a.seeds, b.seeds)
-    assert len(a.blocks) == len(b.blocks)
-    for x, y in zip(a.blocks, b.blocks):
-        assert torch.equal(x.edge_index, y.edge_index)
-        assert torch.equal(x.src_nodes, y.src_nodes)
-        assert x.num_dst == y.num_dst
-        for f in ("edge_ids", "edge_weight"):
-            u, v = getattr(x, f), getattr(y, f)
-            assert (u is None) == (v is None)
-            if u is not None:
-                assert torch.equal(u, v)
+_same = assert_same_minibatch
 
 
 def _pair(fanouts, **kw):
