@@ -13,7 +13,7 @@ import torch
 from graphfeed.errors import GraphfeedError
 from graphfeed.graph.csc import CSCGraph
 from graphfeed.sampling import _kernels as K
-from graphfeed.sampling import neighbor
+from graphfeed.sampling import _cpu_common, neighbor
 from graphfeed.sampling._cpu_common import MapPool
 from graphfeed.sampling.method import SamplingMethod
 from graphfeed.sampling.neighbor import NeighborSampler, choose_node_map
@@ -120,7 +120,7 @@ def test_auto_picks_hash_above_the_threshold(monkeypatch):
     assert choose_node_map(limit // 4 + 1) == "hash"
     assert choose_node_map(2**31) == "hash"
     assert choose_node_map(2**40, "dense") == "dense"
-    monkeypatch.setattr(neighbor, "DENSE_MAP_MAX_BYTES", 4 * (N - 1))
+    monkeypatch.setattr(_cpu_common, "DENSE_MAP_MAX_BYTES", 4 * (N - 1))
     s = NeighborSampler(GRAPH, [5, 5])
     assert s.node_map == "hash" and s._maps.kind == "hash"
     _same(NeighborSampler(GRAPH, [5, 5], node_map="dense").sample(SEEDS), s.sample(SEEDS))
@@ -146,3 +146,25 @@ def test_hash_map_allocates_nothing_of_graph_size(monkeypatch):
     assert sizes and max(sizes) < N  # never num_nodes entries
     with pytest.raises(GraphfeedError, match="MapPool kind"):
         MapPool(10, "tree")
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_keyed_sampler_hash_map_equals_dense(replace):
+    """The keyed (partition) sampler relabels through the same pool: the hash map gives the
+    dense map's batches, and a bad node_map is refused by name."""
+    from graphfeed.partition.keyed import KeyedNeighborSampler
+
+    keys = np.random.default_rng(3).permutation(N).astype(np.int64)
+    dense = KeyedNeighborSampler(GRAPH, [4, 3, 2], replace=replace, seed=5, keys=keys,
+                                 node_map="dense")
+    hashed = KeyedNeighborSampler(GRAPH, [4, 3, 2], replace=replace, seed=5, keys=keys,
+                                  node_map="hash")
+    assert hashed._maps.kind == "hash" and dense._maps.kind == "dense"
+    for b in range(3):
+        _same(dense.sample(SEEDS[b::3], batch_index=b), hashed.sample(SEEDS[b::3], batch_index=b))
+    assert hashed.with_fanouts([2, 2]).node_map == "hash"
+    with pytest.raises(GraphfeedError, match="appears twice"):
+        hashed.sample(np.array([SEEDS[0], SEEDS[0]]))
+    _same(dense.sample(SEEDS[:50], batch_index=9), hashed.sample(SEEDS[:50], batch_index=9))
+    with pytest.raises(GraphfeedError, match="node_map must be one of"):
+        KeyedNeighborSampler(GRAPH, [2], node_map="sparse")

@@ -180,13 +180,15 @@ class DistNeighborSampler(KeyedSamplerBase):
     destinations' dataset ids, so the batch equals ``KeyedNeighborSampler`` on the whole graph
     (mapped through ``book.orig_ids()``) for any number of parts.
 
-    Memory: the relabelling map is an int32 array of the GLOBAL node count per batch in flight
-    (as ``NeighborSampler``), the part's CSC is memory-mapped."""
+    Memory: the relabelling map (``node_map``, as ``NeighborSampler``'s) is an int32 array of
+    the GLOBAL node count per batch in flight up to 32M global nodes, and a hash table sized by
+    the batch above (``"dense"`` / ``"hash"`` force one); the part's CSC is memory-mapped."""
 
     def __init__(self, part: Part, fanouts: Sequence[int], exchange: Exchange, *,
-                 replace: bool = False, seed: int = 0):
+                 replace: bool = False, seed: int = 0, node_map: str = "auto"):
         self._per_part = ranks_per_part(part, exchange)
-        super().__init__(part.book.num_nodes, fanouts, replace=replace, seed=seed)
+        super().__init__(part.book.num_nodes, fanouts, replace=replace, seed=seed,
+                         node_map=node_map)
         self.part = part
         self.exchange = exchange
         self._offsets = np.asarray(part.book.offsets, dtype=np.int64)
@@ -196,7 +198,7 @@ class DistNeighborSampler(KeyedSamplerBase):
 
     def with_fanouts(self, fanouts: Sequence[int]) -> "DistNeighborSampler":
         return DistNeighborSampler(self.part, fanouts, self.exchange, replace=self.replace,
-                                   seed=self.seed)
+                                   seed=self.seed, node_map=self.node_map)
 
     def _key_index(self, batch_index: int) -> int:
         # ranks sample different batches at the same step: key them apart

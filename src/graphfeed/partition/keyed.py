@@ -22,7 +22,7 @@ from ..errors import GraphfeedError
 from ..graph.csc import CSCGraph
 from ..sampling._common import batch_key, check_fanouts
 from ..sampling.base import Block, MiniBatch, Sampler
-from ..sampling._cpu_common import MapPool, readonly_view, seeds_to_numpy
+from ..sampling._cpu_common import MapPool, choose_node_map, readonly_view, seeds_to_numpy
 
 
 def sample_keyed(indptr, indices, rows_of, keys, fanout: int, replace: bool, key):
@@ -49,12 +49,16 @@ class KeyedSamplerBase(Sampler):
 
     Randomness derives from ``(seed, epoch, batch_index, layer, the destination's key)``."""
 
-    def __init__(self, num_nodes: int, fanouts: Sequence[int], *, replace: bool, seed: int):
+    def __init__(self, num_nodes: int, fanouts: Sequence[int], *, replace: bool, seed: int,
+                 node_map: str = "auto"):
         self._num_nodes = int(num_nodes)
         self._fanouts = check_fanouts(fanouts)
         self.replace = bool(replace)
         self.seed = int(seed)
-        self._maps = MapPool(self._num_nodes)
+        # a batch's global -> local ids: dense up to 32M (global) nodes, sized by the batch
+        # above (NeighborSampler's node_map; the same batches either way)
+        self.node_map = choose_node_map(self._num_nodes, node_map)
+        self._maps = MapPool(self._num_nodes, self.node_map)
 
     num_nodes = property(lambda self: self._num_nodes, doc="Nodes of the whole graph.")
     fanouts = property(lambda self: self._fanouts, doc="``fanouts[i]`` belongs to ``blocks[i]``.")
@@ -69,14 +73,13 @@ class KeyedSamplerBase(Sampler):
 
     def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0,
                executor: Optional[Executor] = None) -> MiniBatch:
-        from ..sampling import _kernels as SK
         from . import _kernels as K
 
         seeds_np = seeds_to_numpy(seeds, self._num_nodes)
-        node_map = self._maps.acquire()
+        box = [self._maps.acquire()]  # the batch's node map (a grown hash table replaces it)
         clean = True
         try:
-            code, pos = SK.insert_seeds(seeds_np, node_map, self._num_nodes)
+            code, pos = self._maps.insert_seeds(box, seeds_np)
             if code:
                 what = "is out of range" if code == 1 else "appears twice (seeds must be distinct)"
                 raise GraphfeedError(f"seed id {int(seeds_np[pos])} at position {pos} {what}; "
@@ -93,16 +96,16 @@ class KeyedSamplerBase(Sampler):
                 K.fill_cols(offsets, edge_index[1])
                 src = np.empty(n + rows.shape[0], np.int64)
                 src[:n] = dst
-                n_src = SK.relabel_layer(edge_index, node_map, src, n)
+                n_src = self._maps.relabel(box, edge_index, src, n)
                 src = src[:n_src]
                 blocks.append(Block(edge_index=torch.from_numpy(edge_index),
                                     src_nodes=torch.from_numpy(src), num_dst=n))
                 dst = src
-            SK.reset_map(node_map, dst)
+            self._maps.reset(box, dst)
             clean = True
         finally:
-            if clean:
-                self._maps.release(node_map)
+            if clean:  # a map left dirty by an interrupted batch is dropped, not reused
+                self._maps.release(box[0])
         blocks.reverse()
         return MiniBatch(seeds=torch.from_numpy(seeds_np), blocks=blocks, epoch=int(epoch),
                          batch_index=int(batch_index))
@@ -117,10 +120,11 @@ class KeyedNeighborSampler(KeyedSamplerBase):
     uniform only, one thread per batch. O(sampled edges + destinations) per batch."""
 
     def __init__(self, graph: CSCGraph, fanouts: Sequence[int], *, replace: bool = False,
-                 seed: int = 0, keys: Optional[np.ndarray] = None):
+                 seed: int = 0, keys: Optional[np.ndarray] = None, node_map: str = "auto"):
         if not isinstance(graph, CSCGraph):
             raise GraphfeedError(f"graph must be a CSCGraph, got {type(graph).__name__}")
-        super().__init__(graph.num_nodes, fanouts, replace=replace, seed=seed)
+        super().__init__(graph.num_nodes, fanouts, replace=replace, seed=seed,
+                         node_map=node_map)
         self.graph = graph
         self._indptr = readonly_view(graph.indptr)
         self._indices = readonly_view(graph.indices)
@@ -139,7 +143,7 @@ class KeyedNeighborSampler(KeyedSamplerBase):
 
     def with_fanouts(self, fanouts: Sequence[int]) -> "KeyedNeighborSampler":
         return KeyedNeighborSampler(self.graph, fanouts, replace=self.replace, seed=self.seed,
-                                    keys=self._keys)
+                                    keys=self._keys, node_map=self.node_map)
 
     def _layer_edges(self, dst, fanout, key):
         keys = dst if self._keys is None else self._keys[dst]

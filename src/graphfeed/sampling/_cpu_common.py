@@ -11,7 +11,7 @@ import torch
 
 from ..errors import GraphfeedError
 
-__all__ = ["MapPool", "readonly_view", "seeds_to_numpy"]
+__all__ = ["MapPool", "choose_node_map", "readonly_view", "seeds_to_numpy"]
 
 
 def readonly_view(a: np.ndarray) -> np.ndarray:
@@ -46,6 +46,24 @@ def seeds_to_numpy(seeds, num_nodes: int) -> np.ndarray:
     if not a.flags.writeable:  # e.g. a slice of a memory-mapped id file: keep one kernel variant
         a = a.copy()
     return a
+
+
+NODE_MAPS = ("auto", "dense", "hash")
+#: ``node_map="auto"`` keeps the dense map (4 bytes per node, per batch in flight) up to this
+#: many bytes and uses the batch-sized hash map above it (docs/benchmarks.md, issue 30 item 5).
+DENSE_MAP_MAX_BYTES = 128 << 20
+
+
+def choose_node_map(num_nodes: int, node_map: str = "auto") -> str:
+    """``"dense"`` or ``"hash"``: the structure a sampler over ``num_nodes`` nodes relabels
+    with. ``"auto"``: dense while its ``num_nodes`` int32 entries take at most
+    ``DENSE_MAP_MAX_BYTES``, else hash."""
+    if node_map not in NODE_MAPS:
+        raise GraphfeedError(f"node_map must be one of {', '.join(map(repr, NODE_MAPS))}; "
+                             f"got {node_map!r}")
+    if node_map != "auto":
+        return node_map
+    return "dense" if 4 * int(num_nodes) <= DENSE_MAP_MAX_BYTES else "hash"
 
 
 class MapPool:
@@ -94,3 +112,34 @@ class MapPool:
             return np.full(2 * need, -1, dtype=np.int64)
         table.fill(-1)
         return table
+
+    # the three steps of a batch over its map ``box[0]`` (a list: a hash table that grows is
+    # replaced in it), the same for both kinds
+    def insert_seeds(self, box: list, seeds: np.ndarray):
+        """Map ``seeds[i] -> i``: ``(code, pos)`` as ``_kernels.insert_seeds`` (0 ok, 1 out of
+        range, 2 repeated, at position ``pos``; the map is left clean on an error)."""
+        from . import _kernels as K
+
+        if self.kind == "hash":
+            code, pos, box[0] = K.insert_seeds_hash(seeds, box[0], self._num_nodes)
+            return code, pos
+        return K.insert_seeds(seeds, box[0], self._num_nodes)
+
+    def relabel(self, box: list, edge_index: np.ndarray, src: np.ndarray, n_dst: int) -> int:
+        """Global -> local ids of ``edge_index[0]``, new nodes appended to ``src``; the new
+        ``n_src`` (``_kernels.relabel_layer`` / ``relabel_layer_hash``)."""
+        from . import _kernels as K
+
+        if self.kind == "hash":
+            n_src, box[0] = K.relabel_layer_hash(edge_index, box[0], src, n_dst)
+            return n_src
+        return K.relabel_layer(edge_index, box[0], src, n_dst)
+
+    def reset(self, box: list, nodes: np.ndarray) -> None:
+        """Clean ``box[0]`` after a batch whose nodes (every one it mapped) are ``nodes``."""
+        from . import _kernels as K
+
+        if self.kind == "hash":
+            box[0] = self.clear_hash(box[0], int(nodes.shape[0]))
+        else:
+            K.reset_map(box[0], nodes)

@@ -17,31 +17,14 @@ from ..errors import GraphfeedError
 from ..graph.csc import CSCGraph
 from ._common import (batch_key, check_fanouts, check_method, labor_key, labor_rotation,
                       resolve_fanouts)
-from ._cpu_common import MapPool, readonly_view, seeds_to_numpy
+from ._cpu_common import (DENSE_MAP_MAX_BYTES, NODE_MAPS, MapPool, choose_node_map,  # noqa: F401
+                          readonly_view, seeds_to_numpy)
 from .base import Block, MiniBatch, Sampler
 from .method import ARRAY_KEYS, SamplingMethod, method_arrays, resolve_method
 
 # Below this many destinations a layer is sampled on the calling thread even when
 # num_threads > 1: handing work to a pool costs more than it saves.
 _MIN_DST_PER_CHUNK = 2048
-
-NODE_MAPS = ("auto", "dense", "hash")
-# node_map="auto" keeps the dense map (4 bytes per node, per batch in flight) up to this many
-# bytes and uses the batch-sized hash map above it (see docs/benchmarks.md, issue 30 item 5).
-DENSE_MAP_MAX_BYTES = 128 << 20
-
-
-def choose_node_map(num_nodes: int, node_map: str = "auto") -> str:
-    """``"dense"`` or ``"hash"``: the structure a sampler over ``num_nodes`` nodes relabels
-    with. ``"auto"``: dense while its ``num_nodes`` int32 entries take at most
-    ``DENSE_MAP_MAX_BYTES``, else hash."""
-    if node_map not in NODE_MAPS:
-        raise GraphfeedError(f"node_map must be one of {', '.join(map(repr, NODE_MAPS))}; "
-                             f"got {node_map!r}")
-    if node_map != "auto":
-        return node_map
-    return "dense" if 4 * int(num_nodes) <= DENSE_MAP_MAX_BYTES else "hash"
-
 
 class NeighborSampler(Sampler):
     """Uniform neighbour sampling of a ``CSCGraph`` (in-neighbours), on CPU.
@@ -171,15 +154,11 @@ class NeighborSampler(Sampler):
         elif seed_times is not None:
             raise GraphfeedError(f"seed_times is for temporal sampling; this sampler's method is "
                                  f"{self.method.describe()}")
-        hashed = self.node_map == "hash"
         # box[0]: the node map (a layer over the hash map may replace it by a grown table)
         box = [self._maps.acquire()]
         clean = True
         try:
-            if hashed:
-                code, pos, box[0] = K.insert_seeds_hash(seeds_np, box[0], self._num_nodes)
-            else:
-                code, pos = K.insert_seeds(seeds_np, box[0], self._num_nodes)
+            code, pos = self._maps.insert_seeds(box, seeds_np)
             if code == 1:
                 raise GraphfeedError(
                     f"seed id {int(seeds_np[pos])} (position {pos}) is out of range "
@@ -214,11 +193,7 @@ class NeighborSampler(Sampler):
                     )
                 )
                 dst = src
-            # the last layer's sources hold every touched node
-            if hashed:
-                box[0] = self._maps.clear_hash(box[0], int(dst.shape[0]))
-            else:
-                K.reset_map(box[0], dst)
+            self._maps.reset(box, dst)  # the last layer's sources hold every touched node
             clean = True
         finally:
             if clean:  # a map left dirty by an interrupted batch is dropped, not reused
@@ -237,16 +212,6 @@ class NeighborSampler(Sampler):
         self._pool.close()
 
     # ------------------------------------------------------------------ internals
-    def _relabel(self, edge_index: np.ndarray, box: list, src: np.ndarray, n_dst: int) -> int:
-        """Global -> local ids of ``edge_index[0]`` with the batch's node map ``box[0]``
-        (dense or hash; a grown hash table replaces ``box[0]``); returns the new ``n_src``."""
-        from . import _kernels as K
-
-        if self.node_map == "hash":
-            n_src, box[0] = K.relabel_layer_hash(edge_index, box[0], src, n_dst)
-            return n_src
-        return K.relabel_layer(edge_index, box[0], src, n_dst)
-
     def _sample_layer(self, dst: np.ndarray, fanout: int, key, box: list,
                       executor: Optional[Executor]):
         from . import _kernels as K
@@ -287,7 +252,7 @@ class NeighborSampler(Sampler):
         run_chunks(fill, n_dst, parts, executor)
         src = np.empty(n_dst + num_edges, dtype=np.int64)
         src[:n_dst] = dst
-        n_src = self._relabel(edge_index, box, src, n_dst)
+        n_src = self._maps.relabel(box, edge_index, src, n_dst)
         return edge_index, eids, src[:n_src]
 
 
@@ -373,7 +338,7 @@ class NeighborSampler(Sampler):
                 eids = pre["tpos"][eids]  # time-sorted positions -> positions in indices
         src = np.empty(n_dst + edge_index.shape[1], dtype=np.int64)
         src[:n_dst] = dst
-        n_src = self._relabel(edge_index, box, src, n_dst)
+        n_src = self._maps.relabel(box, edge_index, src, n_dst)
         src_times = None
         if kind == "temporal":
             src_times = np.empty(n_src, dtype=dst_times.dtype)
