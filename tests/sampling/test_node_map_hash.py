@@ -168,3 +168,39 @@ def test_keyed_sampler_hash_map_equals_dense(replace):
     _same(dense.sample(SEEDS[:50], batch_index=9), hashed.sample(SEEDS[:50], batch_index=9))
     with pytest.raises(GraphfeedError, match="node_map must be one of"):
         KeyedNeighborSampler(GRAPH, [2], node_map="sparse")
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_typed_sampler_hash_map_equals_dense(replace):
+    """HeteroNeighborSampler over the hash table (type-local ids, room reserved per layer, the
+    table grown from a small start) gives the dense map's batches; a repeated seed is refused
+    the same way and leaves the sampler usable."""
+    from graphfeed.datasets.open import open_dataset
+    from graphfeed.sampling.hetero import HeteroNeighborSampler
+
+    g = open_dataset("hetero").hetero
+    rng = np.random.default_rng(7)
+    seeds = np.sort(rng.choice(g.num_nodes, 3000, replace=False))
+    dense = HeteroNeighborSampler(g, [6, 4, 3], replace=replace, seed=2, return_edge_ids=True,
+                                  node_map="dense")
+    hashed = HeteroNeighborSampler(g, [6, 4, 3], replace=replace, seed=2, return_edge_ids=True,
+                                   node_map="hash")
+    assert hashed._maps.kind == "hash"
+    for b, part in enumerate((seeds[:40], seeds, seeds[::7])):
+        x = dense.sample(part, batch_index=b)
+        y = hashed.sample(part, batch_index=b)
+        assert torch.equal(x.seeds, y.seeds)
+        for bx, by in zip(x.blocks, y.blocks):
+            assert bx.src_nodes.keys() == by.src_nodes.keys() and bx.num_dst == by.num_dst
+            for k in bx.src_nodes:
+                assert torch.equal(bx.src_nodes[k], by.src_nodes[k])
+            assert bx.edge_index_dict.keys() == by.edge_index_dict.keys()
+            for k in bx.edge_index_dict:
+                assert torch.equal(bx.edge_index_dict[k], by.edge_index_dict[k])
+                assert torch.equal(bx.edge_ids[k], by.edge_ids[k])
+    with pytest.raises(GraphfeedError, match="appears twice"):
+        hashed.sample(np.array([seeds[3], seeds[3]]))
+    after = hashed.sample(seeds[:40], batch_index=0).blocks[0].src_nodes
+    for k, v in dense.sample(seeds[:40], batch_index=0).blocks[0].src_nodes.items():
+        assert torch.equal(after[k], v)
+    assert hashed.with_fanouts([2, 2]).node_map == "hash"

@@ -21,7 +21,8 @@ import numpy as np
 
 from .._numba import kernel, prefetch
 from ._kernels import (
-    RELABEL_PREFETCH_AHEAD, _fill_range, _hash_tables, count_for, mix64,
+    RELABEL_PREFETCH_AHEAD, _fill_range, _hash_shift, _hash_slot, _hash_tables, count_for,
+    hash_capacity, mix64,
 )
 
 REL_SALT = np.uint64(0x48455445524F)  # "HETERO": relation keys differ from layer keys
@@ -139,17 +140,12 @@ def relabel_hetero(rows, edge_ptr, rel_src, node_map, src, src_ptr, n_src):
 
 
 @kernel
-def sample_hetero_layer(indptr, indices, etype, dst, dst_ptr, rel_src, rel_dst, fanouts, replace,
-                        layer_key, node_map, want_eids):
-    """One layer on one thread. ``dst``: global ids grouped by type (``dst_ptr``), each already
-    in ``node_map`` as its type-local id. ``fanouts[r]``: relation ``r``'s fanout (``0``: not
-    sampled, ``-1``: every in-edge).
-
-    Returns ``(edge_index, eids, edge_ptr, src, src_ptr)``: relation ``r``'s edges are columns
-    ``[edge_ptr[r], edge_ptr[r + 1])`` of ``edge_index`` (2, E), row 0 the type-local source
-    and row 1 the type-local destination ids; ``src[src_ptr[t]:src_ptr[t + 1]]`` the global ids of type
-    ``t``'s sources, its destinations first.
-    """
+def hetero_layer_edges(indptr, indices, etype, dst, dst_ptr, rel_src, rel_dst, fanouts, replace,
+                       layer_key, want_eids):
+    """The count and fill of one layer (:func:`sample_hetero_layer` before its relabel):
+    ``(edge_index, eids, edge_ptr, buf, cap_ptr, n_src)`` with row 0 of ``edge_index`` still
+    global ids, and per type ``t`` the buffer ``buf[cap_ptr[t]:cap_ptr[t + 1]]`` holding its
+    ``n_src[t]`` destinations (room for every edge whose source has type ``t``)."""
     num_rel = rel_src.shape[0]
     num_types = dst_ptr.shape[0] - 1
     item_ptr = np.zeros(num_rel + 1, np.int64)
@@ -191,14 +187,146 @@ def sample_hetero_layer(indptr, indices, etype, dst, dst_ptr, rel_src, rel_dst, 
         n = dst_ptr[t + 1] - dst_ptr[t]
         buf[cap_ptr[t]:cap_ptr[t] + n] = dst[dst_ptr[t]:dst_ptr[t + 1]]
         n_src[t] = n
-    relabel_hetero(rows, edge_ptr, rel_src, node_map, buf, cap_ptr, n_src)
+    return edge_index, eids, edge_ptr, buf, cap_ptr, n_src
+
+
+@kernel
+def compact_sources(buf, cap_ptr, n_src):
+    """``(src, src_ptr)``: each type's sources (``buf``'s first ``n_src[t]`` of its room), one
+    after another."""
+    num_types = n_src.shape[0]
     src_ptr = np.zeros(num_types + 1, np.int64)
     for t in range(num_types):
         src_ptr[t + 1] = src_ptr[t] + n_src[t]
     src = np.empty(src_ptr[num_types], np.int64)
     for t in range(num_types):
         src[src_ptr[t]:src_ptr[t + 1]] = buf[cap_ptr[t]:cap_ptr[t] + n_src[t]]
+    return src, src_ptr
+
+
+@kernel
+def sample_hetero_layer(indptr, indices, etype, dst, dst_ptr, rel_src, rel_dst, fanouts, replace,
+                        layer_key, node_map, want_eids):
+    """One layer on one thread. ``dst``: global ids grouped by type (``dst_ptr``), each already
+    in ``node_map`` as its type-local id. ``fanouts[r]``: relation ``r``'s fanout (``0``: not
+    sampled, ``-1``: every in-edge).
+
+    Returns ``(edge_index, eids, edge_ptr, src, src_ptr)``: relation ``r``'s edges are columns
+    ``[edge_ptr[r], edge_ptr[r + 1])`` of ``edge_index`` (2, E), row 0 the type-local source
+    and row 1 the type-local destination ids; ``src[src_ptr[t]:src_ptr[t + 1]]`` the global ids of type
+    ``t``'s sources, its destinations first.
+    """
+    edge_index, eids, edge_ptr, buf, cap_ptr, n_src = hetero_layer_edges(
+        indptr, indices, etype, dst, dst_ptr, rel_src, rel_dst, fanouts, replace, layer_key,
+        want_eids)
+    relabel_hetero(edge_index[0], edge_ptr, rel_src, node_map, buf, cap_ptr, n_src)
+    src, src_ptr = compact_sources(buf, cap_ptr, n_src)
     return edge_index, eids, edge_ptr, src, src_ptr
+
+
+# --------------------------------------------------------------------------- the hash node map
+# The batch-sized table of ``_kernels.relabel_layer_hash`` (key/value pairs side by side, load at
+# most 1/2) holding type-local ids. A layer reserves room for every node it could add before it
+# relabels (its destinations are every node mapped so far; each edge adds at most one), so the
+# relabel itself never grows the table.
+
+
+@kernel
+def _typed_put(table, mask, shift, u, val):
+    """Insert key ``u`` -> ``val``; returns False (nothing written) when ``u`` is there."""
+    s = _hash_slot(u, shift)
+    while True:
+        k = table[2 * s]
+        if k == u:
+            return False
+        if k == -1:
+            table[2 * s] = u
+            table[2 * s + 1] = val
+            return True
+        s = (s + 1) & mask
+
+
+@kernel
+def _typed_reserve(table, dst, dst_ptr, need):
+    """``table`` when it holds ``need`` keys at load 1/2, else a larger one rebuilt from the
+    mapped nodes ``dst`` (type-local ids: their positions within their type)."""
+    if 2 * need <= table.shape[0] >> 1:
+        return table
+    cap = hash_capacity(need)
+    new = np.full(2 * cap, -1, np.int64)
+    shift = _hash_shift(cap)
+    for t in range(dst_ptr.shape[0] - 1):
+        for p in range(dst_ptr[t], dst_ptr[t + 1]):
+            _typed_put(new, cap - 1, shift, dst[p], p - dst_ptr[t])
+    return new
+
+
+@kernel
+def relabel_hetero_hash(rows, edge_ptr, rel_src, table, src, src_ptr, n_src):
+    """:func:`relabel_hetero` over the hash table (room reserved by the caller)."""
+    cap = table.shape[0] >> 1
+    mask = cap - 1
+    shift = _hash_shift(cap)
+    for r in range(rel_src.shape[0]):
+        s_type = rel_src[r]
+        base = src_ptr[s_type]
+        e1 = edge_ptr[r + 1]
+        for e in range(edge_ptr[r], e1):
+            if e + RELABEL_PREFETCH_AHEAD < e1:
+                prefetch(table, 2 * _hash_slot(rows[e + RELABEL_PREFETCH_AHEAD], shift))
+            u = rows[e]
+            s = _hash_slot(u, shift)
+            while True:
+                k = table[2 * s]
+                if k == u:
+                    m = table[2 * s + 1]
+                    break
+                if k == -1:
+                    m = n_src[s_type]
+                    table[2 * s] = u
+                    table[2 * s + 1] = m
+                    src[base + m] = u
+                    n_src[s_type] = m + 1
+                    break
+                s = (s + 1) & mask
+            rows[e] = m
+
+
+@kernel
+def sample_hetero_layer_hash(indptr, indices, etype, dst, dst_ptr, rel_src, rel_dst, fanouts,
+                             replace, layer_key, table, want_eids):
+    """:func:`sample_hetero_layer` over the hash table; returns its five arrays and the table
+    (a new one when it had to grow)."""
+    edge_index, eids, edge_ptr, buf, cap_ptr, n_src = hetero_layer_edges(
+        indptr, indices, etype, dst, dst_ptr, rel_src, rel_dst, fanouts, replace, layer_key,
+        want_eids)
+    table = _typed_reserve(table, dst, dst_ptr, dst.shape[0] + edge_index.shape[1])
+    relabel_hetero_hash(edge_index[0], edge_ptr, rel_src, table, buf, cap_ptr, n_src)
+    src, src_ptr = compact_sources(buf, cap_ptr, n_src)
+    return edge_index, eids, edge_ptr, src, src_ptr, table
+
+
+@kernel
+def insert_typed_seeds_hash(seeds, seed_ptr, table):
+    """:func:`insert_typed_seeds` into the (empty) hash table: ``(bad, table)``, the table
+    grown first when the seeds need it; on an error it is left empty."""
+    n = seeds.shape[0]
+    cap = table.shape[0] >> 1
+    if 2 * n > cap:
+        cap = hash_capacity(n)
+        table = np.full(2 * cap, -1, np.int64)
+    shift = _hash_shift(cap)
+    bad = -1
+    for t in range(seed_ptr.shape[0] - 1):
+        for p in range(seed_ptr[t], seed_ptr[t + 1]):
+            if not _typed_put(table, cap - 1, shift, seeds[p], p - seed_ptr[t]):
+                bad = p
+                break
+        if bad >= 0:
+            break
+    if bad >= 0:
+        table[:] = -1
+    return bad, table
 
 
 @kernel

@@ -19,7 +19,7 @@ from ..graph.hetero import HeteroGraph
 from ._common import batch_key, check_fanouts, resolve_fanouts
 from .base import Sampler
 from .hetero_batch import HeteroBlock, HeteroMiniBatch
-from ._cpu_common import MapPool, readonly_view, seeds_to_numpy
+from ._cpu_common import MapPool, choose_node_map, readonly_view, seeds_to_numpy
 
 __all__ = ["HeteroNeighborSampler", "group_seeds", "make_block", "resolve_hetero_fanouts"]
 
@@ -108,13 +108,17 @@ class HeteroNeighborSampler(Sampler):
     - Randomness derives only from ``(seed, epoch, batch_index, layer, relation, destination
       type-local position)``: a batch is identical whatever thread samples it.
 
+    - ``node_map``: as ``NeighborSampler``'s (``"auto"``: an int32 map of ``num_nodes``
+      entries per batch in flight up to 32M nodes, a hash table sized by the batch above;
+      ``"dense"`` / ``"hash"`` force one). The batches are the same either way.
+
     A batch runs on the calling thread (the loader samples several batches at once on its
-    threads); cost O(sampled edges + destinations x relations x log(degree)). Each batch in
-    flight holds one int32 map of ``num_nodes`` entries (pooled).
+    threads); cost O(sampled edges + destinations x relations x log(degree)).
     """
 
     def __init__(self, graph: HeteroGraph, fanouts=None, *, replace: bool = False, seed: int = 0,
-                 return_edge_ids: bool = False, num_threads: int = 1, num_neighbors=None):
+                 return_edge_ids: bool = False, num_threads: int = 1, num_neighbors=None,
+                 node_map: str = "auto"):
         if not isinstance(graph, HeteroGraph):
             raise GraphfeedError(f"graph must be a HeteroGraph, got {type(graph).__name__}")
         self.graph = graph
@@ -132,7 +136,8 @@ class HeteroNeighborSampler(Sampler):
         self._rel_dst = readonly_view(rel_dst)
         self._offsets = graph.node_offsets
         self._offsets_t = torch.from_numpy(graph.node_offsets.copy())
-        self._maps = MapPool(graph.num_nodes)
+        self.node_map = choose_node_map(graph.num_nodes, node_map)
+        self._maps = MapPool(graph.num_nodes, self.node_map)
 
     @classmethod
     def from_graph(cls, graph, fanouts, *, device="cpu", replace: bool = False, seed: int = 0,
@@ -177,7 +182,8 @@ class HeteroNeighborSampler(Sampler):
 
     def with_fanouts(self, fanouts) -> "HeteroNeighborSampler":
         return HeteroNeighborSampler(self.graph, fanouts, replace=self.replace, seed=self.seed,
-                                     return_edge_ids=self.return_edge_ids)
+                                     return_edge_ids=self.return_edge_ids,
+                                     node_map=self.node_map)
 
     def group_seeds(self, seeds) -> tuple[np.ndarray, np.ndarray]:
         """``(global ids grouped by type, per-type pointers (T + 1,))`` of ``seeds`` (global ids
@@ -189,15 +195,18 @@ class HeteroNeighborSampler(Sampler):
         """The ``HeteroMiniBatch`` of one batch of distinct seeds (global ids or a dict of
         type-local ids); ``executor`` is unused (a batch runs on the calling thread)."""
         from . import _hetero_kernels as HK
-        from . import _kernels as K
 
         del executor
         g = self.graph
         dst, dst_ptr = self.group_seeds(seeds)
-        node_map = self._maps.acquire()
+        hashed = self.node_map == "hash"
+        box = [self._maps.acquire()]  # the batch's node map (a grown hash table replaces it)
         clean = True
         try:
-            bad = HK.insert_typed_seeds(dst, dst_ptr, node_map)
+            if hashed:
+                bad, box[0] = HK.insert_typed_seeds_hash(dst, dst_ptr, box[0])
+            else:
+                bad = HK.insert_typed_seeds(dst, dst_ptr, box[0])
             if bad >= 0:
                 raise GraphfeedError(f"seed id {int(dst[bad])} appears twice; seeds must be "
                                      f"distinct")
@@ -206,17 +215,20 @@ class HeteroNeighborSampler(Sampler):
             blocks = []
             for layer in range(self._fanout_table.shape[0] - 1, -1, -1):
                 key = np.uint64(batch_key(self.seed, epoch, batch_index, layer))
-                ei, eids, eptr, src, src_ptr = HK.sample_hetero_layer(
-                    self._indptr, self._indices, self._etype, dst, dst_ptr, self._rel_src,
-                    self._rel_dst, self._fanout_table[layer], self.replace, key, node_map,
-                    self.return_edge_ids)
+                args = (self._indptr, self._indices, self._etype, dst, dst_ptr, self._rel_src,
+                        self._rel_dst, self._fanout_table[layer], self.replace, key, box[0],
+                        self.return_edge_ids)
+                if hashed:
+                    ei, eids, eptr, src, src_ptr, box[0] = HK.sample_hetero_layer_hash(*args)
+                else:
+                    ei, eids, eptr, src, src_ptr = HK.sample_hetero_layer(*args)
                 blocks.append(self._block(ei, eids, eptr, src, src_ptr, dst_ptr))
                 dst, dst_ptr = src, src_ptr
-            K.reset_map(node_map, dst)  # the last layer's sources hold every touched node
+            self._maps.reset(box, dst)  # the last layer's sources hold every touched node
             clean = True
         finally:
-            if clean:
-                self._maps.release(node_map)
+            if clean:  # a map left dirty by an interrupted batch is dropped, not reused
+                self._maps.release(box[0])
         blocks.reverse()
         return HeteroMiniBatch(
             seeds=torch.from_numpy(seeds_np), blocks=blocks, epoch=int(epoch),
