@@ -43,9 +43,15 @@ def gather_rows(src, ids, out, start, end):
 @kernel
 def copy_rows(src, src_idx, dst, dst_idx, start, end):
     """``dst[dst_idx[k]] = src[src_idx[k]]`` for ``k`` in ``[start, end)``: rows visited in the
-    order of the index arrays (ascending ``src_idx`` walks a file forwards)."""
+    order of the index arrays (ascending ``src_idx`` walks a file forwards), each source row
+    prefetched ``PREFETCH_ROWS`` ahead as in :func:`gather_rows`."""
     w = src.shape[1]
+    last = w - 1
     for k in range(start, end):
+        if k + PREFETCH_ROWS < end and w > 0:
+            ahead = src[src_idx[k + PREFETCH_ROWS]]
+            prefetch(ahead, 0)
+            prefetch(ahead, last)
         a = src_idx[k]
         b = dst_idx[k]
         for j in range(w):

@@ -114,10 +114,12 @@ class Exchange:
             torch.from_numpy(out).copy_(got)  # into the array; waits for the collective
 
     def alltoallv(self, send: np.ndarray, send_counts: np.ndarray,
-                  recv_counts: Optional[np.ndarray] = None):
+                  recv_counts: Optional[np.ndarray] = None, *, out=None):
         """Send ``send[segment j]`` to rank ``j`` (segments of ``send_counts[j]`` rows, in rank
         order) and return ``(received rows, recv_counts)``, the rows from rank ``j`` in segment
-        ``j``. ``recv_counts`` when the caller knows them (saves one call)."""
+        ``j``. ``recv_counts`` when the caller knows them (saves one call). ``out(rows)``: a
+        function giving the receive array of ``rows`` rows (a caller's reused buffer), else a
+        new one."""
         send = np.ascontiguousarray(send)
         send_counts = np.asarray(send_counts, dtype=np.int64)
         if self.group is None:  # one process: everything stays here
@@ -132,7 +134,9 @@ class Exchange:
                 self.stats.bytes_received += 8 * (self.size - 1)
                 recv_counts = rc
             recv_counts = np.asarray(recv_counts, dtype=np.int64)
-            out = np.empty((int(recv_counts.sum()), *send.shape[1:]), dtype=send.dtype)
+            n = int(recv_counts.sum())
+            out = np.empty((n, *send.shape[1:]), dtype=send.dtype) if out is None else out(n)
+            assert out.shape == (n, *send.shape[1:]) and out.dtype == send.dtype
             self._a2a(out, send, recv_counts.tolist(), send_counts.tolist())
             row = send.dtype.itemsize * int(np.prod(send.shape[1:], dtype=np.int64))
             self.stats.calls += 1
@@ -248,6 +252,19 @@ class DistNeighborSampler(KeyedSamplerBase):
                 f"fanouts={self.fanouts}, replace={self.replace}, seed={self.seed})")
 
 
+def _row_words(a) -> np.ndarray:
+    """A 2-D ``(rows, words)`` view of a C-contiguous array of rows (a memory map included):
+    what the copy kernels of ``features._gather`` index, one word type per row size."""
+    from ..features._rows import word_dtype
+
+    a = np.asarray(a)
+    n = a.shape[0]
+    b = a.reshape(n, -1).view(np.uint8) if a.size else np.empty((n, 0), np.uint8)
+    if b.shape[1] == 0:
+        return b
+    return b.view(word_dtype(b.shape[1]))
+
+
 class RequestCounts:
     """How often each remote id was requested, in memory bounded by the DISTINCT ids requested
     (a counter over every global node was 4 B per node on every rank: 2 GB at 500M nodes, plus
@@ -358,6 +375,7 @@ class DistFeature(Feature):
         self.exchange = exchange
         self._per_part = ranks_per_part(part, exchange)
         self._rows = part.features[name]
+        self._words = _row_words(self._rows)  # the rows as machine words, for the copy kernels
         self._offsets = np.asarray(part.book.offsets, dtype=np.int64)
         self._dtype = torch.from_numpy(np.empty(0, self._rows.dtype)).dtype
         # how often each remote id was asked for: sized by the ids asked for, not the graph
@@ -365,6 +383,19 @@ class DistFeature(Feature):
         self._cache_ids = np.empty(0, np.int64)
         self._cache_rows = np.empty((0, *self._rows.shape[1:]), self._rows.dtype)
         self.cache_stats = CacheStats()
+        # per-thread scratch rows reused across reads (a fresh 30-50 MB array per batch costs
+        # its page faults: a third of a rank's feature time on medium)
+        self._local = threading.local()
+
+    def _scratch(self, name: str, rows: int) -> np.ndarray:
+        """``rows`` rows of this thread's reused buffer ``name`` (grown by a quarter when
+        short). Valid until the next read on this thread."""
+        bufs = self._local.__dict__.setdefault("bufs", {})
+        b = bufs.get(name)
+        if b is None or b.shape[0] < rows:
+            b = bufs[name] = np.empty((rows + rows // 4, *self._rows.shape[1:]),
+                                      self._rows.dtype)
+        return b[:rows]
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -380,12 +411,18 @@ class DistFeature(Feature):
 
     def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor],
               executor: Optional[Executor]) -> torch.Tensor:
-        ids_np = ids.numpy()
+        from ..features._gather import copy_rows
+
+        ids_np = np.ascontiguousarray(ids.numpy(), dtype=np.int64)
         res = np.empty((ids_np.shape[0], *self._rows.shape[1:]), self._rows.dtype) \
             if out is None else out.numpy()
+        res_words = _row_words(res)
         lo, hi = self.part.lo, self.part.hi
         mine = (ids_np >= lo) & (ids_np < hi)
-        res[mine] = self._rows[ids_np[mine] - lo]
+        own = np.flatnonzero(mine)
+        # own rows straight from the part's map into their places (the prefetching copy: a
+        # numpy fancy index of a memory map was most of a rank's time)
+        copy_rows(self._words, ids_np[own] - lo, res_words, own, 0, own.shape[0])
         remote = np.flatnonzero(~mine)
         rids = ids_np[remote]
         if self._requests is not None:
@@ -393,22 +430,33 @@ class DistFeature(Feature):
         if self._cache_ids.shape[0] and rids.shape[0]:
             pos = np.minimum(np.searchsorted(self._cache_ids, rids), self._cache_ids.shape[0] - 1)
             hit = self._cache_ids[pos] == rids
-            res[remote[hit]] = self._cache_rows[pos[hit]]
+            at = remote[hit]
+            copy_rows(_row_words(self._cache_rows), pos[hit], res_words, at, 0, at.shape[0])
             self.cache_stats.hits += int(hit.sum())
             remote, rids = remote[~hit], rids[~hit]
         self.cache_stats.lookups += int(ids_np.shape[0] - mine.sum())
-        res[remote] = self._fetch(rids)
+        got = self._fetch(rids)
+        copy_rows(_row_words(got), np.arange(got.shape[0], dtype=np.int64), res_words, remote,
+                  0, got.shape[0])
         return torch.from_numpy(res) if out is None else out
 
     def _fetch(self, rids: np.ndarray) -> np.ndarray:
-        """Rows of remote ids ``rids`` from their owners (collective)."""
+        """Rows of remote ids ``rids`` from their owners, in the order of ``rids``
+        (collective), in a scratch buffer valid until the next read on this thread."""
+        from ..features._gather import copy_rows, gather_rows
+
         ex = self.exchange
         order, counts = _group_by_owner(self._offsets, rids, ex, self._per_part)
         asked, asked_counts = ex.alltoallv(rids[order], counts)
-        rows, _ = ex.alltoallv(np.asarray(self._rows[asked - self.part.lo]), asked_counts,
-                               recv_counts=counts)
-        out = np.empty_like(rows)
-        out[order] = rows
+        # the rows others asked for, gathered from the part's map by the prefetching kernel
+        local = np.ascontiguousarray(asked - self.part.lo, dtype=np.int64)
+        send = self._scratch("send", local.shape[0])
+        gather_rows(self._words, local, _row_words(send), 0, local.shape[0])
+        rows, _ = ex.alltoallv(send, asked_counts, recv_counts=counts,
+                               out=lambda n: self._scratch("recv", n))
+        out = self._scratch("rows", rows.shape[0])  # received row k is that of rids[order[k]]
+        copy_rows(_row_words(rows), np.arange(rows.shape[0], dtype=np.int64), _row_words(out),
+                  np.ascontiguousarray(order, dtype=np.int64), 0, rows.shape[0])
         return out
 
     def build_cache(self, capacity_rows: int) -> int:
@@ -422,7 +470,7 @@ class DistFeature(Feature):
                                  "feature with count=True")
         top = self._requests.top(capacity_rows)
         self._cache_ids = np.empty(0, np.int64)  # fetch everything, not from the old cache
-        self._cache_rows = self._fetch(top)
+        self._cache_rows = self._fetch(top).copy()
         self._cache_ids = top
         self._requests.clear()
         self.cache_stats = CacheStats()
