@@ -207,6 +207,33 @@ def measure_size(name, g, seed_pool, args, out):
     out.append(rec)
 
 
+def measure_dedup(name, g, seed_pool, args, out, *, ranks=10, groups=4):
+    """Rows a machine of ``ranks`` ranks requests once its ranks' requests are deduplicated:
+    distinct input nodes of ``ranks`` batches (one per rank, seeds from the same part) over the
+    sum of their input nodes, fanouts 15,10,5, uniform and LABOR."""
+    import graphfeed
+    from graphfeed.sampling.method import SamplingMethod
+
+    rng = np.random.default_rng(args.seed + 1)
+    rec = {"name": name, "nodes": int(g.num_nodes), "ranks": ranks, "groups": groups}
+    for meth in ("uniform", "labor"):
+        method = SamplingMethod("labor") if meth == "labor" else None
+        s = graphfeed.NeighborSampler(g, [15, 10, 5], method=method, seed=args.seed)
+        ratios = []
+        for grp in range(groups):
+            ids = []
+            for r in range(ranks):
+                seeds = np.sort(rng.choice(seed_pool, BATCH, replace=False))
+                ids.append(s.sample(seeds, batch_index=grp * ranks + r).blocks[0].src_nodes.numpy())
+            total = sum(a.shape[0] for a in ids)
+            ratios.append(np.unique(np.concatenate(ids)).shape[0] / total)
+        s.close()
+        rec[meth] = float(np.mean(ratios))
+        print(f"  {name} {meth}: distinct / requested over {ranks} ranks' batches "
+              f"{rec[meth]:.3f} (groups: {[round(x, 3) for x in ratios]})", flush=True)
+    out.append(rec)
+
+
 def run_measure(args):
     out = []
     if args.json and os.path.exists(args.json) and args.append:
@@ -229,7 +256,10 @@ def run_measure(args):
         print(f"{name}: {g.num_nodes:,} nodes, {int(g.indptr[-1]):,} stored edges, built in "
               f"{tg:.1f}s, rss {peak_rss_gb():.2f} GB; {os.popen('uptime').read().strip()}",
               flush=True)
-        measure_size(name, g, pool, args, out)
+        if args.dedup:
+            measure_dedup(name, g, pool, args, out)
+        else:
+            measure_size(name, g, pool, args, out)
         out[-1]["build_seconds"] = tg
         out[-1]["uptime"] = os.popen("uptime").read().strip()
         del g
@@ -421,6 +451,8 @@ def main(argv=None):
     ap.add_argument("--chunk", type=int, default=1 << 24)
     ap.add_argument("--medium", action="store_true")
     ap.add_argument("--append", action="store_true")
+    ap.add_argument("--dedup", action="store_true",
+                    help="only the per-machine deduplication of 10 ranks' requests (15,10,5)")
     ap.add_argument("--json")
     ap.add_argument("--fit", help="a JSON written by a measuring run: fit and extrapolate")
     ap.add_argument("--table", help="a JSON written by a measuring run: markdown tables")
