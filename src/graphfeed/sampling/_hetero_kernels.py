@@ -21,8 +21,8 @@ import numpy as np
 
 from .._numba import kernel, prefetch
 from ._kernels import (
-    RELABEL_PREFETCH_AHEAD, _fill_range, _hash_shift, _hash_slot, _hash_tables, count_for,
-    hash_capacity, mix64,
+    RELABEL_PREFETCH_AHEAD, _fill_range, _hash_find, _hash_shift, _hash_slot, _hash_tables,
+    count_for, hash_capacity, mix64,
 )
 
 REL_SALT = np.uint64(0x48455445524F)  # "HETERO": relation keys differ from layer keys
@@ -234,16 +234,12 @@ def sample_hetero_layer(indptr, indices, etype, dst, dst_ptr, rel_src, rel_dst, 
 @kernel
 def _typed_put(table, mask, shift, u, val):
     """Insert key ``u`` -> ``val``; returns False (nothing written) when ``u`` is there."""
-    s = _hash_slot(u, shift)
-    while True:
-        k = table[2 * s]
-        if k == u:
-            return False
-        if k == -1:
-            table[2 * s] = u
-            table[2 * s + 1] = val
-            return True
-        s = (s + 1) & mask
+    s = _hash_find(table, mask, shift, u)
+    if table[2 * s] == u:
+        return False
+    table[2 * s] = u
+    table[2 * s + 1] = val
+    return True
 
 
 @kernel
@@ -275,20 +271,15 @@ def relabel_hetero_hash(rows, edge_ptr, rel_src, table, src, src_ptr, n_src):
             if e + RELABEL_PREFETCH_AHEAD < e1:
                 prefetch(table, 2 * _hash_slot(rows[e + RELABEL_PREFETCH_AHEAD], shift))
             u = rows[e]
-            s = _hash_slot(u, shift)
-            while True:
-                k = table[2 * s]
-                if k == u:
-                    m = table[2 * s + 1]
-                    break
-                if k == -1:
-                    m = n_src[s_type]
-                    table[2 * s] = u
-                    table[2 * s + 1] = m
-                    src[base + m] = u
-                    n_src[s_type] = m + 1
-                    break
-                s = (s + 1) & mask
+            s = _hash_find(table, mask, shift, u)
+            if table[2 * s] == u:
+                m = table[2 * s + 1]
+            else:
+                m = n_src[s_type]
+                table[2 * s] = u
+                table[2 * s + 1] = m
+                src[base + m] = u
+                n_src[s_type] = m + 1
             rows[e] = m
 
 

@@ -415,6 +415,18 @@ def _hash_shift(cap):
     return np.uint64(64 - trailing_zeros(np.uint64(cap)))
 
 
+@_inline_kernel
+def _hash_find(table, mask, shift, key):
+    """The slot of ``key``: the one holding it, or the empty one where it goes (linear
+    probing; the table is never full)."""
+    s = _hash_slot(key, shift)
+    while True:
+        k = table[2 * s]
+        if k == key or k == -1:
+            return s
+        s = (s + 1) & mask
+
+
 @kernel
 def _hash_rebuild(src, n, cap):
     """A table of ``cap`` slots holding ``src[i] -> i`` for ``i < n`` (distinct keys)."""
@@ -422,11 +434,8 @@ def _hash_rebuild(src, n, cap):
     mask = cap - 1
     shift = _hash_shift(cap)
     for i in range(n):
-        u = src[i]
-        s = _hash_slot(u, shift)
-        while table[2 * s] != -1:
-            s = (s + 1) & mask
-        table[2 * s] = u
+        s = _hash_find(table, mask, shift, src[i])
+        table[2 * s] = src[i]
         table[2 * s + 1] = i
     return table
 
@@ -453,28 +462,21 @@ def relabel_layer_hash(edge_index, table, src, n_src):
         if e + RELABEL_PREFETCH_AHEAD < num_edges:
             prefetch(table, 2 * _hash_slot(rows[e + RELABEL_PREFETCH_AHEAD], shift))
         u = rows[e]
-        s = _hash_slot(u, shift)
-        while True:
-            k = table[2 * s]
-            if k == u:
-                m = table[2 * s + 1]
-                break
-            if k == -1:
-                if 2 * (n_src + 1) > cap:  # keep the load at most 1/2
-                    cap *= 2
-                    table = _hash_rebuild(src, n_src, cap)
-                    mask = cap - 1
-                    shift = _hash_shift(cap)
-                    s = _hash_slot(u, shift)
-                    while table[2 * s] != -1:
-                        s = (s + 1) & mask
-                m = n_src
-                table[2 * s] = u
-                table[2 * s + 1] = m
-                src[n_src] = u
-                n_src += 1
-                break
-            s = (s + 1) & mask
+        s = _hash_find(table, mask, shift, u)
+        if table[2 * s] == u:
+            m = table[2 * s + 1]
+        else:
+            if 2 * (n_src + 1) > cap:  # keep the load at most 1/2
+                cap *= 2
+                table = _hash_rebuild(src, n_src, cap)
+                mask = cap - 1
+                shift = _hash_shift(cap)
+                s = _hash_find(table, mask, shift, u)
+            m = n_src
+            table[2 * s] = u
+            table[2 * s + 1] = m
+            src[n_src] = u
+            n_src += 1
         rows[e] = m
     return n_src, table
 
@@ -498,20 +500,13 @@ def insert_seeds_hash(seeds, table, num_nodes):
             code = 1
             bad = i
             break
-        s = _hash_slot(u, shift)
-        while True:
-            k = table[2 * s]
-            if k == -1:
-                table[2 * s] = u
-                table[2 * s + 1] = i
-                break
-            if k == u:
-                code = 2
-                bad = i
-                break
-            s = (s + 1) & mask
-        if code != 0:
+        s = _hash_find(table, mask, shift, u)
+        if table[2 * s] == u:
+            code = 2
+            bad = i
             break
+        table[2 * s] = u
+        table[2 * s + 1] = i
     if code != 0:
         table[:] = -1
     return code, bad, table
