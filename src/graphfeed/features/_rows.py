@@ -98,6 +98,15 @@ def word_view(t: torch.Tensor, word: np.dtype) -> np.ndarray:
     return t.view(torch.uint8).numpy().reshape(t.shape[0], -1).view(word)
 
 
+def array_words(a) -> np.ndarray:
+    """:func:`word_view` of a C-contiguous numpy array of rows (a memory map included), in the
+    widest word that divides a row (:func:`word_dtype`); ``(rows, 0)`` bytes when it is empty."""
+    a = np.asarray(a)
+    n = a.shape[0]
+    b = a.reshape(n, -1).view(np.uint8) if a.size else np.empty((n, 0), np.uint8)
+    return b.view(word_dtype(b.shape[1])) if b.shape[1] else b
+
+
 def gather_words(src: np.ndarray, ids: np.ndarray, out: torch.Tensor, parts: int,
                  executor) -> None:
     """``out[i] = rows[ids[i]]`` where ``src`` is the rows' ``(rows, words)`` view (RAM or a

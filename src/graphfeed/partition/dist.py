@@ -30,6 +30,7 @@ import torch
 
 from .._checks import check_int
 from ..errors import GraphfeedError
+from ..features._rows import array_words
 from ..features.base import Feature
 from .book import Part
 from .keyed import KeyedSamplerBase, sample_keyed
@@ -252,19 +253,6 @@ class DistNeighborSampler(KeyedSamplerBase):
                 f"fanouts={self.fanouts}, replace={self.replace}, seed={self.seed})")
 
 
-def _row_words(a) -> np.ndarray:
-    """A 2-D ``(rows, words)`` view of a C-contiguous array of rows (a memory map included):
-    what the copy kernels of ``features._gather`` index, one word type per row size."""
-    from ..features._rows import word_dtype
-
-    a = np.asarray(a)
-    n = a.shape[0]
-    b = a.reshape(n, -1).view(np.uint8) if a.size else np.empty((n, 0), np.uint8)
-    if b.shape[1] == 0:
-        return b
-    return b.view(word_dtype(b.shape[1]))
-
-
 class RequestCounts:
     """How often each remote id was requested, in memory bounded by the DISTINCT ids requested
     (a counter over every global node was 4 B per node on every rank: 2 GB at 500M nodes, plus
@@ -375,7 +363,7 @@ class DistFeature(Feature):
         self.exchange = exchange
         self._per_part = ranks_per_part(part, exchange)
         self._rows = part.features[name]
-        self._words = _row_words(self._rows)  # the rows as machine words, for the copy kernels
+        self._words = array_words(self._rows)  # the rows as machine words, for the copy kernels
         self._offsets = np.asarray(part.book.offsets, dtype=np.int64)
         self._dtype = torch.from_numpy(np.empty(0, self._rows.dtype)).dtype
         # how often each remote id was asked for: sized by the ids asked for, not the graph
@@ -416,7 +404,7 @@ class DistFeature(Feature):
         ids_np = np.ascontiguousarray(ids.numpy(), dtype=np.int64)
         res = np.empty((ids_np.shape[0], *self._rows.shape[1:]), self._rows.dtype) \
             if out is None else out.numpy()
-        res_words = _row_words(res)
+        res_words = array_words(res)
         lo, hi = self.part.lo, self.part.hi
         mine = (ids_np >= lo) & (ids_np < hi)
         own = np.flatnonzero(mine)
@@ -431,12 +419,12 @@ class DistFeature(Feature):
             pos = np.minimum(np.searchsorted(self._cache_ids, rids), self._cache_ids.shape[0] - 1)
             hit = self._cache_ids[pos] == rids
             at = remote[hit]
-            copy_rows(_row_words(self._cache_rows), pos[hit], res_words, at, 0, at.shape[0])
+            copy_rows(array_words(self._cache_rows), pos[hit], res_words, at, 0, at.shape[0])
             self.cache_stats.hits += int(hit.sum())
             remote, rids = remote[~hit], rids[~hit]
         self.cache_stats.lookups += int(ids_np.shape[0] - mine.sum())
         got = self._fetch(rids)
-        copy_rows(_row_words(got), np.arange(got.shape[0], dtype=np.int64), res_words, remote,
+        copy_rows(array_words(got), np.arange(got.shape[0], dtype=np.int64), res_words, remote,
                   0, got.shape[0])
         return torch.from_numpy(res) if out is None else out
 
@@ -451,11 +439,11 @@ class DistFeature(Feature):
         # the rows others asked for, gathered from the part's map by the prefetching kernel
         local = np.ascontiguousarray(asked - self.part.lo, dtype=np.int64)
         send = self._scratch("send", local.shape[0])
-        gather_rows(self._words, local, _row_words(send), 0, local.shape[0])
+        gather_rows(self._words, local, array_words(send), 0, local.shape[0])
         rows, _ = ex.alltoallv(send, asked_counts, recv_counts=counts,
                                out=lambda n: self._scratch("recv", n))
         out = self._scratch("rows", rows.shape[0])  # received row k is that of rids[order[k]]
-        copy_rows(_row_words(rows), np.arange(rows.shape[0], dtype=np.int64), _row_words(out),
+        copy_rows(array_words(rows), np.arange(rows.shape[0], dtype=np.int64), array_words(out),
                   np.ascontiguousarray(order, dtype=np.int64), 0, rows.shape[0])
         return out
 
