@@ -38,11 +38,17 @@ def _seed_batches(pool, batch_size: int, count: int, seed: int = 0):
     import numpy as np
     import torch
 
+    # distinct seeds within each batch (the samplers refuse repeats): whole batches are cut
+    # from permutations of the pool, a new permutation when the current one runs short
     rng = np.random.default_rng(seed)
-    reps = -(-batch_size * count // pool.shape[0])
-    ids = np.concatenate([rng.permutation(pool) for _ in range(reps)])[: batch_size * count]
-    return [torch.from_numpy(ids[i * batch_size:(i + 1) * batch_size].astype(np.int64))
-            for i in range(count)]
+    batch_size = min(batch_size, pool.shape[0])
+    out, perm, at = [], rng.permutation(pool), 0
+    for _ in range(count):
+        if at + batch_size > perm.shape[0]:
+            perm, at = rng.permutation(pool), 0
+        out.append(torch.from_numpy(perm[at:at + batch_size].astype(np.int64)))
+        at += batch_size
+    return out
 
 
 def time_sampler(sampler, batches, warmup: int, dev) -> dict:
