@@ -197,11 +197,23 @@ def main(argv=None) -> int:
         "        return importlib.metadata.version(dist)",
         "    except Exception:",
         "        return str(getattr(m, '__version__', 'present'))",
-        f"packages = {{m: version(m) for m in {PYTEST_PACKAGES!r}}}",
+        # asked first, before any other import: graphfeed's own question must leave the driver
         "import torch, graphfeed._cuda as c",
         "n = c.device_count(); init = c.driver_initialized()",
+        # then the test dependencies, noting the first whose import initialised the driver
+        "packages, started_by = {}, None",
+        f"for m in {PYTEST_PACKAGES!r}:",
+        "    packages[m] = version(m)",
+        "    if started_by is None and not init and c.driver_initialized():",
+        "        started_by = m",
+        # the fork server's preload in a fresh process: what it left out, and whether it is clean
+        "import subprocess, sys",
+        "pre = subprocess.run([sys.executable, '-c', 'import graphfeed.distributed._preload as p,"
+        " graphfeed._cuda as c; print(p.SKIPPED_FOR_CUDA, p.CUDA_TAINTED_BY, c.driver_initialized())'],"
+        " capture_output=True, text=True)",
         "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, 'gpus': n,"
-        " 'driver_initialized_by_asking': init, 'packages': packages,"
+        " 'driver_initialized_by_asking': init, 'driver_initialized_by_import': started_by,"
+        " 'preload': (pre.stdout or pre.stderr).strip()[-300:], 'packages': packages,"
         " 'gpu_name': torch.cuda.get_device_name(0) if n else None}))",
     ])
 

@@ -5,6 +5,7 @@ would initialise the CUDA driver raises, and the driver library is a fake that r
 from __future__ import annotations
 
 import ctypes
+import os
 import subprocess
 import sys
 import types
@@ -138,6 +139,42 @@ def test_rank_forked_from_a_tainted_server_refuses(cuda_build, monkeypatch):
     monkeypatch.setitem(sys.modules, "graphfeed.distributed._preload", fake)
     with pytest.raises(GraphfeedError, match="'some_lib' initialised the CUDA driver"):
         check_gpus_for_ranks(1, "nccl")
+
+
+def test_start_cuda_in_a_rank_forked_from_a_tainted_server_refuses(monkeypatch):
+    """Any rank that starts CUDA (gloo ranks on a GPU too), not only NCCL's check."""
+    from graphfeed import cuda_alloc
+
+    fake = types.ModuleType("graphfeed.distributed._preload")
+    fake.CUDA_TAINTED_BY = "some_lib"
+    monkeypatch.setitem(sys.modules, "graphfeed.distributed._preload", fake)
+    with pytest.raises(GraphfeedError, match="'some_lib' initialised the CUDA driver"):
+        cuda_alloc.start_cuda()
+
+
+def test_preload_skips_an_import_that_starts_the_driver(tmp_path):
+    """A module whose import initialises the driver is probed in a forked child and left out of
+    the server (the ranks import it after the fork); the server's driver stays untouched. The
+    driver is a fake whose ``cuInit`` state lives in the process, as the real one's does."""
+    (tmp_path / "starts_cuda.py").write_text("import graphfeed._cuda as c\nc._driver().init()\n")
+    (tmp_path / "harmless.py").write_text("X = 1\n")
+    code = (
+        "import sys, graphfeed._cuda as c\n"
+        "class D:\n"
+        "    up = False\n"
+        "    def init(self): D.up = True\n"
+        "    def initialized(self): return D.up\n"
+        "c._driver_factory = D\n"
+        "import graphfeed.distributed._preload as p\n"
+        "print(p.SKIPPED_FOR_CUDA, p.CUDA_TAINTED_BY, c.driver_initialized(),"
+        " 'harmless' in sys.modules, 'starts_cuda' in sys.modules)\n"
+    )
+    env = dict(os.environ, GRAPHFEED_PRELOAD="starts_cuda,harmless",
+               PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["['starts_cuda']", "None", "False", "True", "False"]
 
 
 def test_fork_server_preload_leaves_the_driver_alone():

@@ -41,6 +41,7 @@ __all__ = [
     "device_count",
     "cuda_available",
     "driver_initialized",
+    "refuse_if_forked_tainted",
     "resolve_device",
     "HostRegistration",
     "host_register",
@@ -279,6 +280,22 @@ def _driver() -> Optional[_Driver]:
         if key not in _driver_cache:
             _driver_cache[key] = _driver_factory()
         return _driver_cache[key]
+
+
+def refuse_if_forked_tainted() -> None:
+    """Raise ``GraphfeedError`` in a rank forked from a fork server whose preload initialised
+    the CUDA driver (:mod:`graphfeed.distributed._preload`): CUDA cannot work in such a process,
+    and torch would only say "initialization error" at the first CUDA call."""
+    from .errors import GraphfeedError
+
+    preload = sys.modules.get("graphfeed.distributed._preload")
+    tainted = getattr(preload, "CUDA_TAINTED_BY", None)
+    if tainted:
+        raise GraphfeedError(
+            f"this rank was forked from a fork server whose import of {tainted!r} initialised the "
+            "CUDA driver, which a forked process cannot use; report this, and meanwhile start "
+            "the ranks with torchrun"
+        )
 
 
 def driver_initialized() -> bool:

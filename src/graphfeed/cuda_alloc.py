@@ -159,5 +159,8 @@ def start_cuda() -> int:
     :func:`configure_cuda_allocator`) and return torch's current device index."""
     import torch
 
+    from . import _cuda
+
+    _cuda.refuse_if_forked_tainted()
     configure_cuda_allocator()
     return int(torch.cuda.current_device())

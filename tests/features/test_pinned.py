@@ -61,7 +61,7 @@ def test_pin_in_place_and_uva_gather():
     p = pinned.pin_tensor(t)
     assert p.is_pinned()
     assert p.data_ptr() == ptr  # registered in place, no copy
-    assert pinned.is_registered(p)
+    assert _pinning.is_registered(p)
     u = pinned.uva_tensor(p, "cuda")
     assert u.device.type == "cuda" and u.shape == t.shape
     idx = torch.randint(0, 1000, (300,), device="cuda")
@@ -69,7 +69,7 @@ def test_pin_in_place_and_uva_gather():
     t[0, 0] = 123.0  # the GPU view aliases host memory
     assert float(u[0, 0]) == 123.0
     pinned.unpin(p)
-    assert not pinned.is_registered(p)
+    assert not _pinning.is_registered(p)
 
 
 @cuda

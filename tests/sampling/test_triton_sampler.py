@@ -466,6 +466,11 @@ def test_cuda_pinned_graph_through_uva(replace):
     _same(mb, on_device.sample(seeds, epoch=1, batch_index=2))
 
 
+#: a folder put first on the interpreter child's path, e.g. one holding numpy < 2.4 where the
+#: machine's numpy is newer than this triton's interpreter takes
+INTERPRETER_PATH_ENV = "GRAPHFEED_INTERPRETER_PATH"
+
+
 @pytest.mark.cuda
 def test_cuda_batch_equals_the_interpreters(tmp_path):
     """The compiled kernels draw exactly what the CPU interpreter draws (integer Philox and the
@@ -479,8 +484,15 @@ def test_cuda_batch_equals_the_interpreters(tmp_path):
             "torch.save([(b.edge_index, b.src_nodes, b.edge_ids) for b in mb.blocks], %r)"
             % (os.path.dirname(__file__), str(tmp_path / "cpu.pt")))
     env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+    extra = os.environ.get(INTERPRETER_PATH_ENV)
+    if extra:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [extra, env.get("PYTHONPATH")]))
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                           timeout=300)
+    if proc.returncode != 0 and "only 0-dimensional arrays can be converted" in proc.stderr:
+        pytest.skip(f"this triton's interpreter cannot run the kernels with numpy "
+                    f"{np.__version__} (it needs numpy < 2.4); set {INTERPRETER_PATH_ENV} to a "
+                    "folder holding numpy < 2.4 to compare (see benchmarks/gpu_check.sh)")
     assert proc.returncode == 0, proc.stderr
     cpu = torch.load(tmp_path / "cpu.pt")
     mb = make(fanouts=[5, 3], seed=9, return_edge_ids=True).sample(seeds, epoch=1, batch_index=3)

@@ -10,10 +10,17 @@ The server never initialises the CUDA driver: a driver initialised before ``fork
 the children ("CUDA error: initialization error" at the rank's first CUDA call). Third-party
 imports that ask ``torch.cuda.is_available()`` are made to ask NVML instead
 (``PYTORCH_NVML_BASED_CUDA_CHECK=1``, this process only), and after each import the server checks
-the driver (:func:`graphfeed._cuda.driver_initialized`, which itself initialises nothing). If an
-import initialised it anyway, ``CUDA_TAINTED_BY`` names that import and the remaining imports are
-skipped; ranks forked from this server refuse CUDA with that name in the message
-(:func:`graphfeed.distributed.world.init`).
+the driver (:func:`graphfeed._cuda.driver_initialized`, which itself initialises nothing).
+
+Some third-party imports initialise the driver whatever that variable says. On a machine with a
+CUDA driver each import is therefore first tried in a forked child (this server is still
+single-threaded and CUDA-free, so that fork is safe); a module whose import leaves the child's
+driver initialised is not imported here (``SKIPPED_FOR_CUDA`` names it) and the ranks import it
+themselves, after the fork. Where there is no driver nothing is probed. As a last guard, if the
+driver is found initialised here anyway, ``CUDA_TAINTED_BY`` names the import after which it
+was and the remaining imports are skipped; ranks forked from this server then refuse CUDA with
+that name in the message (:func:`graphfeed.cuda_alloc.start_cuda`,
+:func:`graphfeed.distributed.world.check_gpus_for_ranks`).
 """
 
 import gc
@@ -22,10 +29,35 @@ import os
 
 os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
 
+import sys  # noqa: E402
+
 from graphfeed import _cuda  # noqa: E402 - after the variable above; imports no torch
+
+#: probe imports only where a CUDA driver can be loaded (on a CPU-only machine none can start it)
+_probe = _cuda._driver() is not None
 
 #: The import after which the CUDA driver was found initialised in the fork server, if any.
 CUDA_TAINTED_BY = None
+#: Modules not preloaded because importing them initialised the CUDA driver in a probe.
+SKIPPED_FOR_CUDA: list = []
+#: exit codes of the probe child
+_CLEAN, _STARTS_CUDA, _FAILS = 0, 3, 4
+
+
+def _starts_cuda(name: str) -> bool:
+    """Whether importing ``name`` initialises the CUDA driver, tried in a forked child (one that
+    fails to import counts as clean: the import here then raises ImportError as usual)."""
+    pid = os.fork()
+    if pid == 0:  # the child: import, report, and leave without running any exit handler
+        code = _FAILS
+        try:
+            importlib.import_module(name)
+            code = _STARTS_CUDA if _cuda.driver_initialized() else _CLEAN
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == _STARTS_CUDA
+
 
 for _name in (
     "numpy",
@@ -48,6 +80,11 @@ for _name in (
     # the caller's modules (launch(preload=...)), e.g. the training application
     *filter(None, os.environ.get("GRAPHFEED_PRELOAD", "").split(",")),
 ):
+    if _name in sys.modules:
+        pass
+    elif _probe and _starts_cuda(_name):
+        SKIPPED_FOR_CUDA.append(_name)
+        continue
     try:
         importlib.import_module(_name)
     except ImportError:

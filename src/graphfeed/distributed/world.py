@@ -131,19 +131,9 @@ def check_gpus_for_ranks(ranks_per_machine: int, backend: str) -> None:
     """
     if backend != "nccl":
         return
-    import sys
-
     from .. import _cuda
 
-    preload = sys.modules.get("graphfeed.distributed._preload")
-    tainted = getattr(preload, "CUDA_TAINTED_BY", None)
-    if tainted:
-        raise GraphfeedError(
-            f"this rank was forked from a fork server whose import of {tainted!r} initialised the "
-            "CUDA driver, which a forked process cannot use; report this, and meanwhile start "
-            "the ranks with torchrun"
-        )
-
+    _cuda.refuse_if_forked_tainted()
     gpus = _cuda.device_count()
     if gpus == 0:
         raise GraphfeedError(
