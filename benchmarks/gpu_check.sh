@@ -7,7 +7,10 @@
 # or step-name prefixes; see benchmarks/gpu_check.py)
 # Python: $PYTHON, else .venv/bin/python when present, else python3 (with graphfeed's src on the
 # path, so a machine whose python3 already has torch, numba and PyG needs no install; the LMDB
-# tests need the `lmdb` package and skip without it).
+# tests need the `lmdb` package and skip without it). With numpy >= 2.4, set
+# GRAPHFEED_INTERPRETER_PATH to a folder holding numpy < 2.4 (pip install --target DIR
+# numpy==2.3.5): triton 3.6's interpreter, which one CUDA test compares the GPU batch with,
+# needs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -ne 1 ] && [ $# -ne 3 ]; then

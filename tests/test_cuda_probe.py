@@ -177,6 +177,24 @@ def test_preload_skips_an_import_that_starts_the_driver(tmp_path):
     assert out.stdout.split() == ["['starts_cuda']", "None", "False", "True", "False"]
 
 
+def test_preloaded_graphfeed_modules_import_no_other_package():
+    """The preload imports graphfeed's modules without a probe (``_CORE``); that is safe while
+    they pull in no third-party package beyond numpy, torch and numba (PyG's import, for one,
+    starts the driver on torch 2.11 + PyG 2.8). PyG is blocked here, as a probe that found it
+    starting the driver would leave it out."""
+    code = (
+        "import sys; sys.modules['torch_geometric'] = None;"
+        "import graphfeed.distributed._preload as p;"
+        "print(sorted(m for m in ('torch_geometric', 'triton', 'cupy', 'jax', 'transformers',"
+        " 'accelerate', 'lmdb', 'pymetis') if sys.modules.get(m) is not None))"
+    )
+    env = dict(os.environ, GRAPHFEED_PRELOAD="")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
 def test_fork_server_preload_leaves_the_driver_alone():
     """The real preload, in a fresh interpreter: NVML-based checks on, the driver untouched."""
     code = (
