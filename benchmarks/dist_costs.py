@@ -46,7 +46,7 @@ def _timed(obj, name, bucket, spent):
     return fn
 
 
-def _rank(path: str, batches: int, warmup: int) -> dict:
+def _rank(path: str, batches: int, warmup: int, remote_cache: int = 0) -> dict:
     import numpy as np
     import torch
 
@@ -65,7 +65,8 @@ def _rank(path: str, batches: int, warmup: int) -> dict:
         sampler = D.DistNeighborSampler(part, [15, 10, 5], ex, seed=0)
         feat = D.DistFeature(part, "feat", ex)
         train = np.asarray(part.splits["train"])
-        rows = {"sample": [], "features": [], "exchange": [], "serving": []}
+        rows = {"sample": [], "features": [], "exchange": [], "exchange_sample": [],
+                "serving": []}
         buf = None
         prof = None
         if os.environ.get("DIST_COSTS_PROFILE") and w.rank == 0:  # cProfile of rank 0's reads
@@ -73,12 +74,15 @@ def _rank(path: str, batches: int, warmup: int) -> dict:
 
             prof = cProfile.Profile()
         for i in range(warmup + batches):
+            if i == warmup and remote_cache:  # ranked by the warm-up batches' requests
+                feat.build_cache(remote_cache)
             ids = train[i * 1024:(i + 1) * 1024]
             for k in spent:
                 spent[k] = 0.0
             t0 = time.process_time()
             mb = sampler.sample(ids, epoch=0, batch_index=i)
             t1 = time.process_time()
+            exchange_sample = spent["exchange"]
             if prof is not None and i >= warmup:
                 prof.enable()
             n = int(mb.input_nodes.shape[0])  # into a reused buffer, as the loader reads
@@ -92,13 +96,15 @@ def _rank(path: str, batches: int, warmup: int) -> dict:
                 rows["sample"].append(t1 - t0)
                 rows["features"].append(t2 - t1)
                 rows["exchange"].append(spent["exchange"])
+                rows["exchange_sample"].append(exchange_sample)
                 rows["serving"].append(spent["serving"])
         if prof is not None:
             import pstats
 
             with open(os.environ["DIST_COSTS_PROFILE"], "w") as f:
                 pstats.Stats(prof, stream=f).sort_stats("tottime").print_stats(25)
-        return {"rank": w.rank, **{k: 1e3 * statistics.median(v) for k, v in rows.items()}}
+        return {"rank": w.rank, "cache_hit_rate": feat.cache_stats.hit_rate,
+                **{k: 1e3 * statistics.median(v) for k, v in rows.items()}}
     finally:
         shutdown()
 
@@ -138,6 +144,9 @@ def main(argv=None) -> int:
     p.add_argument("--dataset", default="medium", help="the dataset it was partitioned from")
     p.add_argument("--batches", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--remote-cache", type=int, default=0, metavar="ROWS",
+                   help="remote rows each rank caches (train's --remote-cache), ranked by the "
+                        "requests of the warm-up batches")
     p.add_argument("--json", metavar="OUT")
     args = p.parse_args(argv)
 
@@ -145,18 +154,22 @@ def main(argv=None) -> int:
     from graphfeed.partition.book import read_book
 
     nproc = read_book(args.parts).num_parts
-    ranks = launch(_rank, nproc, args.parts, args.batches, args.warmup,
+    ranks = launch(_rank, nproc, args.parts, args.batches, args.warmup, args.remote_cache,
                    preload=("dist_costs",))
     single = _single(args.dataset, args.batches, args.warmup)
-    keys = ("sample", "features", "exchange", "serving")
+    keys = ("sample", "features", "exchange", "exchange_sample", "serving")
     mean = {k: statistics.mean(r[k] for r in ranks) for k in keys}
     total = mean["sample"] + mean["features"]
     one = single["sample"] + single["features"]
     print(f"{args.parts}: {nproc} ranks, CPU ms per batch (median over {args.batches} batches, "
           f"mean over ranks)")
     print(f"  rank total {total:.1f} ms = sample {mean['sample']:.1f} + features "
-          f"{mean['features']:.1f}; of which exchange {mean['exchange']:.1f}, serving samples "
+          f"{mean['features']:.1f}; of which exchange {mean['exchange']:.1f} ("
+          f"{mean['exchange_sample']:.1f} while sampling), serving samples "
           f"{mean['serving']:.1f}, the rest {total - mean['exchange'] - mean['serving']:.1f}")
+    if args.remote_cache:
+        print(f"  remote cache {args.remote_cache} rows per rank: hit rate "
+              f"{statistics.mean(r['cache_hit_rate'] for r in ranks):.3f}")
     print(f"  one process: {one:.1f} ms = sample {single['sample']:.1f} + features "
           f"{single['features']:.1f}; rank / one process {total / one:.2f}x")
     if args.json:

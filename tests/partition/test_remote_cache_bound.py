@@ -36,8 +36,9 @@ class _TwoRanks:
 
 def _feature(part, name="feat", rows=None):
     f = DistFeature(part, name, _TwoRanks())
-    f._fetch = lambda rids: np.asarray(rows[rids]) if rows is not None else \
-        np.zeros((rids.shape[0], *part.features[name].shape[1:]), part.features[name].dtype)
+    f._fetch = lambda rids: (np.asarray(rows[rids]) if rows is not None else np.zeros(
+        (rids.shape[0], *part.features[name].shape[1:]), part.features[name].dtype),
+        np.arange(rids.shape[0]))
     return f
 
 

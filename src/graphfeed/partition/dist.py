@@ -423,15 +423,18 @@ class DistFeature(Feature):
             self.cache_stats.hits += int(hit.sum())
             remote, rids = remote[~hit], rids[~hit]
         self.cache_stats.lookups += int(ids_np.shape[0] - mine.sum())
-        got = self._fetch(rids)
-        copy_rows(array_words(got), np.arange(got.shape[0], dtype=np.int64), res_words, remote,
+        got, order = self._fetch(rids)
+        # received row k is that of rids[order[k]]: straight into its place in the result
+        at = np.ascontiguousarray(remote[order], dtype=np.int64)
+        copy_rows(array_words(got), np.arange(got.shape[0], dtype=np.int64), res_words, at,
                   0, got.shape[0])
         return torch.from_numpy(res) if out is None else out
 
-    def _fetch(self, rids: np.ndarray) -> np.ndarray:
-        """Rows of remote ids ``rids`` from their owners, in the order of ``rids``
-        (collective), in a scratch buffer valid until the next read on this thread."""
-        from ..features._gather import copy_rows, gather_rows
+    def _fetch(self, rids: np.ndarray) -> tuple:
+        """Rows of remote ids ``rids`` from their owners (collective): ``(rows, order)``, row
+        ``k`` being that of ``rids[order[k]]`` (grouped by owner, as they arrive), in a scratch
+        buffer valid until the next read on this thread."""
+        from ..features._gather import gather_rows
 
         ex = self.exchange
         order, counts = _group_by_owner(self._offsets, rids, ex, self._per_part)
@@ -442,10 +445,7 @@ class DistFeature(Feature):
         gather_rows(self._words, local, array_words(send), 0, local.shape[0])
         rows, _ = ex.alltoallv(send, asked_counts, recv_counts=counts,
                                out=lambda n: self._scratch("recv", n))
-        out = self._scratch("rows", rows.shape[0])  # received row k is that of rids[order[k]]
-        copy_rows(array_words(rows), np.arange(rows.shape[0], dtype=np.int64), array_words(out),
-                  np.ascontiguousarray(order, dtype=np.int64), 0, rows.shape[0])
-        return out
+        return rows, order
 
     def build_cache(self, capacity_rows: int) -> int:
         """Keep the ``capacity_rows`` remote rows read most often so far (ties: lower id) in a
@@ -458,7 +458,10 @@ class DistFeature(Feature):
                                  "feature with count=True")
         top = self._requests.top(capacity_rows)
         self._cache_ids = np.empty(0, np.int64)  # fetch everything, not from the old cache
-        self._cache_rows = self._fetch(top).copy()
+        rows, order = self._fetch(top)
+        cache = np.empty((top.shape[0], *self._rows.shape[1:]), self._rows.dtype)
+        cache[order] = rows
+        self._cache_rows = cache
         self._cache_ids = top
         self._requests.clear()
         self.cache_stats = CacheStats()
