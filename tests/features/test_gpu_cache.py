@@ -122,7 +122,8 @@ def test_frequency_policy_fills_after_warm_up():
 def test_clock_keeps_referenced_rows_and_sweeps_in_order():
     array = make_array("float32", 2, 10)
     ref = torch.from_numpy(array)
-    cache = GPUCachedFeature(InMemoryFeature(array), 4 * 8, device="cpu", policy="clock")
+    cache = GPUCachedFeature(InMemoryFeature(array), 4 * 8, device="cpu", policy="clock",
+                             admit_fraction=1)  # every miss admitted: the sweep alone
     cache.read([0, 1, 2, 3])  # fills slots 0..3, reference bits clear
     assert cache.cached_ids().tolist() == [0, 1, 2, 3] and cache.misses == 4
     cache.read([0, 1])  # hits: bits of slots 0 and 1 set
@@ -142,11 +143,51 @@ def test_clock_keeps_referenced_rows_and_sweeps_in_order():
 
 def test_clock_admits_at_most_its_capacity_per_read():
     array = make_array("float32", 2, 50)
-    cache = GPUCachedFeature(InMemoryFeature(array), 5 * 8, device="cpu", policy="clock")
+    cache = GPUCachedFeature(InMemoryFeature(array), 5 * 8, device="cpu", policy="clock",
+                             admit_fraction=1)
     ids = np.concatenate([np.arange(40)[::-1], [3, 3]])
     assert torch.equal(cache.read(ids), torch.from_numpy(array)[ids])
     assert cache.num_cached == 5 and cache.bytes_moved == 40 * 8  # the distinct missed rows
     assert cache.cached_ids().tolist() == [0, 1, 2, 3, 4]
+
+
+def test_clock_admits_a_bounded_share_the_rows_missed_most_first():
+    """At most ``admit_fraction`` of the capacity per read (16 rows, 1/8: 2), the rows missed
+    most often before first, ties to the lower id; a row missed once is not preferred over
+    one missed twice."""
+    array = make_array("float32", 2, 100)
+    ref = torch.from_numpy(array)
+    cache = GPUCachedFeature(InMemoryFeature(array), 16 * 8, device="cpu", policy="clock")
+    assert cache.admit_max == 2
+    cache.read(np.arange(50, 60))  # ten misses, none seen before: the two lowest ids
+    assert cache.cached_ids().tolist() == [50, 51]
+    cache.read([70, 71, 72])  # first misses again: 70, 71
+    assert cache.cached_ids().tolist() == [50, 51, 70, 71]
+    got = cache.read([40, 59, 58, 41, 72])  # 58, 59, 72 were missed before: 58 and 59
+    assert torch.equal(got, ref[[40, 59, 58, 41, 72]])
+    assert cache.cached_ids().tolist() == [50, 51, 58, 59, 70, 71]
+    cache.read([72, 40, 41])  # 72 missed twice before, 40 and 41 once: 72, then 40
+    assert cache.cached_ids().tolist() == [40, 50, 51, 58, 59, 70, 71, 72]
+    check_bookkeeping(cache, ref)
+
+
+def test_clock_miss_counts_age():
+    """The counts are halved once the counted misses reach AGE_AFTER times the capacity, so
+    rows hot long ago lose their lead."""
+    from graphfeed.features.gpu_cache import AGE_AFTER
+
+    array = make_array("float32", 2, 1000)
+    cache = GPUCachedFeature(InMemoryFeature(array), 10 * 8, device="cpu", policy="clock")
+    assert cache.admit_max == 1 and AGE_AFTER * cache.capacity == 100
+    ids = np.arange(500, 530)
+    cache.read(ids)  # 30 misses; row 500 admitted (ties: the lowest id)
+    assert cache._counted == 30 and int(cache._missed[529]) == 1
+    cache.read(ids)  # 29 misses, 501 admitted
+    cache.read(ids)  # 28 misses: 87 counted
+    assert cache._counted == 87 and int(cache._missed[529]) == 3
+    cache.read(ids)  # 27 misses: 114 counted, over 100: every count halved
+    assert cache._counted == 0 and int(cache._missed[529]) == (3 + 1) >> 1
+    assert cache.cached_ids().tolist() == [500, 501, 502, 503]
 
 
 def test_clock_random_reads_keep_rows_and_bookkeeping_right():
@@ -175,6 +216,11 @@ def test_bad_arguments():
         GPUCachedFeature(f, 64, device="cpu").warm_up([[1]])
     with pytest.raises(GraphfeedError, match="wraps a graphfeed Feature"):
         GPUCachedFeature(torch.zeros(3), 64, device="cpu")
+    for bad in (0, -0.5, 1.5, "x"):
+        with pytest.raises(GraphfeedError, match="admit_fraction must be in"):
+            GPUCachedFeature(f, 64, device="cpu", admit_fraction=bad)
+    with pytest.raises(GraphfeedError, match="admit_fraction= is for the 'clock' policy"):
+        GPUCachedFeature(f, 64, device="cpu", policy="frequency", admit_fraction=0.5)
 
 
 def test_lazy_export():
