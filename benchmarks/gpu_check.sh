@@ -3,8 +3,9 @@
 # the three CUDA modes on `medium` (with and without expandable segments), the allocator
 # comparison and the multi-process run. Writes OUTDIR/summary.json plus one log per step.
 # Usage (repository root, on a machine with a GPU): benchmarks/gpu_check.sh OUTDIR [--only a,b]
-# (--only: groups sized for one 10-minute call, tests-a, tests-b, bench, train, methods, task,
-# or step-name prefixes; see benchmarks/gpu_check.py)
+# (--only: groups sized for one 10-minute call, quick (the most wanted steps, first on a short
+# loan), tests-a, tests-b, bench, train, methods, task, or step-name prefixes, run in the order
+# given; see benchmarks/gpu_check.py)
 # Python: $PYTHON, else .venv/bin/python when present, else python3 (with graphfeed's src on the
 # path, so a machine whose python3 already has torch, numba and PyG needs no install; the LMDB
 # tests need the `lmdb` package and skip without it). With numpy >= 2.4, set
