@@ -96,3 +96,20 @@ def exchange_roundtrip(device, backend=None, staged=False):
            "calls": ex.stats.calls}
     shutdown()
     return out
+
+
+def read_feature_bits(path: str, ids):
+    """Read rows ``ids`` (the partition's ids, any part) of ``feat`` through ``DistFeature`` on
+    this rank; returns the tensor's dtype and its bits as int16 (bfloat16 has no numpy dtype)."""
+    import torch
+
+    from graphfeed.distributed import World, init, shutdown
+    from graphfeed.partition import load_part, read_book
+    from graphfeed.partition.dist import DistFeature, Exchange
+
+    w = init(World.from_env(), backend="gloo", timeout_s=60)
+    book = read_book(path)
+    f = DistFeature(load_part(book, w.rank), "feat", Exchange())
+    got = f.read(torch.as_tensor(np.asarray(ids, dtype=np.int64)))
+    shutdown()
+    return str(got.dtype), got.view(torch.int16).numpy().copy()

@@ -29,6 +29,7 @@ import numpy as np
 
 from .._checks import shown
 from .._io import load_npy
+from ..datasets.schema import storage_dtype
 from ..errors import DatasetError
 
 BOOK_FILE = "partition.json"
@@ -171,13 +172,13 @@ def _book_from_json(path: Path, raw) -> "PartitionBook":
                 or not isinstance(spec.get("row_shape"), list):
             raise ValueError(f"feature {name!r} is {shown(spec)}, expected "
                              f"{{\"dtype\": str, \"row_shape\": [int, ...]}}")
-        try:
-            kind = np.dtype(spec["dtype"]).kind
+        try:  # bfloat16 and other dtypes numpy lacks are stored as bits, as in a dataset
+            kind = storage_dtype(spec["dtype"]).kind
         except (TypeError, ValueError, SyntaxError):
             kind = None
         if kind is None or kind not in "biuf":
             raise ValueError(f"feature {name!r} has dtype {shown(spec['dtype'])}, expected a "
-                             f"bool, integer or float dtype")
+                             f"bool, integer or float dtype, or bfloat16")
         if not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= _INT64_MAX
                    for d in spec["row_shape"]):
             raise ValueError(f"feature {name!r} has row_shape {shown(spec['row_shape'])}, "
@@ -255,9 +256,9 @@ def load_part(book: PartitionBook, k: int, *, mmap: bool = True) -> Part:
     feats = {}
     for name, spec in book.features.items():
         a = _load(root, f"node_features/{name}.npy", (n, *spec["row_shape"]), "biuf", mmap)
-        if a.dtype != np.dtype(spec["dtype"]):
+        if a.dtype != storage_dtype(spec["dtype"]):
             raise DatasetError(f"{root}/node_features/{name}.npy: dtype {a.dtype}, the book "
-                               f"says {spec['dtype']}")
+                               f"says {spec['dtype']} (stored as {storage_dtype(spec['dtype'])})")
         feats[name] = a
     splits = {s: _load(root, f"splits/{s}.npy", None, "i", mmap) for s in book.splits}
     bad = content_error(indptr, indices, book.num_nodes)

@@ -30,7 +30,9 @@ import torch
 
 from .._checks import check_int
 from ..errors import GraphfeedError
-from ..features._rows import array_words
+from .._dtypes import BITS_DTYPES
+from ..features._rows import array_words, numpy_rows, torch_dtype
+from ..features.memory import to_tensor
 from ..features.base import Feature
 from .book import Part
 from .keyed import KeyedSamplerBase, sample_keyed
@@ -100,6 +102,7 @@ class Exchange:
 
         import torch.distributed as dist
 
+        out, send = _on_the_wire(out), _on_the_wire(send)
         if not self._staged:  # gloo: the tensors share the arrays' memory
             dist.all_to_all_single(torch.from_numpy(out), torch.from_numpy(send), out_splits,
                                    in_splits, group=self.group)
@@ -145,6 +148,26 @@ class Exchange:
             self.stats.bytes_received += row * int(recv_counts.sum() - recv_counts[self.rank])
             self.stats.seconds += time.perf_counter() - t0
         return out, recv_counts
+
+
+#: dtypes every exchange backend carries as they are (gloo has no 16-bit integers, for one)
+_WIRE_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int8, np.uint8,
+                                                np.int32, np.int64))
+
+
+def _on_the_wire(a: np.ndarray) -> np.ndarray:
+    """``a`` (C-contiguous) as rows of a dtype gloo and NCCL both carry, sharing its memory:
+    itself, or each row's bytes as the widest of int64, int32 or bytes that divides the row
+    (bfloat16 rows are uint16 bits, which gloo refuses). Row ``i`` stays row ``i``, so the
+    row splits of the all-to-all hold."""
+    if a.dtype in _WIRE_DTYPES:
+        return a
+    n = a.shape[0]
+    b = a.reshape(n, int(np.prod(a.shape[1:], dtype=np.int64))).view(np.uint8)
+    for w in (8, 4):
+        if b.shape[1] % w == 0:
+            return b.view(np.dtype(f"i{w}"))
+    return b
 
 
 def _group_by_owner(offsets: np.ndarray, ids: np.ndarray, ex: "Exchange", per_part: int):
@@ -365,7 +388,11 @@ class DistFeature(Feature):
         self._rows = part.features[name]
         self._words = array_words(self._rows)  # the rows as machine words, for the copy kernels
         self._offsets = np.asarray(part.book.offsets, dtype=np.int64)
-        self._dtype = torch.from_numpy(np.empty(0, self._rows.dtype)).dtype
+        # bfloat16 rows are stored as uint16 bits, as in a dataset; read back as bfloat16
+        named = str(part.book.features.get(name, {}).get("dtype", self._rows.dtype))
+        self._as = named if named in BITS_DTYPES else None
+        self._dtype = torch_dtype(self._rows.dtype, source=f"{part.book.path} feature {name!r}",
+                                  as_dtype=self._as)
         # how often each remote id was asked for: sized by the ids asked for, not the graph
         self._requests = RequestCounts() if count else None
         self._cache_ids = np.empty(0, np.int64)
@@ -403,7 +430,7 @@ class DistFeature(Feature):
 
         ids_np = np.ascontiguousarray(ids.numpy(), dtype=np.int64)
         res = np.empty((ids_np.shape[0], *self._rows.shape[1:]), self._rows.dtype) \
-            if out is None else out.numpy()
+            if out is None else numpy_rows(out)[0]  # bfloat16: a view of its bits
         res_words = array_words(res)
         lo, hi = self.part.lo, self.part.hi
         mine = (ids_np >= lo) & (ids_np < hi)
@@ -428,7 +455,7 @@ class DistFeature(Feature):
         at = np.ascontiguousarray(remote[order], dtype=np.int64)
         copy_rows(array_words(got), np.arange(got.shape[0], dtype=np.int64), res_words, at,
                   0, got.shape[0])
-        return torch.from_numpy(res) if out is None else out
+        return to_tensor(res, self._as) if out is None else out
 
     def _fetch(self, rids: np.ndarray) -> tuple:
         """Rows of remote ids ``rids`` from their owners (collective): ``(rows, order)``, row
