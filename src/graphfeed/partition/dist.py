@@ -29,11 +29,11 @@ import numpy as np
 import torch
 
 from .._checks import check_int
-from ..errors import GraphfeedError
 from .._dtypes import BITS_DTYPES
+from ..errors import GraphfeedError
 from ..features._rows import array_words, numpy_rows, torch_dtype
-from ..features.memory import to_tensor
 from ..features.base import Feature
+from ..features.memory import to_tensor
 from .book import Part
 from .keyed import KeyedSamplerBase, sample_keyed
 
