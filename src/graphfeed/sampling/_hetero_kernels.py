@@ -21,8 +21,8 @@ import numpy as np
 
 from .._numba import kernel, prefetch
 from ._kernels import (
-    RELABEL_PREFETCH_AHEAD, _fill_range, _hash_find, _hash_shift, _hash_slot, _hash_tables,
-    count_for, hash_capacity, mix64,
+    RELABEL_PREFETCH_AHEAD, _fill_range, _hash_find, _hash_put, _hash_shift, _hash_slot,
+    _hash_tables, count_for, hash_capacity, mix64,
 )
 
 REL_SALT = np.uint64(0x48455445524F)  # "HETERO": relation keys differ from layer keys
@@ -232,17 +232,6 @@ def sample_hetero_layer(indptr, indices, etype, dst, dst_ptr, rel_src, rel_dst, 
 
 
 @kernel
-def _typed_put(table, mask, shift, u, val):
-    """Insert key ``u`` -> ``val``; returns False (nothing written) when ``u`` is there."""
-    s = _hash_find(table, mask, shift, u)
-    if table[2 * s] == u:
-        return False
-    table[2 * s] = u
-    table[2 * s + 1] = val
-    return True
-
-
-@kernel
 def _typed_reserve(table, dst, dst_ptr, need):
     """``table`` when it holds ``need`` keys at load 1/2, else a larger one rebuilt from the
     mapped nodes ``dst`` (type-local ids: their positions within their type)."""
@@ -253,7 +242,7 @@ def _typed_reserve(table, dst, dst_ptr, need):
     shift = _hash_shift(cap)
     for t in range(dst_ptr.shape[0] - 1):
         for p in range(dst_ptr[t], dst_ptr[t + 1]):
-            _typed_put(new, cap - 1, shift, dst[p], p - dst_ptr[t])
+            _hash_put(new, cap - 1, shift, dst[p], p - dst_ptr[t])
     return new
 
 
@@ -310,7 +299,7 @@ def insert_typed_seeds_hash(seeds, seed_ptr, table):
     bad = -1
     for t in range(seed_ptr.shape[0] - 1):
         for p in range(seed_ptr[t], seed_ptr[t + 1]):
-            if not _typed_put(table, cap - 1, shift, seeds[p], p - seed_ptr[t]):
+            if not _hash_put(table, cap - 1, shift, seeds[p], p - seed_ptr[t]):
                 bad = p
                 break
         if bad >= 0:

@@ -427,6 +427,18 @@ def _hash_find(table, mask, shift, key):
         s = (s + 1) & mask
 
 
+@_inline_kernel
+def _hash_put(table, mask, shift, key, val):
+    """Insert ``key -> val`` (the table has room); False, writing nothing, when ``key`` is
+    there already."""
+    s = _hash_find(table, mask, shift, key)
+    if table[2 * s] == key:
+        return False
+    table[2 * s] = key
+    table[2 * s + 1] = val
+    return True
+
+
 @kernel
 def _hash_rebuild(src, n, cap):
     """A table of ``cap`` slots holding ``src[i] -> i`` for ``i < n`` (distinct keys)."""
@@ -434,9 +446,7 @@ def _hash_rebuild(src, n, cap):
     mask = cap - 1
     shift = _hash_shift(cap)
     for i in range(n):
-        s = _hash_find(table, mask, shift, src[i])
-        table[2 * s] = src[i]
-        table[2 * s + 1] = i
+        _hash_put(table, mask, shift, src[i], i)
     return table
 
 
@@ -500,13 +510,10 @@ def insert_seeds_hash(seeds, table, num_nodes):
             code = 1
             bad = i
             break
-        s = _hash_find(table, mask, shift, u)
-        if table[2 * s] == u:
+        if not _hash_put(table, mask, shift, u, i):
             code = 2
             bad = i
             break
-        table[2 * s] = u
-        table[2 * s + 1] = i
     if code != 0:
         table[:] = -1
     return code, bad, table
