@@ -100,10 +100,11 @@ def word_view(t: torch.Tensor, word: np.dtype) -> np.ndarray:
 
 def array_words(a) -> np.ndarray:
     """:func:`word_view` of a C-contiguous numpy array of rows (a memory map included), in the
-    widest word that divides a row (:func:`word_dtype`); ``(rows, 0)`` bytes when it is empty."""
+    widest word that divides a row (:func:`word_dtype`), sharing its memory; an array of no
+    rows keeps its row width, and rows of no bytes are ``(rows, 0)`` bytes."""
     a = np.asarray(a)
     n = a.shape[0]
-    b = a.reshape(n, -1).view(np.uint8) if a.size else np.empty((n, 0), np.uint8)
+    b = a.reshape(n, int(np.prod(a.shape[1:], dtype=np.int64))).view(np.uint8)
     return b.view(word_dtype(b.shape[1])) if b.shape[1] else b
 
 

@@ -157,17 +157,13 @@ _WIRE_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int8, 
 
 def _on_the_wire(a: np.ndarray) -> np.ndarray:
     """``a`` (C-contiguous) as rows of a dtype gloo and NCCL both carry, sharing its memory:
-    itself, or each row's bytes as the widest of int64, int32 or bytes that divides the row
-    (bfloat16 rows are uint16 bits, which gloo refuses). Row ``i`` stays row ``i``, so the
-    row splits of the all-to-all hold."""
+    itself, or its rows' words (:func:`~graphfeed.features._rows.array_words`) as signed int64
+    or int32, else as bytes (bfloat16 rows are uint16 bits, and gloo has no 16-bit integers).
+    Row ``i`` stays row ``i``, so the row splits of the all-to-all hold."""
     if a.dtype in _WIRE_DTYPES:
         return a
-    n = a.shape[0]
-    b = a.reshape(n, int(np.prod(a.shape[1:], dtype=np.int64))).view(np.uint8)
-    for w in (8, 4):
-        if b.shape[1] % w == 0:
-            return b.view(np.dtype(f"i{w}"))
-    return b
+    w = array_words(a)
+    return w.view(np.dtype(f"i{w.itemsize}")) if w.itemsize >= 4 else w.view(np.uint8)
 
 
 def _group_by_owner(offsets: np.ndarray, ids: np.ndarray, ex: "Exchange", per_part: int):
