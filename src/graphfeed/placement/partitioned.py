@@ -6,9 +6,10 @@ arrays are memory-mapped, so the page cache holds one copy), samples with
 ``DistNeighborSampler`` and reads features and labels with ``DistFeature`` (remote frontier
 nodes and rows fetched from their owners with ``all_to_all_single`` on a group of its own:
 NCCL with the tensors on the GPU where ranks train on GPUs, gloo for CPU ranks or
-``--dist-backend gloo``; ``distributed.world.exchange_backend``). Loaders have one worker thread (a rank's exchanges are collectives and must stay in
-order) and every rank runs the same number of batches (``PartItemSampler``: ranks with fewer
-seeds wrap around in training, run empty batches in evaluation).
+``--dist-backend gloo``; ``distributed.world.exchange_backend``). Loaders have one worker
+thread (a rank's exchanges are collectives and must stay in order) and every rank runs the
+same number of batches (``PartItemSampler``: ranks with fewer seeds wrap around in training,
+run empty batches in evaluation).
 """
 
 from __future__ import annotations

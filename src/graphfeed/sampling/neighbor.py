@@ -17,14 +17,15 @@ from ..errors import GraphfeedError
 from ..graph.csc import CSCGraph
 from ._common import (batch_key, check_fanouts, check_method, labor_key, labor_rotation,
                       resolve_fanouts)
-from ._cpu_common import (DENSE_MAP_MAX_BYTES, NODE_MAPS, MapPool, choose_node_map,  # noqa: F401
-                          readonly_view, seeds_to_numpy)
+from ._cpu_common import (DENSE_MAP_MAX_BYTES, MapPool,  # noqa: F401 (named in the docstring)
+                          choose_node_map, readonly_view, seeds_to_numpy)
 from .base import Block, MiniBatch, Sampler
 from .method import ARRAY_KEYS, SamplingMethod, method_arrays, resolve_method
 
 # Below this many destinations a layer is sampled on the calling thread even when
 # num_threads > 1: handing work to a pool costs more than it saves.
 _MIN_DST_PER_CHUNK = 2048
+
 
 class NeighborSampler(Sampler):
     """Uniform neighbour sampling of a ``CSCGraph`` (in-neighbours), on CPU.
