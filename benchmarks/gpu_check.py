@@ -15,6 +15,10 @@ Steps (each with its log in OUTDIR, all summarised in OUTDIR/summary.json):
    cuda-cuda and pinned-cuda against the torch and numba samplers (seeds/s), kernel launches and
    host copies per batch (torch profiler; passes at <= 40 launches, issue 14's target), and the
    GPU feature cache (10% of the rows per policy: hit rate, speed-up over plain UVA reads).
+   ``profile-cuda-cuda``: ``benchmarks/gpu_profile.py``: where a cuda-cuda training batch's
+   time goes (loader wait, the training thread, GPU kernel time, the loader alone, the model
+   step replayed alone, the Triton sampler's kernels against its wall time); reported, not
+   judged.
 8. ``multi-process``: with 2+ GPUs, ``train --nproc 2`` on NCCL and the same under ``torchrun``;
    with one GPU, ``--nproc 2`` must be refused in one line (exit 2), ``--dist-backend gloo`` must
    train two ranks on the one GPU, and ``torchrun --nproc-per-node 1`` must train.
@@ -27,7 +31,9 @@ Steps (each with its log in OUTDIR, all summarised in OUTDIR/summary.json):
     when its main test metric is within ``TASK_BAND`` of cpu-cpu's (accuracy) or at least half
     of it (MRR: other samplers draw other batches).
 
-Exit status 0 when every step passed. One device call may not run past 10 minutes, so the
+Exit status 0 when every step passed. The step logs end up in one ``OUT/logs*.tar.gz`` per call
+(beside ``summary*.json`` and the steps' JSON figures), since a device call brings back only a
+few files. One device call may not run past 10 minutes, so the
 checklist runs as groups, one call each (``env`` runs in every call; ``GROUPS`` below):
 
     benchmarks/gpu_check.sh OUT --only tests-a      # pytest-cuda + the first half of the suite
@@ -72,12 +78,12 @@ GROUPS = {
     # what matters most, in one call (about 6.5 minutes on the H100 run of 2026-11-27; steps in
     # this order): the GPU sampler, the CUDA tests, training in the GPU modes against cpu-cpu,
     # gloo ranks sharing the GPU, the loader's bench, typed training, the method branches
-    "quick": ("gpu-sampling", "pytest-cuda", "train-cpu-cpu", "train-cuda-cuda",
+    "quick": ("gpu-sampling", "profile-", "pytest-cuda", "train-cpu-cpu", "train-cuda-cuda",
               "multi-process-gloo", "train-pinned-cuda", "bench-cuda-cuda-expandable",
               "bench-pinned-cuda-expandable", "task-hetero-", "methods-cuda-cuda-"),
     "tests-a": ("pytest-cuda", "pytest-all-a"),
     "tests-b": ("pytest-all-b",),
-    "bench": ("bench-", "alloc-fragmentation", "gpu-sampling"),
+    "bench": ("bench-", "alloc-fragmentation", "gpu-sampling", "profile-"),
     "train": ("train-", "multi-process"),
     "methods": ("methods-",),
     "task": ("task-",),
@@ -106,6 +112,24 @@ def pytest_counts(text: str) -> dict:
     for n, what in re.findall(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)", text):
         counts[what.rstrip("s") if what.startswith("error") else what] = int(n)
     return counts
+
+
+def pack_logs(out: Path, logs, stem: str) -> None:
+    """The call's step logs as one ``OUT/<stem>.tar.gz``, the loose logs removed: the device
+    tool brings back only a few files from a call, and the summary and the JSON figures should
+    be among them."""
+    import tarfile
+
+    logs = [n for n in dict.fromkeys(logs) if (out / n).is_file()]
+    if not logs:
+        return
+    tmp = out / f".{stem}.tar.gz.part"
+    with tarfile.open(tmp, "w:gz") as tar:
+        for n in logs:
+            tar.add(out / n, arcname=n)
+    tmp.replace(out / f"{stem}.tar.gz")
+    for n in logs:
+        (out / n).unlink()
 
 
 def expand_only(items) -> tuple:
@@ -344,6 +368,17 @@ def main(argv=None) -> int:
     c.run("gpu-sampling", [py, "benchmarks/gpu_sampling.py", "--dataset", "medium", "--json",
                            str(out / "gpu_sampling.json")], judge=judge_gpu_sampling)
 
+    def judge_profile(rc, so, se):
+        path = out / "gpu_profile.json"
+        r = json.loads(path.read_text()) if path.exists() else {}
+        keep = {part: {k: v for k, v in (r.get(part) or {}).items()
+                       if not isinstance(v, (list, dict))}
+                for part in ("train", "loader", "step", "sampler")}
+        return rc == 0 and "train" in r, keep
+
+    c.run("profile-cuda-cuda", [py, "benchmarks/gpu_profile.py", "--dataset", "medium", "--json",
+                                str(out / "gpu_profile.json")], judge=judge_profile)
+
     small = ["--dataset", "small", "--epochs", "2", "--no-mlp", "--no-progress"]
 
     def judge_trained(rc, so, se):
@@ -431,6 +466,7 @@ def main(argv=None) -> int:
     }
     name = "summary.json" if not only else f"summary-{'-'.join(only)}.json"
     (out / name).write_text(json.dumps(summary, indent=1))
+    pack_logs(out, [s["log"] for s in c.steps if s.get("log")], "logs" + name[len("summary"):-5])
     print(json.dumps({"passed": summary["passed"], "seconds": summary["seconds"],
                       "failed": [s["name"] for s in c.steps if not s["ok"]]}))
     return 0 if summary["passed"] else 1

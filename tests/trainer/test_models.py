@@ -99,10 +99,12 @@ def test_pyg_argument_order_is_refused():
     assert m.num_layers == 5 and m.convs[-1].out_channels == 3
 
 
-def test_wide_inputs_aggregate_without_a_row_per_edge(tiny_dataset):
-    """A mean SAGEConv on inputs wider than its output takes the neighbour mean as one sparse
-    product (issue 29, item 11): the same output and input gradient as PyG's gather, and no
-    temporary of a row per edge at the input width."""
+def test_wide_inputs_aggregate_without_a_row_per_edge(tiny_dataset, monkeypatch):
+    """A mean SAGEConv on inputs wider than its output, whose per-edge rows would be large,
+    takes the neighbour mean as one sparse product (issue 29, item 11): the same output and
+    input gradient as PyG's gather, and no temporary of a row per edge at the input width.
+    Small per-edge rows keep PyG's gather (cheaper: no sort, no host sync)."""
+    from graphfeed.models import gnn
     from graphfeed.models.adapter import apply_conv
     from graphfeed.models.gnn import _sage_sparse_mean, _wide_mean_sage
 
@@ -112,7 +114,12 @@ def test_wide_inputs_aggregate_without_a_row_per_edge(tiny_dataset):
     block = mb.blocks[0]
     conv = pyg_nn.SAGEConv(300, 16)
     x = torch.randn(block.num_src, 300, requires_grad=True)
-    assert _wide_mean_sage(conv, x) and not _wide_mean_sage(conv, x[:, :16])
+    edges = block.edge_index.shape[1]
+    per_edge_rows = edges * 300 * 4
+    assert per_edge_rows < gnn.SPARSE_MEAN_MIN_BYTES and not _wide_mean_sage(conv, x, edges)
+    assert _wide_mean_sage(conv, x, -(-gnn.SPARSE_MEAN_MIN_BYTES // (300 * 4)))
+    monkeypatch.setattr(gnn, "SPARSE_MEAN_MIN_BYTES", per_edge_rows)
+    assert _wide_mean_sage(conv, x, edges) and not _wide_mean_sage(conv, x[:, :16], edges)
     ours, ref = _sage_sparse_mean(conv, x, block), apply_conv(conv, x, block)
     torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
     g1, = torch.autograd.grad(ours.square().sum(), x)

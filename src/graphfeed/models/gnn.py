@@ -58,7 +58,7 @@ class BlockGNN(nn.Module):
         self.input_dropout = input_dropout
 
     def _layer(self, conv: nn.Module, x: torch.Tensor, block: Block) -> torch.Tensor:
-        if _wide_mean_sage(conv, x):
+        if _wide_mean_sage(conv, x, block.edge_index.shape[1]):
             return _sage_sparse_mean(conv, x, block)
         return apply_conv(conv, x, block)
 
@@ -109,12 +109,20 @@ class BlockGNN(nn.Module):
         return x
 
 
-def _wide_mean_sage(conv: nn.Module, x: torch.Tensor) -> bool:
-    """A mean-aggregation ``SAGEConv`` on input rows wider than its output: aggregated by
+#: the per-edge rows (bytes) from which a wide mean-SAGE layer aggregates as one sparse product:
+#: below it PyG's gather is cheaper (no sort, no host sync; on an H100, 2026-11-27, the sparse
+#: path's coalesce was the costliest host op of a `medium` training step)
+SPARSE_MEAN_MIN_BYTES = 64 << 20
+
+
+def _wide_mean_sage(conv: nn.Module, x: torch.Tensor, num_edges: int) -> bool:
+    """A mean-aggregation ``SAGEConv`` on input rows wider than its output whose gather of a
+    source row per edge would hold at least :data:`SPARSE_MEAN_MIN_BYTES`: aggregated by
     :func:`_sage_sparse_mean`, which never holds a row per edge at the input width."""
     sage = type(conv).__name__ == "SAGEConv"
     return (sage and str(getattr(conv, "aggr", "")) == "mean" and not conv.project
-            and x.shape[1] > conv.out_channels)
+            and x.shape[1] > conv.out_channels
+            and num_edges * x.shape[1] * x.element_size() >= SPARSE_MEAN_MIN_BYTES)
 
 
 def _sage_sparse_mean(conv: nn.Module, x: torch.Tensor, block: Block) -> torch.Tensor:
