@@ -93,7 +93,6 @@ def _activities(device):
 
 
 def profile_training(a) -> dict:
-    import torch
     from torch.profiler import profile
 
     from graphfeed.trainer.tasks import node as node_task
@@ -152,7 +151,6 @@ def profile_training(a) -> dict:
         node_task.NodeTask.step = original_step
     if "train" not in out:
         raise SystemExit(f"the epoch had fewer than {total + 1} batches: lower --batches")
-    del torch
     return out
 
 
@@ -249,11 +247,8 @@ def profile_sampler(a) -> dict:
         for i, s in enumerate(batches[a.warmup:]):
             sampler.sample(s, batch_index=a.warmup + i)
         _sync(dev)
-    tables = _tables(prof, a.batches)
-    host = {r["name"]: r for r in tables["top_host_ops"]}
-    return dict(tables, ms_per_batch=round(1e3 * wall / a.batches, 3),
-                seeds_per_s=round(a.batches * size / wall),
-                host_ops_seen=sorted(host)[:20])
+    return dict(_tables(prof, a.batches), ms_per_batch=round(1e3 * wall / a.batches, 3),
+                seeds_per_s=round(a.batches * size / wall))
 
 
 def main(argv=None) -> int:

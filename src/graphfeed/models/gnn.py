@@ -110,8 +110,9 @@ class BlockGNN(nn.Module):
 
 
 #: the per-edge rows (bytes) from which a wide mean-SAGE layer aggregates as one sparse product:
-#: below it PyG's gather is cheaper (no sort, no host sync; on an H100, 2026-11-27, the sparse
-#: path's coalesce was the costliest host op of a `medium` training step)
+#: below it PyG's gather is cheaper (the sparse product's coalesce sorts the edges and waits for
+#: the GPU; on an H100, 2026-11-27, a `medium` training step replayed without it was 1.0-1.7 ms
+#: cheaper, docs/benchmarks.md "GPU")
 SPARSE_MEAN_MIN_BYTES = 64 << 20
 
 
