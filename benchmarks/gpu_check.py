@@ -75,9 +75,10 @@ ALLOC = {"default": "expandable_segments:False", "expandable": None}  # None: gr
 TRITON_KERNELS = ("count_kernel", "sample_kernel", "flag_kernel", "final_kernel")
 #: groups of steps, each sized for one device call of under 10 minutes
 GROUPS = {
-    # what matters most, in one call (about 6.5 minutes on the H100 run of 2026-11-27; steps in
-    # this order): the GPU sampler, the CUDA tests, training in the GPU modes against cpu-cpu,
-    # gloo ranks sharing the GPU, the loader's bench, typed training, the method branches
+    # what matters most, in one call (about 7.5 minutes by the H100 runs of 2026-11-27; steps
+    # in this order): the GPU sampler, the profile, the CUDA tests, training in the GPU modes
+    # against cpu-cpu, gloo ranks sharing the GPU, the loader's bench, typed training, the
+    # method branches
     "quick": ("gpu-sampling", "profile-", "pytest-cuda", "train-cpu-cpu", "train-cuda-cuda",
               "multi-process-gloo", "train-pinned-cuda", "bench-cuda-cuda-expandable",
               "bench-pinned-cuda-expandable", "task-hetero-", "methods-cuda-cuda-"),
