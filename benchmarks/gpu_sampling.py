@@ -185,7 +185,8 @@ def bench_gpu_cache(graph, feature_array, batches, warmup: int, dev, fraction: f
         st = cache.stats()
         out[policy] = {"hit_rate": st["hit_rate"], "bytes_moved": st["bytes_moved"],
                        "rows_per_s": rows / t, "speedup_over_uva": t_uva / t,
-                       "uses_uva": cache.uses_uva}
+                       "uses_uva": cache.uses_uva,
+                       "uses_gather_kernel": cache.uses_gather_kernel}
     return out
 
 

@@ -1,5 +1,6 @@
 """The Triton sampler's kernels compile, for every variant it launches, on the triton the GPU
-machines carry, and its warm-up compiles them all before the first batch.
+machines carry, and its warm-up compiles them all before the first batch; so do the variants of
+the GPU feature cache's gather kernel (``features/_gpu_cache_kernels.py``).
 
 Variants are recorded from real sampler runs (``triton_specs.recording``): without a GPU under
 Triton's interpreter (``TRITON_INTERPRET=1``, set by ``conftest.py``), with one on the device.
@@ -128,18 +129,25 @@ def test_every_launched_variant_compiles_for_sm90(runs, tmp_path):
     index_types = {args[0][1] for name, args, _ in specs if name == "sample_kernel"}
     assert index_types == {"int32", "int64"}
 
+    compiled, tail = _compile_for_sm90(specs, tmp_path, timeout=1700)
+    assert compiled >= len(specs), tail
+
+
+def _compile_for_sm90(specs, tmp_path, *, timeout: float) -> tuple[int, str]:
+    """``triton_compile.py`` over ``specs`` in a child process without the interpreter:
+    ``(variants compiled, the output's tail)``; fails the test naming a variant that does not
+    compile (skips where triton has no CUDA backend, except on Linux x86-64)."""
     path = tmp_path / "specs.json"
     path.write_text(to_json(specs))
     p = subprocess.run([sys.executable, str(COMPILE), str(path)], env=_compile_env(),
-                       capture_output=True, text=True, timeout=1700)
+                       capture_output=True, text=True, timeout=timeout)
     if p.returncode == 77:
         if sys.platform == "linux" and platform.machine() == "x86_64":
             pytest.fail("this triton has no CUDA backend; the kernels cannot be checked")
         pytest.skip("triton has no CUDA backend on this platform")
     tail = (p.stdout[-3000:] + p.stderr[-3000:]).strip()
     assert p.returncode == 0, f"a kernel variant does not compile for sm_90:\n{tail}"
-    summary = json.loads(p.stdout.strip().splitlines()[-1])
-    assert summary["compiled"] >= len(specs), tail
+    return json.loads(p.stdout.strip().splitlines()[-1])["compiled"], tail
 
 
 def _pinned_triton() -> str:
@@ -156,3 +164,53 @@ def test_ci_compiles_with_the_triton_of_the_gpu_machines():
     if torch.version.cuda is not None:
         pytest.skip("a CUDA torch build brings its own triton")
     assert triton.__version__ == _pinned_triton()
+
+
+def _gpu_cache_variants() -> set:
+    """Every variant ``GPUCachedFeature``'s gather kernel can launch: rows as int32 words or as
+    bytes, each word block of ``BLOCK_WS``, ids and ``out`` 16-byte aligned or not (a slice of a
+    larger tensor); the other tensors are the cache's own allocations (aligned) and ``n`` and
+    ``words`` are not specialised on their values."""
+    from graphfeed.features import _gpu_cache_kernels as C
+
+    out = set()
+    for word in ("int32", "uint8"):
+        for bw in C.BLOCK_WS:
+            for ids_aligned in (True, False):
+                for out_aligned in (True, False):
+                    args = (("tensor", "int64", ids_aligned), ("tensor", "int32", True),
+                            ("tensor", word, True), ("tensor", word, True),
+                            ("tensor", word, out_aligned), ("int", "i32"), ("int", "i32"),
+                            ("tensor", "int64", True))
+                    out.add(("cached_gather_kernel", args,
+                             (("BLOCK_R", C.TILE_WORDS // bw), ("BLOCK_W", bw))))
+    return out
+
+
+@pytest.mark.timeout(900)
+def test_gpu_cache_gather_kernel_compiles_for_sm90(tmp_path):
+    """The GPU cache's gather kernel: the variants its reads launch (recorded under the
+    interpreter: float rows, byte rows, wide rows, an unaligned ``out``) are among the listed
+    ones, and every listed variant compiles for sm_90."""
+    from graphfeed.features import _gpu_cache_kernels as C
+    from graphfeed.features.gpu_cache import GPUCachedFeature
+    from graphfeed.features.memory import InMemoryFeature
+
+    listed = _gpu_cache_variants()
+    seen: set = set()
+    rng = np.random.default_rng(0)
+    with recording(seen, module=C, names=("cached_gather_kernel",)):
+        for dtype, shape in ((torch.float32, (100,)), (torch.uint8, (3,)),
+                             (torch.float64, (300,)), (torch.bfloat16, (40,))):
+            data = torch.zeros((50, *shape), dtype=dtype)
+            cache = GPUCachedFeature(InMemoryFeature(data), 10 * data[0].numel()
+                                     * data.element_size(), device="cpu", policy="degree",
+                                     degrees=rng.random(50))
+            ids = torch.from_numpy(rng.integers(0, 50, 21))
+            cache.read(ids)
+            buf = torch.empty((21, *shape), dtype=dtype)
+            cache.read(ids[1:], out=buf[1:])  # a slice: not 16-byte aligned
+            assert cache.uses_gather_kernel
+    assert seen and seen <= listed, seen - listed
+    compiled, tail = _compile_for_sm90(listed, tmp_path, timeout=850)
+    assert compiled == len(listed), tail

@@ -1,4 +1,5 @@
-"""Compile Triton kernel variants of the GPU sampler for an sm_90 target, without a GPU.
+"""Compile Triton kernel variants of the GPU sampler (and of the GPU cache's gather) for an
+sm_90 target, without a GPU.
 
     python tests/sampling/triton_compile.py SPECS.json
 
@@ -79,14 +80,16 @@ def main(argv) -> int:
     from triton.compiler import ASTSource, make_backend
     from triton.runtime.jit import create_function_from_signature
 
+    from graphfeed.features import _gpu_cache_kernels as C
     from graphfeed.sampling import _triton_kernels as K
 
-    assert not K.INTERPRETED, "run without TRITON_INTERPRET"
+    assert not K.INTERPRETED and not C.INTERPRETED, "run without TRITON_INTERPRET"
     with open(argv[0]) as f:
         specs = [tuple(s) for s in json.load(f)]
     target = GPUTarget(*TARGET)
     backend = make_backend(target)
-    kernels = {name: getattr(K, name) for name in {s[0] for s in specs}}
+    # a kernel of the sampler's module, or the GPU cache's
+    kernels = {name: getattr(K, name, None) or getattr(C, name) for name in {s[0] for s in specs}}
     binders = {name: create_function_from_signature(k.signature, k.params, backend)
                for name, k in kernels.items()}
     seen = set()

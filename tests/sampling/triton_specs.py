@@ -87,11 +87,13 @@ class _Proxy:
 
 
 @contextlib.contextmanager
-def recording(log: set):
-    """Within the block, every launch of the sampler's kernels adds its spec to ``log``."""
-    from graphfeed.sampling import _triton_kernels as K
-
-    saved = {name: getattr(K, name) for name in KERNELS}
+def recording(log: set, module=None, names=KERNELS):
+    """Within the block, every launch of the sampler's kernels (or of ``names`` in ``module``)
+    adds its spec to ``log``."""
+    if module is None:
+        from graphfeed.sampling import _triton_kernels as module
+    K = module
+    saved = {name: getattr(K, name) for name in names}
     try:
         for name, kernel in saved.items():
             setattr(K, name, _Proxy(kernel, log))

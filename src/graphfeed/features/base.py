@@ -120,7 +120,8 @@ class Feature(abc.ABC):
             if tuple(out.shape) != want or out.dtype != self.dtype or not out.is_contiguous():
                 raise GraphfeedError(
                     f"out must be a contiguous {self.dtype} tensor of shape {want}, "
-                    f"got {out.dtype} {tuple(out.shape)}"
+                    f"got {'' if out.is_contiguous() else 'a non-contiguous '}{out.dtype} "
+                    f"{tuple(out.shape)}"
                 )
         return self._read(ids, out, executor)
 

@@ -26,10 +26,15 @@ Otherwise the wrapped feature's ``read`` serves them and they are copied to ``de
 ``device`` (how the tests run it) an in-memory CPU feature's tensor is gathered directly, the
 stand-in for UVA.
 
+Reads: with ``"degree"`` and ``"frequency"`` over a UVA source, one Triton kernel
+(:mod:`._gpu_cache_kernels`) copies each row from its slot or across the bus, and counts the
+misses on the device: one launch, no host sync (``stats()`` waits for the reads it counts).
+Otherwise (CLOCK, which admits misses; no UVA source; no Triton) torch ops split hits from
+misses, which syncs with the host.
+
 Costs: ``num_rows`` int32 slot indices on ``device`` (4 bytes per row; CLOCK adds its one-byte
 miss counts) plus the cached rows; a read of ``n`` ids is O(n) device work plus O(capacity) for
-a CLOCK sweep that evicts; a read syncs with the host for the hit/miss split (and the eviction
-sweep).
+a CLOCK sweep that evicts.
 
 Statistics count positions of ``ids``: ``hits`` served from the GPU rows, ``misses`` from the
 host (a row missed twice in one read counts twice); ``bytes_moved`` is what crossed from the host
@@ -110,9 +115,12 @@ class GPUCachedFeature(WrappedFeature):
         self._hand = 0
         self._lock = threading.Lock()
         self._source = _uva_source(feature, dev)
-        self.hits = 0
-        self.misses = 0
-        self.bytes_moved = 0
+        # the counts of reads on the host, plus those of gather-kernel reads, whose misses are
+        # counted on the device (read back only when asked: no sync per read)
+        self._hits = self._misses = self._bytes = 0
+        self._kernel_reads = 0
+        self._kernel_misses = torch.zeros(1, dtype=torch.int64, device=dev)
+        self._kernel = None  # the gather kernel's module once chosen; False: the torch path
         if self.policy == "degree":
             if degrees is None:
                 raise GraphfeedError("GPU cache policy 'degree' needs degrees= (one per row)")
@@ -132,23 +140,48 @@ class GPUCachedFeature(WrappedFeature):
         return self._source is not None
 
     @property
+    def misses(self) -> int:
+        """Positions of ids served from the host."""
+        return self._misses + int(self._kernel_misses.item())
+
+    @property
+    def hits(self) -> int:
+        """Positions of ids served from the GPU rows."""
+        return self._hits + self._kernel_reads - int(self._kernel_misses.item())
+
+    @property
+    def bytes_moved(self) -> int:
+        """Bytes read from the host to serve reads and fill the cache."""
+        return self._bytes + int(self._kernel_misses.item()) * self.row_nbytes
+
+    @property
+    def uses_gather_kernel(self) -> bool:
+        """Whether reads go through the one-launch gather kernel (``"degree"`` and
+        ``"frequency"`` over a UVA source, where Triton runs): decided at the first read."""
+        return bool(self._kernel)
+
+    @property
     def hit_rate(self) -> float:
-        total = self.hits + self.misses
-        return self.hits / total if total else 0.0
+        hits, misses = self.hits, self.misses
+        total = hits + misses
+        return hits / total if total else 0.0
 
     @property
     def num_cached(self) -> int:
         return self._size
 
     def stats(self) -> dict:
-        """``hits``, ``misses``, ``hit_rate``, ``bytes_moved``, ``cached_rows``, ``capacity``."""
+        """``hits``, ``misses``, ``hit_rate``, ``bytes_moved``, ``cached_rows``, ``capacity``
+        (the gather kernel counts misses on the device: reading them waits for the reads
+        queued on the calling thread's stream)."""
         return {"hits": self.hits, "misses": self.misses, "hit_rate": self.hit_rate,
                 "bytes_moved": self.bytes_moved, "cached_rows": self._size,
                 "capacity": self.capacity}
 
     def reset_stats(self) -> None:
         with self._lock:
-            self.hits = self.misses = self.bytes_moved = 0
+            self._hits = self._misses = self._bytes = self._kernel_reads = 0
+            self._kernel_misses.zero_()
 
     def cached_ids(self) -> torch.Tensor:
         """Sorted ids held right now (on ``device``)."""
@@ -185,26 +218,32 @@ class GPUCachedFeature(WrappedFeature):
         if n == 0:
             return out
         with self._lock:
-            slots = self._slot_of[ids]
-            hit = slots >= 0
-            hit_pos = torch.nonzero(hit).squeeze(1)
-            miss_pos = torch.nonzero(~hit).squeeze(1)
-            hit_slots = slots[hit_pos].long()
-            _put(out, hit_pos, self._rows[hit_slots])
-            if self.policy == "clock":
-                self._ref[hit_slots] = True
-            self.hits += int(hit_pos.numel())
-            self.misses += int(miss_pos.numel())
-            if miss_pos.numel() == 0:
-                return out
-            if self.policy != "clock":  # nothing to admit: no need for the distinct ids
-                _put(out, miss_pos, self._fetch(ids[miss_pos], executor))
-                return out
-            uniq, inv = torch.unique(ids[miss_pos], return_inverse=True)
-            rows = self._fetch(uniq, executor)
-            _put(out, miss_pos, rows[inv])
-            self._admit(uniq, rows)
+            if self._gather_kernel() is None or not self._kernel_gather(ids, out):
+                self._torch_read(ids, out, executor)
         return out
+
+    def _torch_read(self, ids: torch.Tensor, out: torch.Tensor,
+                    executor: Optional[Executor]) -> None:
+        """A read with torch ops: hits and misses split on the host, CLOCK's admission."""
+        slots = self._slot_of[ids]
+        hit = slots >= 0
+        hit_pos = torch.nonzero(hit).squeeze(1)
+        miss_pos = torch.nonzero(~hit).squeeze(1)
+        hit_slots = slots[hit_pos].long()
+        _put(out, hit_pos, self._rows[hit_slots])
+        if self.policy == "clock":
+            self._ref[hit_slots] = True
+        self._hits += int(hit_pos.numel())
+        self._misses += int(miss_pos.numel())
+        if miss_pos.numel() == 0:
+            return
+        if self.policy != "clock":  # nothing to admit: no need for the distinct ids
+            _put(out, miss_pos, self._fetch(ids[miss_pos], executor))
+            return
+        uniq, inv = torch.unique(ids[miss_pos], return_inverse=True)
+        rows = self._fetch(uniq, executor)
+        _put(out, miss_pos, rows[inv])
+        self._admit(uniq, rows)
 
     def close(self) -> None:
         """Close the wrapped feature (the GPU rows stay until the cache is dropped)."""
@@ -215,9 +254,52 @@ class GPUCachedFeature(WrappedFeature):
                 f"policy={self.policy!r}, device={self._device}, hit_rate={self.hit_rate:.3f})")
 
     # -------------------------------------------------------------- internals
+    def _gather_kernel(self):
+        """The gather kernel's module when reads can take it, else ``None``: a static policy
+        over a UVA source (CLOCK admits misses, which needs their ids on the host), on a CUDA
+        device with Triton (or CPU tensors under Triton's interpreter, as in the tests).
+        Chosen once; a kernel that fails to compile or launch is reported once and the torch
+        path used from then on (``out`` is contiguous: ``Feature.read`` refuses others)."""
+        if self._kernel is None:
+            self._kernel = False
+            if self._source is not None and self.policy != "clock":
+                try:
+                    from . import _gpu_cache_kernels as K
+                except ImportError:  # no triton: the torch path
+                    K = None
+                if K is not None and (self._device.type == "cuda"
+                                      or (self._device.type == "cpu" and K.INTERPRETED)):
+                    self._kernel = K
+        return self._kernel or None
+
+    def _kernel_gather(self, ids: torch.Tensor, out: torch.Tensor) -> bool:
+        """One launch: every position's row from its slot or through UVA, the misses counted
+        on the device. ``False`` (after one warning) when the kernel fails to compile or
+        launch: the caller reads with torch ops, as every later read will."""
+        K = self._kernel
+        n = int(ids.shape[0])
+        ids = ids.to(torch.int64).contiguous()
+        cache, source, dest = _words(self._rows), _words(self._source), _words(out)
+        words = int(dest.shape[1])
+        block_r, block_w = K.blocks(words)
+        grid = ((n + block_r - 1) // block_r, (words + block_w - 1) // block_w)
+        try:
+            K.cached_gather_kernel[grid](ids, self._slot_of, cache, source, dest, n, words,
+                                         self._kernel_misses, BLOCK_R=block_r, BLOCK_W=block_w)
+        except Exception as e:  # noqa: BLE001 - a compiler/driver failure: the torch path
+            import warnings
+
+            self._kernel = False
+            warnings.warn(f"graphfeed: GPUCachedFeature's gather kernel does not work here "
+                          f"({type(e).__name__}: {str(e)[:200]}); reading with torch ops",
+                          RuntimeWarning, stacklevel=5)
+            return False
+        self._kernel_reads += n
+        return True
+
     def _fetch(self, ids: torch.Tensor, executor: Optional[Executor] = None) -> torch.Tensor:
         """Rows of ``ids`` (on the device) from the host, on the device."""
-        self.bytes_moved += int(ids.numel()) * self.row_nbytes
+        self._bytes += int(ids.numel()) * self.row_nbytes
         if self._source is not None:
             return torch.index_select(self._source, 0, ids)
         rows = self.feature.read(ids.cpu(), check=False, executor=executor)
@@ -290,6 +372,13 @@ class GPUCachedFeature(WrappedFeature):
             self._ref[:cap] = False
         self._hand = (self._hand % cap + passed) % cap
         return order[chosen]
+
+
+def _words(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous tensor of rows as ``(rows, words)``, sharing its memory: int32 words where a
+    row's bytes are a multiple of 4, else bytes."""
+    b = t.reshape(t.shape[0], int(np.prod(t.shape[1:], dtype=np.int64))).view(torch.uint8)
+    return b.view(torch.int32) if b.shape[1] % 4 == 0 else b
 
 
 def _put(out: torch.Tensor, pos: torch.Tensor, rows: torch.Tensor) -> None:
