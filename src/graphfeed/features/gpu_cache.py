@@ -45,6 +45,7 @@ every row filled.
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import Executor
 from typing import Iterable, Optional
@@ -262,13 +263,14 @@ class GPUCachedFeature(WrappedFeature):
         path used from then on (``out`` is contiguous: ``Feature.read`` refuses others)."""
         if self._kernel is None:
             self._kernel = False
-            if self._source is not None and self.policy != "clock":
+            cpu = self._device.type == "cpu"
+            if (self._source is not None and self.policy != "clock"
+                    and not (cpu and os.environ.get("TRITON_INTERPRET") != "1")):
                 try:
                     from . import _gpu_cache_kernels as K
                 except ImportError:  # no triton: the torch path
                     K = None
-                if K is not None and (self._device.type == "cuda"
-                                      or (self._device.type == "cpu" and K.INTERPRETED)):
+                if K is not None and (self._device.type == "cuda" or (cpu and K.INTERPRETED)):
                     self._kernel = K
         return self._kernel or None
 
