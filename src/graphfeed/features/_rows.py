@@ -108,6 +108,14 @@ def array_words(a) -> np.ndarray:
     return b.view(word_dtype(b.shape[1])) if b.shape[1] else b
 
 
+def tensor_words(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous tensor of rows on any device as ``(rows, words)``, sharing its memory: int32
+    words where a row's bytes are a multiple of 4, else bytes (what the GPU cache's gather
+    kernel copies: two word types, so few compiled variants)."""
+    b = t.reshape(t.shape[0], int(np.prod(t.shape[1:], dtype=np.int64))).view(torch.uint8)
+    return b.view(torch.int32) if b.shape[1] % 4 == 0 else b
+
+
 def gather_words(src: np.ndarray, ids: np.ndarray, out: torch.Tensor, parts: int,
                  executor) -> None:
     """``out[i] = rows[ids[i]]`` where ``src`` is the rows' ``(rows, words)`` view (RAM or a

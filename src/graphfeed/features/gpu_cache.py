@@ -56,6 +56,7 @@ import torch
 from .._checks import check_int
 from .._units import parse_size
 from ..errors import GraphfeedError
+from ._rows import tensor_words
 from .base import Feature, WrappedFeature, as_id_tensor, check_id_range
 
 __all__ = ["GPUCachedFeature", "GPU_POLICIES"]
@@ -140,20 +141,27 @@ class GPUCachedFeature(WrappedFeature):
         the CPU stand-in) rather than through its ``read``."""
         return self._source is not None
 
-    @property
-    def misses(self) -> int:
-        """Positions of ids served from the host."""
-        return self._misses + int(self._kernel_misses.item())
+    def _counts(self) -> tuple[int, int, int]:
+        """``(hits, misses, bytes_moved)``: the host's counts plus the gather kernel's, whose
+        misses are read from the device once (not at all when no read took the kernel)."""
+        kernel_misses = int(self._kernel_misses.item()) if self._kernel_reads else 0
+        return (self._hits + self._kernel_reads - kernel_misses, self._misses + kernel_misses,
+                self._bytes + kernel_misses * self.row_nbytes)
 
     @property
     def hits(self) -> int:
         """Positions of ids served from the GPU rows."""
-        return self._hits + self._kernel_reads - int(self._kernel_misses.item())
+        return self._counts()[0]
+
+    @property
+    def misses(self) -> int:
+        """Positions of ids served from the host."""
+        return self._counts()[1]
 
     @property
     def bytes_moved(self) -> int:
         """Bytes read from the host to serve reads and fill the cache."""
-        return self._bytes + int(self._kernel_misses.item()) * self.row_nbytes
+        return self._counts()[2]
 
     @property
     def uses_gather_kernel(self) -> bool:
@@ -163,9 +171,7 @@ class GPUCachedFeature(WrappedFeature):
 
     @property
     def hit_rate(self) -> float:
-        hits, misses = self.hits, self.misses
-        total = hits + misses
-        return hits / total if total else 0.0
+        return _rate(*self._counts()[:2])
 
     @property
     def num_cached(self) -> int:
@@ -175,9 +181,9 @@ class GPUCachedFeature(WrappedFeature):
         """``hits``, ``misses``, ``hit_rate``, ``bytes_moved``, ``cached_rows``, ``capacity``
         (the gather kernel counts misses on the device: reading them waits for the reads
         queued on the calling thread's stream)."""
-        return {"hits": self.hits, "misses": self.misses, "hit_rate": self.hit_rate,
-                "bytes_moved": self.bytes_moved, "cached_rows": self._size,
-                "capacity": self.capacity}
+        hits, misses, moved = self._counts()
+        return {"hits": hits, "misses": misses, "hit_rate": _rate(hits, misses),
+                "bytes_moved": moved, "cached_rows": self._size, "capacity": self.capacity}
 
     def reset_stats(self) -> None:
         with self._lock:
@@ -281,7 +287,8 @@ class GPUCachedFeature(WrappedFeature):
         K = self._kernel
         n = int(ids.shape[0])
         ids = ids.to(torch.int64).contiguous()
-        cache, source, dest = _words(self._rows), _words(self._source), _words(out)
+        cache, source, dest = (tensor_words(self._rows), tensor_words(self._source),
+                               tensor_words(out))
         words = int(dest.shape[1])
         block_r, block_w = K.blocks(words)
         grid = ((n + block_r - 1) // block_r, (words + block_w - 1) // block_w)
@@ -376,11 +383,8 @@ class GPUCachedFeature(WrappedFeature):
         return order[chosen]
 
 
-def _words(t: torch.Tensor) -> torch.Tensor:
-    """A contiguous tensor of rows as ``(rows, words)``, sharing its memory: int32 words where a
-    row's bytes are a multiple of 4, else bytes."""
-    b = t.reshape(t.shape[0], int(np.prod(t.shape[1:], dtype=np.int64))).view(torch.uint8)
-    return b.view(torch.int32) if b.shape[1] % 4 == 0 else b
+def _rate(hits: int, misses: int) -> float:
+    return hits / (hits + misses) if hits + misses else 0.0
 
 
 def _put(out: torch.Tensor, pos: torch.Tensor, rows: torch.Tensor) -> None:
