@@ -35,16 +35,11 @@ import sys
 import time
 from collections import defaultdict
 
+from gpu_sampling import _seed_batches, _sync, time_sampler  # benchmarks/ is the script's folder
+
 
 class _Stop(Exception):
     """Ends the training run once the steps are measured."""
-
-
-def _sync(device) -> None:
-    import torch
-
-    if str(device).startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 def _tables(prof, steps: int, top: int = 12) -> dict:
@@ -164,8 +159,7 @@ def _time_loader(task, a) -> dict:
         _sync(task.device)
         t0 = time.perf_counter()
         for _ in range(a.batches):
-            batch = next(it)
-        _ = batch
+            next(it)
         _sync(task.device)
         dt = time.perf_counter() - t0
     finally:
@@ -229,26 +223,15 @@ def profile_sampler(a) -> dict:
 
     dev = torch.device(a.device)
     data = load_bench_data(a.dataset)
-    pool = np.asarray(data.seed_pool)
-    rng = np.random.default_rng(0)
-    n = a.warmup + a.batches
-    size = min(a.batch_size, pool.shape[0])
-    batches = [torch.from_numpy(rng.permutation(pool)[:size].astype(np.int64)) for _ in range(n)]
+    batches = _seed_batches(np.asarray(data.seed_pool), a.batch_size, a.warmup + a.batches)
     sampler = TritonNeighborSampler.from_graph(data.graph, [15, 10, 5], device=dev)
-    for i, s in enumerate(batches[: a.warmup]):
-        sampler.sample(s, batch_index=i)
-    _sync(dev)
-    t0 = time.perf_counter()
-    for i, s in enumerate(batches[a.warmup:]):
-        sampler.sample(s, batch_index=a.warmup + i)
-    _sync(dev)
-    wall = time.perf_counter() - t0
+    timed = time_sampler(sampler, batches, a.warmup, dev)
     with profile(activities=_activities(dev)) as prof:
         for i, s in enumerate(batches[a.warmup:]):
             sampler.sample(s, batch_index=a.warmup + i)
         _sync(dev)
-    return dict(_tables(prof, a.batches), ms_per_batch=round(1e3 * wall / a.batches, 3),
-                seeds_per_s=round(a.batches * size / wall))
+    return dict(_tables(prof, a.batches), ms_per_batch=round(timed["ms_per_batch"], 3),
+                seeds_per_s=round(timed["seeds_per_s"]))
 
 
 def main(argv=None) -> int:

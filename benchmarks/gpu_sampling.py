@@ -29,8 +29,10 @@ import time
 
 
 def _sync(dev) -> None:
+    """Wait for ``dev``'s queued work (a ``torch.device`` or its name; nothing on the CPU)."""
     import torch
 
+    dev = torch.device(dev)
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
 
