@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from test_gpu_cache import cache_over
 
 from graphfeed.features.disk import DiskFeature
 from graphfeed.features.gpu_cache import GPUCachedFeature
@@ -24,15 +25,8 @@ if not K.INTERPRETED:
 N = 300
 
 
-def _cache(data: torch.Tensor, policy: str, rows: int = 40, kernel: bool = True):
-    rng = np.random.default_rng(5)
-    nbytes = rows * max(1, data[0].numel() * data.element_size())
-    if policy == "degree":
-        c = GPUCachedFeature(InMemoryFeature(data), nbytes, device="cpu", policy="degree",
-                             degrees=rng.random(data.shape[0]))
-    else:
-        c = GPUCachedFeature(InMemoryFeature(data), nbytes, device="cpu", policy="frequency")
-        c.warm_up(rng.integers(0, data.shape[0], 50) for _ in range(4))
+def _cache(data: torch.Tensor, policy: str, kernel: bool = True):
+    c = cache_over(InMemoryFeature(data), policy, 40)
     if not kernel:
         c._kernel = False  # the torch ops the kernel replaces
     return c
