@@ -29,13 +29,12 @@ batches): a check that the script works, not a measurement. Prints one JSON line
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from collections import defaultdict
 
-from gpu_sampling import _seed_batches, _sync, time_sampler  # benchmarks/ is the script's folder
+from gpu_sampling import _seed_batches, _sync, report, time_sampler  # benchmarks/ is the script's folder
 
 
 class _Stop(Exception):
@@ -255,11 +254,7 @@ def main(argv=None) -> int:
         result.update(profile_training(a))
     if "sampler" in parts:
         result["sampler"] = profile_sampler(a)
-    line = json.dumps(result)
-    if a.json:
-        with open(a.json, "w") as f:
-            f.write(line + "\n")
-    print(line)
+    report(result, a.json)
     return 0
 
 

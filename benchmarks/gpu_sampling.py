@@ -37,6 +37,15 @@ def _sync(dev) -> None:
         torch.cuda.synchronize(dev)
 
 
+def report(result: dict, path=None) -> None:
+    """Print ``result`` as one JSON line, and write it to ``path`` when given."""
+    line = json.dumps(result)
+    if path:
+        with open(path, "w") as f:
+            f.write(line + "\n")
+    print(line)
+
+
 def _seed_batches(pool, batch_size: int, count: int, seed: int = 0):
     import numpy as np
     import torch
@@ -223,11 +232,7 @@ def main(argv=None) -> int:
         array = np.array(feat.data.numpy())  # into RAM, to be pinned in place
         result["gpu_cache"] = bench_gpu_cache(data.graph, array, batches, a.warmup, dev,
                                               a.cache_fraction)
-    line = json.dumps(result)
-    if a.json:
-        with open(a.json, "w") as f:
-            f.write(line + "\n")
-    print(line)
+    report(result, a.json)
     return 0
 
 
