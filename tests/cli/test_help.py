@@ -91,7 +91,7 @@ def test_the_dataset_helps_list_every_registered_builtin():
     from graphfeed.datasets.synthetic import SPECS, plain_node_names
 
     assert {"tiny", "small", "medium", "link", "hetero", "hetero-link"} <= set(SPECS)
-    assert plain_node_names() == ["tiny", "small", "medium"]
+    assert plain_node_names() == ["tiny", "small", "medium", "papers"]
     every, plain = ", ".join(SPECS), ", ".join(plain_node_names())
     for words, dest, names in ((("train",), "dataset", every),
                                (("bench", "sample"), "dataset", every),

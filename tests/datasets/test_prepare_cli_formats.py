@@ -41,14 +41,16 @@ def _ogb(tmp):
 
 def test_every_importer_has_a_subcommand(capsys):
     assert set(IMPORTERS.names()) == {"generic", "ogb", "ogb-hetero", "cora-text", "planetoid-npz",
-                                      "csr-npz", "ogbl", "link-split", "graphbolt"}
+                                      "csr-npz", "ogbl", "link-split", "graphbolt", "synthetic"}
     rc, out, _ = run_cli(["prepare", "--help"], capsys)
     assert rc == 0
     for fmt in IMPORTERS.names():
         assert fmt in out
         rc, out_fmt, _ = run_cli(["prepare", fmt, "--help"], capsys)
-        # link-split takes the graph as stored (its SRC is prepared with --undirected)
-        assert rc == 0 and ("  --undirected" in out_fmt) == (fmt != "link-split") and "OUT" in out_fmt
+        # link-split takes the graph as stored (its SRC is prepared with --undirected); a
+        # generated dataset has no input to shape
+        assert rc == 0 and ("  --undirected" in out_fmt) == (fmt not in ("link-split", "synthetic"))
+        assert "OUT" in out_fmt
 
 
 def test_ogb_split_name_and_seeded_split(tmp_path, capsys):

@@ -104,6 +104,14 @@ def nonnegative_float(text: str) -> float:
     return v
 
 
+def scale(text: str) -> float:
+    """A number in ``(0, 1]`` (the fraction of a built-in dataset to generate)."""
+    v = _float(text)
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
+    return v
+
+
 def fraction(text: str) -> float:
     """A number in ``[0, 1)`` (a dropout probability)."""
     v = _float(text)

@@ -15,7 +15,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="describe a prepared dataset: counts, degrees, class balance, features, memory per placement",
         description="Describe a prepared dataset folder and estimate its memory per placement.",
     )
-    p.add_argument("path", metavar="PATH", help="prepared dataset folder")
+    p.add_argument("path", metavar="PATH",
+                   help="prepared dataset folder, or a built-in dataset name (generated on first "
+                        "use, as train does)")
+    p.add_argument("--data-root", default=None,
+                   help="cache folder for built-in datasets [$GRAPHFEED_HOME/datasets, else "
+                        "~/.cache/graphfeed/datasets]")
     p.add_argument("--nproc", type=positive_int, default=None,
                    help="processes per machine for the second estimate (default: CPU count, at least 2)")
     p.add_argument("--cache-size", default=0, type=size,
@@ -229,7 +234,10 @@ def run(args) -> int:
     nproc = args.nproc if args.nproc is not None else max(2, os.cpu_count() or 2)
     cache = args.cache_size
     with one_line_errors("inspect", args.path):
-        info, estimates = _describe(args.path, nproc=nproc, cache_bytes=cache, validate=not args.no_validate)
+        from ..datasets.open import dataset_path
+
+        path = dataset_path(args.path, args.data_root, verbose=True)
+        info, estimates = _describe(path, nproc=nproc, cache_bytes=cache, validate=not args.no_validate)
         if args.json:
             return write_stdout("inspect", json.dumps(info, indent=2) + "\n")
         out = io.StringIO()

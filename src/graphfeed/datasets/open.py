@@ -9,7 +9,27 @@ from typing import Optional
 
 from ..errors import GraphfeedError
 
-__all__ = ["open_dataset"]
+__all__ = ["open_dataset", "dataset_path"]
+
+
+def dataset_path(spec: str, data_root: Optional[str] = None, *, verbose: bool = False) -> Path:
+    """The folder of dataset ``spec``: a built-in name's cache folder (generated on first use, as
+    :func:`open_dataset` does) or ``spec`` itself when it is a folder."""
+    from . import synthetic
+
+    if spec in synthetic.SPECS and not Path(spec).is_dir():
+        root = Path(data_root) if data_root else None
+        path = synthetic.builtin_path(spec, root)
+        if not (path / "graphfeed.json").exists():
+            synthetic.load_builtin(spec, root, verbose=verbose, validate="quick")
+        return path
+    path = Path(spec)
+    if path.is_dir():
+        return path
+    raise GraphfeedError(
+        f"dataset {spec!r} is neither a built-in dataset ({', '.join(synthetic.SPECS)}) nor a "
+        f"folder; prepare one with 'graphfeed prepare'"
+    )
 
 
 def open_dataset(spec: str, data_root: Optional[str] = None, *, verbose: bool = False):

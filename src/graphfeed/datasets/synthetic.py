@@ -1,5 +1,6 @@
-"""The built-in synthetic node-classification datasets: ``tiny``, ``small``, ``medium`` (and
-``hetero``, heterogeneous: ``synthetic_hetero``).
+"""The built-in synthetic datasets: node classification ``tiny``, ``small``, ``medium`` and the
+papers100M-sized ``papers`` (:mod:`.synthetic_papers`), link prediction ``link``, and the
+heterogeneous ``hetero`` and ``hetero-link`` (:mod:`.synthetic_hetero`).
 
 A degree-corrected stochastic block model: every node has a class (its community) and a
 power-law "popularity" weight; edge endpoints are drawn in proportion to popularity, and with
@@ -26,6 +27,7 @@ import numpy as np
 from ..errors import GraphfeedError
 from . import synthetic_hetero as _hetero
 from . import synthetic_hetero_link as _hetero_link
+from . import synthetic_papers as _papers
 
 #: bump when the generator changes, so stale caches are not reused
 GENERATOR_VERSION = 2
@@ -61,12 +63,16 @@ SPECS = {
 SPECS["hetero"] = _hetero.SPEC
 # typed link prediction (author writes paper) on that graph: graphfeed.datasets.synthetic_hetero_link
 SPECS["hetero-link"] = _hetero_link.SPEC
+# ogbn-papers100M's sizes (111M nodes, 1.6B edges, 28 GB of bfloat16 features), generated straight
+# into its CSC arrays: graphfeed.datasets.synthetic_papers
+SPECS["papers"] = _papers.SPEC
 
 
 def plain_node_names() -> list[str]:
     """The built-in datasets of one node type with a node-classification task (the ones
     ``graphfeed partition`` and the feature and memory benchmarks take), in ``SPECS`` order."""
-    return [n for n, s in SPECS.items() if isinstance(s, SyntheticSpec) and s.task == "node"]
+    return [n for n, s in SPECS.items()
+            if isinstance(s, (SyntheticSpec, _papers.PapersSpec)) and s.task == "node"]
 
 
 @dataclass
@@ -145,18 +151,53 @@ def generate_arrays(spec: SyntheticSpec) -> SyntheticArrays:
     return SyntheticArrays(src, dst, n, features, labels, splits)
 
 
+def scaled(spec, scale: float):
+    """``spec`` with ``scale`` (in ``(0, 1]``) times its nodes (and, for ``papers``, its edges and
+    splits); the typed datasets have no size to scale."""
+    from .._checks import check_float
+
+    scale = check_float("scale", scale, 0.0, 1.0, lo_open=True)
+    if scale == 1.0:
+        return spec
+    if isinstance(spec, _papers.PapersSpec):
+        return spec.scaled(scale)
+    if isinstance(spec, SyntheticSpec):
+        from dataclasses import replace
+
+        return replace(spec, num_nodes=max(4 * spec.num_classes, round(spec.num_nodes * scale)))
+    raise GraphfeedError(f"built-in dataset {spec.name!r} cannot be scaled (it has no single node "
+                         f"count); --scale works for {', '.join(scalable_names())}")
+
+
+def scalable_names() -> list[str]:
+    return [n for n, s in SPECS.items() if isinstance(s, (SyntheticSpec, _papers.PapersSpec))]
+
+
 def build(name: str, root: Optional[Path] = None, *, overwrite: bool = False) -> Path:
-    """Generate built-in dataset ``name`` into ``root`` (atomically) and return its folder."""
+    """Generate built-in dataset ``name`` into its cache folder under ``root`` and return it."""
+    return build_into(name, builtin_path(name, root), overwrite=overwrite)
+
+
+def build_into(name: str, path, *, scale: float = 1.0, overwrite: bool = False,
+               progress=None, threads: Optional[int] = None) -> Path:
+    """Generate built-in dataset ``name`` (``scale`` times its size, see :func:`scaled`) into
+    folder ``path``, atomically, and return ``path``. ``progress``/``threads``: for ``papers``
+    (a progress bar; threads generating at once, default every core)."""
     from ..graph.csc import CSCGraph
     from .format import write_dataset
 
-    spec = get_spec(name)
-    path = builtin_path(name, root)
+    base = get_spec(name)
+    spec = scaled(base, scale)
+    path = Path(path)
+    if isinstance(spec, _papers.PapersSpec):
+        return _papers.build(path, base, scale=scale, overwrite=overwrite, threads=threads,
+                             progress=progress)
     if isinstance(spec, _hetero.HeteroSyntheticSpec):
         return _hetero.build(path, spec, overwrite=overwrite)
     if isinstance(spec, _hetero_link.HeteroLinkSpec):
         return _hetero_link.build(path, spec, overwrite=overwrite)
     a = generate_arrays(spec)
+    suffix = "" if scale == 1.0 else f"-x{scale:g}"
     if spec.task == "link":
         from .link import build_synthetic
 
@@ -174,7 +215,7 @@ def build(name: str, root: Optional[Path] = None, *, overwrite: bool = False) ->
         splits=a.splits,
         num_classes=spec.num_classes,
         target="label",
-        name=f"synthetic-{name}",
+        name=f"synthetic-{name}{suffix}",
         overwrite=overwrite,
         extra={"generator": "graphfeed.datasets.synthetic", "generator_version": GENERATOR_VERSION,
                "spec": {k: v for k, v in spec.__dict__.items()}},
@@ -183,9 +224,10 @@ def build(name: str, root: Optional[Path] = None, *, overwrite: bool = False) ->
 
 
 def builtin_path(name: str, root: Optional[Path] = None) -> Path:
-    get_spec(name)
+    spec = get_spec(name)
     root = Path(root) if root is not None else default_root()
-    return root / f"synthetic-{name}-v{GENERATOR_VERSION}"
+    version = _papers.GENERATOR_VERSION if isinstance(spec, _papers.PapersSpec) else GENERATOR_VERSION
+    return root / f"synthetic-{name}-v{version}"
 
 
 def load_builtin(name: str = "small", root: Optional[Path] = None, *, verbose: bool = False, **open_kw):
@@ -209,10 +251,21 @@ def load_builtin(name: str = "small", root: Optional[Path] = None, *, verbose: b
                 file_lock(path.with_name(f".{path.name}.build-lock")):
             if not (path / "graphfeed.json").exists():
                 t0 = time.perf_counter()
+                progress = None
                 if verbose:
-                    print(f"graphfeed: generating built-in dataset '{name}' into {path} ...",
+                    spec = get_spec(name)
+                    size = ""
+                    if isinstance(spec, _papers.PapersSpec):
+                        from .._progress import Progress
+                        from .._units import format_bytes
+
+                        size = (f" ({format_bytes(spec.dataset_bytes)} on disk; a few minutes "
+                                f"per core)")
+                        progress = Progress()
+                    print(f"graphfeed: generating built-in dataset '{name}' into {path}{size} ...",
                           file=sys.stderr, flush=True)
-                build(name, root, overwrite=path.exists())  # replaces a stale partial folder
+                # replaces a stale partial folder
+                build_into(name, path, overwrite=path.exists(), progress=progress)
                 if verbose:
                     print(f"graphfeed: generated '{name}' in {time.perf_counter() - t0:.1f} s",
                           file=sys.stderr, flush=True)

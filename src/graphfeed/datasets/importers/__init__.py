@@ -52,6 +52,8 @@ for _name, _target, _help in (
                                   "{train,valid,test}.csv.gz pairs): a link-prediction dataset"),
     ("link-split", "link:prepare_link_split",
      "a prepared dataset folder -> a link-prediction dataset with a seeded random edge split"),
+    ("synthetic", "synthetic:prepare_synthetic",
+     "a built-in dataset (tiny, small, medium, papers, ...) written into OUT, --scale to shrink it"),
     ("graphbolt", "graphbolt:prepare_graphbolt",
      "a DGL GraphBolt OnDiskDataset folder (metadata.yaml; csv/numpy edges, numpy/torch "
      "features, a node classification or link prediction task)"),
@@ -186,9 +188,11 @@ class PrepareReport:
     def summary(self) -> str:
         ratio = self.peak_rss_bytes / max(1, self.dataset_bytes)
         splits = ", ".join(f"{k} {v}" for k, v in self.split_sizes.items())
+        source = f" (from {self.input_edges} input edges)" if self.input_edges else " (generated)"
+        classes = f"{self.num_classes} classes, " if self.num_classes else ""
         return (
-            f"prepared {self.path}: {self.num_nodes} nodes, {self.num_edges} edges "
-            f"(from {self.input_edges} input edges), {self.num_classes} classes, splits: {splits}\n"
+            f"prepared {self.path}: {self.num_nodes} nodes, {self.num_edges} edges{source}, "
+            f"{classes}splits: {splits}\n"
             f"time {self.seconds:.1f} s, dataset {format_bytes(self.dataset_bytes)}, peak RSS "
             f"{format_bytes(self.peak_rss_bytes)} ({ratio:.2f}x the dataset)"
             + (f", {self.windows} windows" if self.windows > 1 else "")
