@@ -50,23 +50,45 @@ def test_multi_dim_rows_and_odd_row_sizes(tmp_path):
         np.testing.assert_array_equal(f.read(ids).numpy(), a[ids])
 
 
-def test_coalesce_plan():
-    ids = np.array([0, 1, 100, 101, 5000], dtype=np.int64)  # 400-byte rows, data at offset 128
+def _plan(ids, offset, row_nbytes, max_gap, max_len):
+    ids = np.asarray(ids, dtype=np.int64)
     n = ids.shape[0]
     start, length, off = (np.empty(n, np.int64) for _ in range(3))
-    nr = coalesce_blocks(ids, 128, 400, DIRECT_ALIGN, 0, 1 << 20, start, length, off)
+    first = np.empty(n + 1, np.int64)
+    nr = coalesce_blocks(ids, offset, row_nbytes, DIRECT_ALIGN, max_gap, max_len,
+                         start, length, first, off)
+    return start[:nr], length[:nr], first[:nr + 1], off
+
+
+def test_coalesce_plan():
+    ids = np.array([0, 1, 100, 101, 5000], dtype=np.int64)  # 400-byte rows, data at offset 128
+    start, length, first, off = _plan(ids, 128, 400, 0, 1 << 20)
     # rows 0 and 1 share block 0; rows 100, 101 share blocks 9-10; row 5000 is far away
-    assert nr == 3
-    assert (start[:nr] % DIRECT_ALIGN == 0).all() and (length[:nr] % DIRECT_ALIGN == 0).all()
+    assert len(start) == 3
+    assert (start % DIRECT_ALIGN == 0).all() and (length % DIRECT_ALIGN == 0).all()
     assert start[0] == 0 and length[0] == 4096
-    # each row's bytes are where the plan says in the concatenated buffer
-    base = np.concatenate([[0], np.cumsum(length[:nr])])
-    for i, r in enumerate(ids):
-        file_off = 128 + r * 400
-        k = np.searchsorted(base, off[i], side="right") - 1
-        assert start[k] + (off[i] - base[k]) == file_off
+    assert first.tolist() == [0, 2, 4, 5]
+    # each row's bytes are where the plan says: inside its read, at its offset from the start
+    for r in range(len(start)):
+        for i in range(first[r], first[r + 1]):
+            assert start[r] + off[i] == 128 + ids[i] * 400
+            assert off[i] + 400 <= length[r]
     # a large gap allowance merges everything into one read
-    assert coalesce_blocks(ids, 128, 400, DIRECT_ALIGN, 1 << 30, 1 << 30, start, length, off) == 1
+    assert len(_plan(ids, 128, 400, 1 << 30, 1 << 30)[0]) == 1
+
+
+def test_coalesce_gap_and_length_limits():
+    # 256-byte rows from offset 0: 16 a block; blocks 0, 1 (adjacent), 3 (one block away), 6
+    ids = [0, 15, 16, 48, 96]
+    assert _plan(ids, 0, 256, 0, 1 << 20)[1].tolist() == [8192, 4096, 4096]
+    assert _plan(ids, 0, 256, 4096, 1 << 20)[1].tolist() == [16384, 4096]  # skips block 2
+    assert _plan(ids, 0, 256, 8192, 1 << 20)[1].tolist() == [28672]  # skips 2, 4, 5
+    assert _plan(ids, 0, 256, 8192, 8192)[1].tolist() == [8192, 4096, 4096]  # capped
+    # a row longer than the cap still gets its one read (blocks 0-2 of a 10000-byte row)
+    start, length, first, _ = _plan([0, 1], 0, 10000, 0, 4096)
+    assert start.tolist() == [0, 8192] and length.tolist() == [12288, 12288]
+    assert first.tolist() == [0, 1, 2]
+    assert len(_plan([], 0, 256, 0, 4096)[0]) == 0
 
 
 def test_drop_page_cache_then_read(tmp_path):
