@@ -63,32 +63,10 @@ def _meminfo(path: str = "/proc/meminfo") -> dict[str, int]:
     return out
 
 
-def _cgroup_limit() -> Optional[tuple[int, int]]:
-    """``(limit, usage)`` of this process's memory cgroup, or ``None`` when unlimited/unknown."""
-    candidates = (
-        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),  # cgroup v2
-        (
-            "/sys/fs/cgroup/memory/memory.limit_in_bytes",  # cgroup v1
-            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
-        ),
-    )
-    for lim_path, use_path in candidates:
-        try:
-            lim = Path(lim_path).read_text().strip()
-            use = Path(use_path).read_text().strip()
-        except OSError:
-            continue
-        if not lim.isdigit() or not use.isdigit():
-            return None  # "max": unlimited
-        limit = int(lim)
-        if limit >= 1 << 60:  # v1 reports "unlimited" as a huge number
-            return None
-        return limit, int(use)
-    return None
-
-
 def host_memory() -> tuple[int, int]:
-    """``(total, available)`` bytes of host RAM for this process (cgroup-aware)."""
+    """``(total, available)`` bytes of host RAM for this process: the machine's, capped by the
+    memory cgroup the process is in (a container's, or a nested one such as ``with-memory-limit``
+    makes): its limit, and the limit less its anonymous memory (page cache can be reclaimed)."""
     info = _meminfo()
     total = info.get("MemTotal")
     free = info.get("MemAvailable", info.get("MemFree"))
@@ -99,11 +77,11 @@ def host_memory() -> tuple[int, int]:
             free = os.sysconf("SC_AVPHYS_PAGES") * page
         except (ValueError, OSError, AttributeError):  # pragma: no cover - exotic platforms
             total, free = 0, 0
-    cg = _cgroup_limit()
+    cg = _own_cgroup_memory()
     if cg is not None:
-        limit, usage = cg
+        limit, anon = cg
         total = min(total, limit)
-        free = min(free, max(0, limit - usage))
+        free = min(free, max(0, limit - anon))
     return int(total), int(free)
 
 

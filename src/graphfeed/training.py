@@ -304,12 +304,13 @@ def _check_placement(cfg: TrainConfig, dataset) -> dict:
         from .features.memory import InMemoryFeature
         from .placement.typed import open_type_features, typed_placement
 
-        tfeats = open_type_features(dataset, cfg.features)
+        tfeats = open_type_features(dataset, "ram" if cfg.features == "auto" else cfg.features)
         p = typed_placement(plan.mode, dataset.hetero, tfeats, plan.device,
                             labels=None if cfg.task == "link" else InMemoryFeature(dataset.labels),
                             ranks_per_machine=n)
     else:
         names = ["feat"] + ([getattr(dataset, "target", "label")] if cfg.task == "node" else [])
+        plan = plan.for_dataset(dataset, [k for k in names if k in dataset.features])
         p = plan.decide(int(dataset.graph.nbytes),
                         sum(int(dataset.features[k].nbytes) for k in names if k in dataset.features))
     return {"mode": p.mode, "placement": p.reason}

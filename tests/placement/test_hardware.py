@@ -57,9 +57,9 @@ def test_cgroup_limit_caps_host_memory(monkeypatch):
     import graphfeed._memory as M
 
     monkeypatch.setattr(M, "_meminfo", lambda: {"MemTotal": 100 << 30, "MemAvailable": 80 << 30})
-    monkeypatch.setattr(M, "_cgroup_limit", lambda: (16 << 30, 6 << 30))
+    monkeypatch.setattr(M, "_own_cgroup_memory", lambda: (16 << 30, 6 << 30))
     assert hardware.host_memory() == (16 << 30, 10 << 30)
-    monkeypatch.setattr(M, "_cgroup_limit", lambda: None)
+    monkeypatch.setattr(M, "_own_cgroup_memory", lambda: None)
     assert hardware.host_memory() == (100 << 30, 80 << 30)
 
 

@@ -60,6 +60,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="at most this many passes over the training seeds; --patience ends "
                         "the run earlier once the validation metric stops improving "
                         "[%(default)s]")
+    p.add_argument("--steps-per-epoch", type=_args.int_range(1, 10**9), default=None, metavar="N",
+                   help="at most N training batches an epoch, the first N of its shuffled order "
+                        "(each epoch reshuffles; for graphs whose full epoch takes too long) "
+                        "[every batch]")
     p.add_argument("--hidden", type=_args.int_range(1, C.MAX_HIDDEN), default=D.hidden,
                    help="width of the hidden layers [%(default)s]")
     p.add_argument("--heads", type=_args.int_range(1, C.MAX_HEADS), default=D.heads,
@@ -91,8 +95,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--device", default=D.device, help="auto, cpu, cuda or cuda:N [%(default)s]")
     p.add_argument("--mode", default=D.mode, choices=_args.placement_modes(),
                    help="where the graph and features live and where sampling runs [%(default)s]")
-    p.add_argument("--features", default=D.features, choices=_args.feature_backends(),
-                   help="feature store backend [%(default)s]")
+    p.add_argument("--features", default=D.features, choices=["auto", *_args.feature_backends()],
+                   help="feature store backend: auto keeps the features in RAM (memory-mapped) "
+                        "when graph and features fit 70%% of the memory available (a memory "
+                        "cgroup's limit counts), else reads them from disk through a cache sized "
+                        "to the rest; the run's placement line says which and why [%(default)s]")
     p.add_argument("--cache-size", type=_args.size, default=D.cache_size,
                    help=f"CPU cache in front of disk/lmdb features, e.g. 512MB ({_args.SIZE_UNITS}) "
                         f"[%(default)s]")
@@ -182,6 +189,7 @@ def config_from_args(args):
         eval_every=args.eval_every,
         batch_size=args.batch_size,
         epochs=args.epochs,
+        steps_per_epoch=args.steps_per_epoch,
         hidden=args.hidden,
         heads=args.heads,
         norm=args.norm,

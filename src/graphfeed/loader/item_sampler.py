@@ -7,7 +7,7 @@ rank computes the same permutation without communicating and a resumed run repla
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Optional
 
 import numpy as np
 import torch
@@ -50,6 +50,8 @@ class ItemSampler:
       ``r, r + world_size, ...``. Ranks get disjoint shares (up to the padding) of equal size, so
       every rank yields the same number of batches and DDP never hangs on uneven data.
     - ``drop_last`` drops this rank's final incomplete batch.
+    - ``max_batches``: at most this many batches per epoch, the first of the epoch's order
+      (``graphfeed train --steps-per-epoch``); every rank stops at the same count.
 
     ``len(sampler)`` is the number of batches per epoch on this rank. Memory: one int64
     permutation of the ids per epoch.
@@ -66,6 +68,7 @@ class ItemSampler:
         rank: int = 0,
         world_size: int = 1,
         even_split: str = "pad",
+        max_batches: Optional[int] = None,
     ):
         if isinstance(ids, (int, np.integer)) and not isinstance(ids, bool):
             ids = torch.arange(check_int("ids", ids, 0), dtype=torch.int64)
@@ -81,6 +84,7 @@ class ItemSampler:
         self.even_split = even_split
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
+        self.max_batches = max_batches
         self._epoch = 0
 
     # -- sizes -------------------------------------------------------------------------------
@@ -99,9 +103,25 @@ class ItemSampler:
             return n // w
         return 0 if n == 0 else -(-n // w)
 
-    def __len__(self) -> int:
+    @property
+    def max_batches(self) -> Optional[int]:
+        """The cap on batches per epoch (``None``: every batch); settable."""
+        return self._max_batches
+
+    @max_batches.setter
+    def max_batches(self, n: Optional[int]) -> None:
+        self._max_batches = None if n is None else check_int("max_batches", n, 1)
+
+    def _capped(self, n: int) -> int:
+        return n if self._max_batches is None else min(n, self._max_batches)
+
+    def _batches(self) -> int:
+        """Batches of an epoch on this rank, before ``max_batches``."""
         m = self.num_items
         return m // self.batch_size if self.drop_last else -(-m // self.batch_size)
+
+    def __len__(self) -> int:
+        return self._capped(self._batches())
 
     # -- epochs ------------------------------------------------------------------------------
     @property

@@ -23,17 +23,17 @@ class PartItemSampler(ItemSampler):
         self.wrap = bool(wrap)
 
     def own_batches(self) -> int:
-        """Batches of this rank's own ids (without wrapping or padding)."""
-        return super().__len__()
+        """Batches of this rank's own ids (without wrapping, padding or ``max_batches``)."""
+        return self._batches()
 
     def __len__(self) -> int:
-        return self.num_batches
+        return self._capped(self.num_batches)
 
     def iter_epoch(self, epoch: int, start: int = 0) -> Iterator[SeedBatch]:
         mine = self.rank_ids(epoch)
         own, bs = self.own_batches(), self.batch_size
         empty = torch.empty(0, dtype=torch.int64)
-        for index in range(check_int("start", start, 0), self.num_batches):
+        for index in range(check_int("start", start, 0), len(self)):
             if index < own or (self.wrap and own):
                 j = index % own
                 yield SeedBatch(epoch, index, mine[j * bs:(j + 1) * bs])

@@ -40,10 +40,12 @@ log = logging.getLogger("graphfeed.placement")
 class DataPlan:
     """Where the data of one process lives; build it with :meth:`resolve`.
 
-    - ``features``: the node features' backend (``graphfeed.features.BACKENDS``); labels are
-      always in RAM.
+    - ``features``: the node features' backend (``graphfeed.features.BACKENDS``), or ``"auto"``
+      until :meth:`for_sizes` chooses one from the data's size and the memory available
+      (``graphfeed.placement.planner.plan_storage``); labels are always in RAM.
     - ``cache_size`` (bytes) and ``cache_policy``: a row cache in front of a ``disk``/``lmdb``
-      backend (0: none).
+      backend (0: none; with ``features="auto"`` and features on disk, 0 sizes it to fit).
+    - ``storage_reason``: why ``auto`` chose the backend and cache (empty otherwise).
     - ``mode``: a placement mode, or ``"auto"`` until :meth:`decide`.
     - ``device``: where the model trains (``"cpu"`` or ``"cuda:N"``), resolved.
     - ``world``: this process among the ranks (``graphfeed.distributed.World``).
@@ -58,6 +60,7 @@ class DataPlan:
     device: str = "cpu"
     world: object = None
     private_copy: bool = False
+    storage_reason: str = ""
 
     @classmethod
     def resolve(cls, *, features: str = "ram", cache_size=0, cache_policy: str = "sieve",
@@ -70,7 +73,8 @@ class DataPlan:
         from ..distributed.world import World
         from ..features.registry import BACKENDS, policy_code
 
-        BACKENDS.check(features)
+        if features != AUTO:
+            BACKENDS.check(features)
         cache = parse_size(cache_size)
         policy_code(cache_policy)
         mode = validate_mode(mode)
@@ -96,10 +100,53 @@ class DataPlan:
     def on_gpu(self) -> bool:
         return self.device.startswith("cuda")
 
+    # ------------------------------------------------------------------ 0. storage
+    def for_sizes(self, graph_bytes: int, feature_bytes: int, num_nodes: int,
+                  row_bytes: int) -> "DataPlan":
+        """This plan with ``features="auto"`` made concrete for data of these sizes (``row_bytes``:
+        one node's input feature row): RAM when graph and features fit the memory available
+        (a memory cgroup's limit counts), else disk with a cache sized to what is left
+        (:func:`~graphfeed.placement.planner.plan_storage`); under several ranks rank 0's choice
+        holds for every rank. A plan with a concrete backend is returned as it is."""
+        if self.features != AUTO:
+            return self
+        from .._memory import _own_cgroup_memory
+        from .._units import format_bytes
+        from .hardware import Hardware, host_memory
+        from .planner import plan_storage
+
+        total, free = host_memory()
+        cg = _own_cgroup_memory()
+        text = (f"available memory (memory cgroup limit {format_bytes(cg[0])})" if cg is not None
+                else "available memory")
+        hw = Hardware(total, free, ranks_per_machine=self.world.local_world_size)
+        st = plan_storage(graph_bytes, feature_bytes, num_nodes, row_bytes, hw,
+                          cache_bytes=self.cache_size, memory_text=text)
+        if self.world.world_size > 1:
+            chosen = _rank0_storage(st.features, st.cache_bytes)
+            if chosen != (st.features, st.cache_bytes):
+                st = dataclasses.replace(st, features=chosen[0], cache_bytes=chosen[1],
+                                         reason=f"rank 0 chose features {chosen[0]} with a "
+                                                f"{format_bytes(chosen[1])} cache for every rank")
+        log.info("features %s", st.reason)
+        return dataclasses.replace(self, features=st.features, cache_size=st.cache_bytes,
+                                   storage_reason=st.reason)
+
+    def for_dataset(self, dataset, names: Sequence[str]) -> "DataPlan":
+        """:meth:`for_sizes` of ``dataset``'s graph and its node features ``names``."""
+        if self.features != AUTO:
+            return self
+        target = getattr(dataset, "target", "label")
+        feats = [dataset.features[n] for n in names]
+        return self.for_sizes(int(dataset.graph.nbytes), sum(int(f.nbytes) for f in feats),
+                              int(dataset.num_nodes),
+                              sum(int(f.row_nbytes) for n, f in zip(names, feats) if n != target))
+
     # ------------------------------------------------------------------ 1. decide
     def decide(self, graph_bytes: int, feature_bytes: int):
         """The :class:`~graphfeed.placement.Placement` for data of these sizes: the plan's mode
-        checked against the hardware, or the automatic choice (with its reason)."""
+        checked against the hardware, or the automatic choice (with its reason, followed by
+        :attr:`storage_reason` when ``auto`` chose where the features live)."""
         from .hardware import detect_hardware
         from .planner import plan_placement
 
@@ -113,6 +160,9 @@ class DataPlan:
                 placement = plan_placement(graph_bytes, feature_bytes, hw, requested=chosen)
                 placement = dataclasses.replace(
                     placement, reason=f"rank 0 chose {chosen} for every rank: {placement.reason}")
+        if self.storage_reason:
+            placement = dataclasses.replace(placement,
+                                            reason=f"{placement.reason}; {self.storage_reason}")
         log.info("placement %s", placement.reason)
         return placement
 
@@ -166,14 +216,15 @@ class DataPlan:
             method = method.bind(dataset)
         target = getattr(dataset, "target", "label")
         names = list(dict.fromkeys([*inputs, target]))
+        plan = self.for_dataset(dataset, names)
         sizes = (int(dataset.graph.nbytes),
                  sum(int(dataset.features[n].nbytes) for n in names))
-        placement = self.decide(*sizes)
-        graph, feats = self.open(dataset, names, pins_host=placement.spec.features == "pinned"
+        placement = plan.decide(*sizes)
+        graph, feats = plan.open(dataset, names, pins_host=placement.spec.features == "pinned"
                                  or placement.spec.graph == "pinned")
         loader_feats = {n: feats[n] for n in inputs}
         loader_feats["label"] = feats[target]
-        return self.place(graph, loader_feats, fanouts, replace=replace, seed=seed,
+        return plan.place(graph, loader_feats, fanouts, replace=replace, seed=seed,
                           placement=placement, method=method)
 
     # ------------------------------------------------------------------ the other kinds of data
@@ -198,6 +249,23 @@ class DataPlan:
 
         return place_partitions(path, fanouts, replace=replace, seed=seed, timeout_s=timeout_s,
                                 remote_cache=remote_cache)
+
+
+def _rank0_storage(features: str, cache_bytes: int) -> tuple:
+    """Rank 0's ``(features, cache_bytes)``, broadcast to every rank (a collective)."""
+    import torch
+    import torch.distributed as dist
+
+    from ..distributed.sharing import collective_device
+    from ..features.registry import BACKENDS
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return features, cache_bytes
+    names = list(BACKENDS.names())
+    t = torch.tensor([names.index(features), int(cache_bytes)], dtype=torch.int64,
+                     device=collective_device())
+    dist.broadcast(t, src=0)
+    return names[int(t[0])], int(t[1])
 
 
 def _rank0_choice(mode: str) -> str:

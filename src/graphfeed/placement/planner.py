@@ -43,6 +43,8 @@ from .hardware import Hardware
 from .modes import AUTO, MODES, mode_spec, validate_mode
 
 __all__ = [
+    "Storage",
+    "plan_storage",
     "MODES",
     "AUTO",
     "DEFAULT_HEADROOM",
@@ -216,6 +218,63 @@ class _Numbers:
             host_text=host_text,
             details=details,
         )
+
+
+# ------------------------------------------------------------------------ where features live
+#: bytes of cache bookkeeping per node (``CachedFeature``: a slot index and an admission count)
+#: and per cached row (its queue links, id and bits)
+CACHE_BYTES_PER_NODE = 5
+CACHE_BYTES_PER_ROW = 18
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Where node features are read from (``features="auto"`` made concrete): a backend of
+    ``graphfeed.features.BACKENDS``, the cache in front of it per process (bytes) and why."""
+
+    features: str
+    cache_bytes: int
+    reason: str
+
+
+def plan_storage(graph_bytes: int, feature_bytes: int, num_nodes: int, row_bytes: int,
+                 hw: Hardware, *, cache_bytes: int = 0, headroom: float = DEFAULT_HEADROOM,
+                 memory_text: str = "") -> Storage:
+    """``features="auto"``: the features stay in RAM (memory maps, one copy per machine) when
+    graph + features fit in ``headroom`` x the host memory available (a memory cgroup's limit
+    counts: ``hw.host_free_bytes``); otherwise they are read from disk (``O_DIRECT``) through a
+    cache per process of ``cache_bytes``, or, when that is 0, of what ``headroom`` x the
+    available memory leaves after the graph and the cache's bookkeeping
+    (:data:`CACHE_BYTES_PER_NODE`, :data:`CACHE_BYTES_PER_ROW`), split between the ranks of the
+    machine. ``memory_text`` names the memory in the reason (default: "available memory")."""
+    graph_bytes = check_int("graph_bytes", graph_bytes, 0)
+    feature_bytes = check_int("feature_bytes", feature_bytes, 0)
+    budget = int(headroom * hw.host_free_bytes)
+    pct = f"{headroom * 100:.0f}%"
+    where = memory_text or "available memory"
+    data = (f"graph {format_bytes(graph_bytes)} + features {format_bytes(feature_bytes)} = "
+            f"{format_bytes(graph_bytes + feature_bytes)}")
+    room = f"{pct} of {where} {format_bytes(hw.host_free_bytes)} ({format_bytes(budget)})"
+    if graph_bytes + feature_bytes <= budget:
+        unused = " (every row is in memory: the --cache-size is not used)" if cache_bytes else ""
+        return Storage("ram", 0, f"{data} fits in {room}: features in RAM (memory-mapped, one "
+                                 f"copy per machine){unused}")
+    k = max(1, hw.ranks_per_machine)
+    if cache_bytes:
+        cache, how = int(cache_bytes), "--cache-size"
+    else:
+        left = budget - graph_bytes - k * CACHE_BYTES_PER_NODE * int(num_nodes)
+        per_row = max(1, int(row_bytes))
+        cache = max(0, int(left / k / (1 + CACHE_BYTES_PER_ROW / per_row)))
+        cache = min(cache, feature_bytes) // 10**6 * 10**6
+        how = f"what the {pct} leaves after the graph" + (f", split by {k} ranks" if k > 1 else "")
+    reason = (f"{data} > {room}: features read from disk (O_DIRECT), "
+              + (f"a {format_bytes(cache)} cache per process in front ({how})" if cache
+                 else "no room left for a cache"))
+    if graph_bytes > budget:
+        reason += (f"; the graph alone exceeds the {pct}, so sampling pages it in from disk "
+                   f"(slow: give the process more memory)")
+    return Storage("disk", cache, reason)
 
 
 def _done(p: Placement) -> Placement:

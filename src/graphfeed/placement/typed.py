@@ -152,6 +152,11 @@ def place_typed(plan, dataset, fanouts: Sequence[int], *, graph=None, replace: b
     ``graph``: the typed graph to sample (default the dataset's; link prediction passes the
     message-passing graph)."""
     graph = dataset.hetero if graph is None else graph
+    if plan.features == "auto":  # the typed graph and every per-type feature
+        arrays = [f for fs in dataset.type_features.values() for f in fs.values()]
+        plan = plan.for_sizes(int(graph.nbytes), sum(int(f.nbytes) for f in arrays),
+                              int(dataset.num_nodes), max((int(f.row_nbytes) for f in arrays),
+                                                          default=0))
     tfeats = open_type_features(dataset, plan.features, plan.cache_size, plan.cache_policy)
     lab = None
     if labels:

@@ -60,6 +60,7 @@ class TrainConfig:
     eval_every: int = 1  # evaluate every N epochs and at the last; patience counts evaluations
     batch_size: int = 1024
     epochs: int = 200  # at most; patience ends the run earlier (docs/training.md, "defaults")
+    steps_per_epoch: Optional[int] = None  # at most this many training batches an epoch; None: all
     hidden: int = 128
     heads: int = 8  # GAT attention heads (hidden is split across them)
     norm: str = "auto"  # between layers: auto (the model's own), none, layer, batch
@@ -73,7 +74,7 @@ class TrainConfig:
     mode: str = "auto"  # auto, cpu-cpu, cpu-cuda, pinned-cuda, cuda-cuda
     seed: int = 0
     runs: int = 1  # independent runs, seeds seed .. seed + runs - 1 (train_runs)
-    features: str = "ram"  # ram, disk, lmdb
+    features: str = "auto"  # auto (ram when the data fits the memory, else disk + cache), ram, disk, lmdb
     cache_size: int = 0  # bytes of CPU cache in front of disk/lmdb features
     cache_policy: str = "sieve"
     replace: bool = False
@@ -146,6 +147,8 @@ class TrainConfig:
         self.eval_every = _int("eval_every", self.eval_every, 1, 10**9)
         self.batch_size = _int("batch_size", self.batch_size, 1, 2**31 - 1)
         self.epochs = _int("epochs", self.epochs, 1, 10**9)
+        if self.steps_per_epoch is not None:
+            self.steps_per_epoch = _int("steps_per_epoch", self.steps_per_epoch, 1, 10**9)
         self.hidden = _int("hidden", self.hidden, 1, MAX_HIDDEN)
         self.heads = _int("heads", self.heads, 1, MAX_HEADS)
         if self.norm not in NORMS:
@@ -173,7 +176,8 @@ class TrainConfig:
             self.split = _int("split", self.split, 0, 10**6)
         from ..features.registry import BACKENDS
 
-        BACKENDS.check(self.features)
+        if self.features != "auto":
+            BACKENDS.check(self.features)
         self.cache_size = _int("cache_size", self.cache_size, 0)
         if self.cache_size and self.features == "ram":
             raise GraphfeedError(
@@ -227,7 +231,7 @@ class TrainConfig:
             strict=bool(self.strict_time), node_times=self.node_times, edge_times=self.edge_times)
 
     # the fields a checkpoint must agree on to continue a run (the rest may change on resume)
-    RESUME_KEYS = ("model", "fanouts", "batch_size", "hidden", "heads", "norm", "residual",
+    RESUME_KEYS = ("model", "fanouts", "batch_size", "steps_per_epoch", "hidden", "heads", "norm", "residual",
                    "dropout", "lr",
                    "weight_decay", "seed", "replace", "eval_fanouts", "eval_method", "sampler",
                    "layer_dependency", "labor_variates", "temporal_strategy", "strict_time",

@@ -43,19 +43,46 @@ EVAL_EDGES_PER_SEED = 10_000
 EVAL_MAX_BATCH_EDGES = 1 << 22
 #: worst-case bytes of float32 input features in one evaluation batch
 EVAL_MAX_BATCH_INPUT_BYTES = 512 << 20
+#: ``auto`` evaluates layer-wise while one pass (``layers x (edges + nodes)``) is at most this
+#: much work, or at most LAYERWISE_MAX_RATIO times that of sampling the evaluated nodes'
+#: neighbourhoods with the training fanouts; beyond both it samples (a papers100M-sized graph:
+#: 3.4 billion edge visits and every node's features read per evaluation, against 37 million)
+LAYERWISE_SMALL_WORK = 1 << 26
+LAYERWISE_MAX_RATIO = 8
 
 
-def resolve_eval_method(cfg, *, supported: bool = True, why_not: str = "") -> str:
+def layerwise_cost_note(num_layers: int, num_nodes: int, num_edges: int, eval_nodes: int,
+                        fanouts: Sequence[int]) -> Optional[str]:
+    """Why ``auto`` should not evaluate layer-wise on a graph this size (``None``: it should):
+    one layer-wise pass visits every edge and node ``num_layers`` times and reads every node's
+    features, sampled evaluation about ``eval_nodes`` times a seed's sampled edges under
+    ``fanouts`` (see :data:`LAYERWISE_MAX_RATIO`)."""
+    layerwise = num_layers * (int(num_edges) + int(num_nodes))
+    per_seed, prod = 0, 1
+    for f in reversed(list(fanouts)):
+        prod *= max(1, f if f > 0 else 100)
+        per_seed += prod
+    sampled = max(1, int(eval_nodes)) * per_seed
+    if layerwise <= max(LAYERWISE_SMALL_WORK, LAYERWISE_MAX_RATIO * sampled):
+        return None
+    return (f"layer-wise evaluation would visit {num_edges:,} edges and {num_nodes:,} nodes "
+            f"{num_layers} times, {layerwise / sampled:.0f}x sampling the {eval_nodes:,} "
+            f"evaluated nodes; --eval layerwise forces it")
+
+
+def resolve_eval_method(cfg, *, supported: bool = True, why_not: str = "",
+                        too_costly: Optional[str] = None) -> str:
     """``"layerwise"`` or ``"sampled"``: the method of ``cfg.eval_method`` for this run.
     ``supported=False`` (the trainer or model cannot evaluate layer-wise, ``why_not`` says
     why) turns ``auto`` into ``sampled`` and refuses ``layerwise`` with a ``GraphfeedError``.
-    ``eval_fanouts`` (only for sampled evaluation) and ``--sampler temporal`` (neighbourhoods
-    bounded by each seed's time) make ``auto`` sampled too."""
+    ``eval_fanouts`` (only for sampled evaluation), ``--sampler temporal`` (neighbourhoods
+    bounded by each seed's time) and ``too_costly`` (a graph too large to evaluate layer-wise:
+    :func:`layerwise_cost_note`) make ``auto`` sampled too."""
     method = cfg.eval_method
     if cfg.sampler == "temporal":
         supported, why_not = False, why_not or "sampler temporal bounds each seed's neighbours " \
                                                "by its time"
-    if method == "sampled" or (method == "auto" and cfg.eval_fanouts is not None):
+    if method == "sampled" or (method == "auto" and (cfg.eval_fanouts is not None or too_costly)):
         return "sampled"
     if not supported:
         if method == "layerwise":

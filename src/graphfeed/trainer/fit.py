@@ -102,6 +102,7 @@ def fit(task, *, on_batch=None, on_epoch=None) -> TrainResult:
     state = ckpt.RunState(cfg, net, opt, result, trainer=task.trainer, keys=task.resume_keys,
                           rank=rank, world_size=world, say=say, scaler=scaler)
     loader = task.train_loader()
+    loader.item_sampler.max_batches = cfg.steps_per_epoch
     say(budget_line(cfg, task.main))
     nan = float("nan")
     epochs = state.epochs(loader)
@@ -200,12 +201,14 @@ def budget_line(cfg, main: str) -> str:
     """What the run will train for, said before the first epoch: the ``--epochs`` budget and the
     ``--patience`` that ends it early once the validation metric stops improving."""
     every = f" (every {cfg.eval_every} epochs)" if cfg.eval_every > 1 else ""
+    steps = ("" if cfg.steps_per_epoch is None else
+             f"; an epoch is at most {cfg.steps_per_epoch} batches (--steps-per-epoch)")
     if not cfg.patience:
         return (f"graphfeed train: {cfg.epochs} epoch(s), no early stopping (--patience 0); "
-                f"the best epoch by valid {main}{every} is kept")
+                f"the best epoch by valid {main}{every} is kept{steps}")
     return (f"graphfeed train: up to {cfg.epochs} epochs, stopping when valid {main} has not "
             f"improved for {cfg.patience} evaluations{every} (--epochs, --patience); the best "
-            f"epoch is kept")
+            f"epoch is kept{steps}")
 
 
 def epoch_line(es: EpochStats, unit: str = "seeds") -> str:

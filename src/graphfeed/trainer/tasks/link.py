@@ -259,6 +259,7 @@ class LinkTask(Task):
         train = np.asarray(dataset.link_split("train")[0], dtype=np.int64)
         held = [np.asarray(dataset.link_split(k)[0], dtype=np.int64) for k in ("valid", "test")
                 if k in dataset.split_names]
+        plan = plan.for_dataset(dataset, ["feat"])
         placement = plan.decide(*estimate_bytes(dataset.graph, {"feat": dataset.features["feat"]}))
         graph, feats = plan.open(dataset, ["feat"], pins_host=placement.spec.features == "pinned"
                                  or placement.spec.graph == "pinned")

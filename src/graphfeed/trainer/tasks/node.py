@@ -28,7 +28,7 @@ import numpy as np
 from ...errors import GraphfeedError
 from ..config import TrainConfig
 from ..evaluate import (Evaluator, default_eval_fanouts, features_as_float, gather_rows,
-                        plan_eval, resolve_eval_method, unwrap)
+                        layerwise_cost_note, plan_eval, resolve_eval_method, unwrap)
 from ..metrics import compute_metrics, is_better, majority_class, task_for
 from ..result import TrainResult
 from .base import Task
@@ -133,6 +133,7 @@ class Preflight:
     in_dim: int
     eval_plan: object
     eval_method: str = "sampled"
+    eval_note: str = ""  # why auto evaluates by sampling with the training fanouts
 
 
 def preflight(cfg, dataset, device: str) -> Preflight:
@@ -161,13 +162,18 @@ def preflight(cfg, dataset, device: str) -> Preflight:
         check_typed(cfg, dataset)
     elif not cfg.sampling_method().is_uniform:
         cfg.sampling_method().bind(dataset)  # the dataset's weights or times, as placing binds
+    # the built-in models (the R-GCN on typed graphs too) evaluate layer-wise, unless the graph
+    # is too large for it (then sampled, with the training fanouts); a custom model may turn
+    # that into sampled once built (_eval_method_for)
+    note = None
+    if cfg.eval_method == "auto" and cfg.eval_fanouts is None:
+        note = layerwise_cost_note(len(cfg.fanouts), dataset.num_nodes, dataset.num_edges,
+                                   len(splits[1]) + len(splits[2]), cfg.fanouts)
+    method = resolve_eval_method(cfg, too_costly=note)
     plan = plan_eval(len(cfg.fanouts), cfg.batch_size,
-                     int(dataset.graph.in_degrees.max(initial=0)), cfg.eval_fanouts,
-                     in_dim=in_dim)
-    # the built-in models (the R-GCN on typed graphs too) evaluate layer-wise; a custom model
-    # may turn that into sampled once built (_eval_method_for)
-    method = resolve_eval_method(cfg)
-    return Preflight(splits, num_classes, in_dim, plan, method)
+                     int(dataset.graph.in_degrees.max(initial=0)),
+                     cfg.fanouts if note else cfg.eval_fanouts, in_dim=in_dim)
+    return Preflight(splits, num_classes, in_dim, plan, method, note or "")
 
 
 class ShareEvaluator:
@@ -647,7 +653,8 @@ def describe_eval(cfg, pre) -> str:
     every = f" every {cfg.eval_every} epochs" if cfg.eval_every > 1 else ""
     if pre.eval_method == "layerwise":
         return f"evaluation layer-wise (every neighbour){every}"
-    return (f"eval fanouts {list(pre.eval_plan.fanouts)} in batches of "
+    why = f" (the training fanouts: {pre.eval_note})" if pre.eval_note else ""
+    return (f"eval fanouts {list(pre.eval_plan.fanouts)}{why} in batches of "
             f"{pre.eval_plan.batch_size}{every}")
 
 
