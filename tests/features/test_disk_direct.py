@@ -70,6 +70,19 @@ def test_rows_equal_the_map(tmp_path, engine, row_nbytes):
         f.close()
 
 
+def test_threads_engine_keeps_queue_depth_reads_going(tmp_path):
+    a = np.random.default_rng(6).integers(0, 256, (4000, 256), dtype=np.uint8)  # 250 blocks
+    path = _save(tmp_path / "a.npy", a)
+    f = _direct(path, "threads", queue_depth=8, max_gap=0)
+    ids = np.arange(0, 4000, 40)  # 100 reads, one per block
+    np.testing.assert_array_equal(f.read(ids).numpy(), a[ids])
+    assert f.stats()["reads"] == 100
+    names = [t.name for t in threading.enumerate() if t.name.startswith("gf-disk-io")]
+    assert len(names) == 8
+    f.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("gf-disk-io")]
+
+
 def test_bfloat16_bits(tmp_path, engine):
     bits = np.random.default_rng(1).integers(0, 2**16, (3000, 128), dtype=np.uint16)
     path = _save(tmp_path / "bf.npy", bits)

@@ -87,7 +87,7 @@ class FakeRing:
         self.problems: list = []
         self.fail_at, self.fail_errno, self.enter_errno = fail_at, fail_errno, enter_errno
         self.errno_cell = ctypes.c_int(0)
-        self.enters = self.requests = 0
+        self.enters = self.requests = self.most_in_flight = 0
         self._enter = ENTER(self.enter)
         self._errno = ERRNO_FN(lambda: ctypes.addressof(self.errno_cell))
         arena = U.aligned_empty(depth * data.slot_size)
@@ -140,6 +140,7 @@ class FakeRing:
         self.sq[0] = (head + to_submit) % 2**32
         if len(self.inflight) > self.depth:
             self.problems.append(f"{len(self.inflight)} requests in flight, depth {self.depth}")
+        self.most_in_flight = max(self.most_in_flight, len(self.inflight))
         # complete a random subset, at least min_complete, in random order
         self.rng.shuffle(self.inflight)
         n = len(self.inflight)
@@ -193,6 +194,7 @@ def test_ring_protocol_with_short_reads_retries_and_wrapping(tmp_path, depth, se
     assert err[U.E_CODE] == 0, err
     np.testing.assert_array_equal(d.dst, d.want())
     assert issued == ring.requests >= len(d.plan[0])  # every request counted, retries too
+    assert ring.most_in_flight == depth  # the queue was kept full
     assert not ring.inflight and ring.sq[0] == ring.sq[1] and ring.cq[0] == ring.cq[1]
     assert int(ring.sq[1]) < 2**20  # the indices wrapped past 2**32
     d.close()
