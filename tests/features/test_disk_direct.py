@@ -239,7 +239,7 @@ def test_auto_uses_io_uring_where_available(tmp_path, caplog):
         f.read([3])
         DiskFeature(path, direct_io=True).read([2])
     assert [r.getMessage() for r in caplog.records].count(
-        "direct reads use io_uring (io_uring is available)") == 1  # once per process
+        f"direct reads use io_uring ({URING_WHY})") == 1  # once per process
     (ring,) = f._engines._idle
     assert isinstance(ring, _uring.Ring) and ring.ring_fd >= 0
     fd = ring.ring_fd
@@ -266,6 +266,25 @@ def test_fallback_when_io_uring_is_unavailable(tmp_path, monkeypatch, caplog):
     warned = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warned) == 1 and "not permitted here (test)" in warned[0].getMessage()
     with pytest.raises(GraphfeedError, match="io_engine='uring'.*not permitted here"):
+        DiskFeature(path, direct_io=True, io_engine="uring").read([1])
+    f.close()
+
+
+@pytest.mark.skipif(not URING_OK, reason=URING_WHY)
+def test_a_ring_that_cannot_be_set_up(tmp_path, monkeypatch, caplog):
+    a = np.arange(400, dtype=np.float32).reshape(100, 4)
+    path = _save(tmp_path / "a.npy", a)
+
+    def no_ring(*args, **kw):
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(_uring, "Ring", no_ring)
+    disk_mod._announced.clear()
+    with caplog.at_level(logging.WARNING, logger="graphfeed.features"):
+        f = DiskFeature(path, direct_io=True)
+        np.testing.assert_array_equal(f.read([5, 1]).numpy(), a[[5, 1]])
+    assert f.engine == "threads" and "Errno 12" in caplog.records[0].getMessage()
+    with pytest.raises(GraphfeedError, match="io_engine='uring'.*Errno 12"):
         DiskFeature(path, direct_io=True, io_engine="uring").read([1])
     f.close()
 

@@ -10,9 +10,11 @@ done and copies each read's rows to their places as it completes:
   registered (``io_uring_register``, 427). The whole batch runs in one nogil numba kernel
   (:func:`uring_read`): fill SQEs (``IORING_OP_READ``), ``io_uring_enter`` (426) to submit them and
   wait for at least one completion, reap the CQEs, copy the finished reads' rows out, refill.
-  One syscall submits every free slot's read and returns whatever has completed, so a read
-  costs a few hundred nanoseconds of user time (about 1-2 us in all, with the kernel's side:
-  ``benchmarks/disk_reads.py`` measures it), and the GIL is free for the whole batch.
+  One syscall submits every free slot's read and returns whatever has completed (completions
+  come in bursts: on the project's VM one ``io_uring_enter`` per ~50 reads), so a read costs
+  about 0.3 us of user time and 3-4 us in all, nearly all of it the kernel's filesystem, block
+  layer and driver (fio: 5-6 us; ``benchmarks/disk_reads.py`` measures both), and the GIL is
+  free for the whole batch.
 - :class:`ThreadReads` (engine ``"threads"``, where io_uring is missing or blocked): ``queue_depth``
   threads each run :func:`pread_reads` (a nogil numba loop of blocking ``pread`` calls) over
   every ``queue_depth``-th read, so the drive still sees ``queue_depth`` requests at once.
@@ -472,7 +474,7 @@ def _probe() -> tuple[bool, str]:
         return False, "the kernel's io_uring has no opcode probe (older than 5.6: no IORING_OP_READ)"
     if IORING_OP_READ not in ops:
         return False, "the kernel's io_uring lacks IORING_OP_READ"
-    return True, "io_uring is available"
+    return True, f"IORING_OP_READ on Linux {os.uname().release}"
 
 
 def _disabled_reason() -> str:

@@ -15,11 +15,13 @@ larger than RAM, where the page cache would thrash, and it reads at the drive's 
 
 Why ``max_gap`` is 8 KiB: a read costs a fixed time plus its bytes at the drive's bandwidth, so
 merging two runs is cheaper than two requests while the skipped bytes take less than that fixed
-time to transfer. fio on this project's VM disk at queue depth 64 (``benchmarks/disk_reads.py``
-notes): 4 KiB random reads 89k/s, 8 KiB 66k/s, 16 KiB 51k/s, 32 KiB 35k/s, 64 KiB 18k/s (1.15
-GB/s), which fits 8.7 us + 0.61 us per KiB: the break-even gap is about 14 KiB, 10 KiB at the
-saturated bandwidth; a fast NVMe drive (1M IOPS, 6 GB/s) breaks even near 6 KiB. Two skipped
-blocks are within all of these. ``max_read`` (128 KiB) caps a merged read: the bandwidth
+time to transfer. fio's random reads on this project's VM disk at queue depth 64: 4 KiB 86-90k/s,
+8 KiB 66-68k/s, 16 KiB 45-51k/s, 32 KiB 30-35k/s, 64 KiB 16-18k/s (about 1.1 GB/s), which fits
+7.5 us + 0.9 us per KiB: two runs break even about 8 KiB apart (a fast NVMe drive, 1M IOPS at 6
+GB/s, near 6 KiB). Measured on DiskFeature itself (``benchmarks/disk_reads.py``, 256-byte rows,
+100k-row batches of a 16M-row file), rows/s at max_gap 0, 4, 8, 16, 64 KiB: 92k, 94k, 98k, 106k,
+86k; 16 KiB gains 8% over 8 KiB for 1.5x the bytes (ascending reads favour this VM's disk), the
+old 64 KiB loses 12% for 3.3x. ``max_read`` (128 KiB) caps a merged read: the bandwidth
 saturates from 32-64 KiB requests, and the buffers are ``queue_depth`` reads of that size.
 
 The row-copy kernels live in :mod:`._gather` (shared with the LMDB store and the cache).
@@ -62,7 +64,9 @@ DIRECT_ALIGN = _uring.ALIGN
 #: ``queue_depth`` threads).
 IO_ENGINES = ("auto", "uring", "threads")
 #: Direct reads in flight at once. fio on the project's VM disk: 4 KiB random reads 17k/s at
-#: depth 1, 61k/s at 8, 82k/s at 32, 88k/s at 64, 94k/s at 128 (the latency grows with it).
+#: depth 1, 61k/s at 8, 82k/s at 32, 88k/s at 64, 94k/s at 128 (the latency grows with it);
+#: DiskFeature there (100k-row batches, 7 KiB reads): 60k/s at 32, 71k/s at 64, 77k/s at 128.
+#: 64 holds 8 MiB of buffers per reading thread; a drive that wants more takes ``queue_depth``.
 DEFAULT_QUEUE_DEPTH = 64
 #: Needed blocks at most this many bytes apart share one read (see the module docstring).
 DEFAULT_MAX_GAP = 8 * 1024
@@ -221,11 +225,11 @@ class DiskFeature(StoredFeature):
       :func:`._rows.torch_dtype`.
 
     Direct reads cost: the sort of the distinct ids (skipped when they already are sorted and
-    distinct, as a cache's misses are), one O(rows) planning pass, then per read a few hundred
-    nanoseconds of CPU (io_uring) or a thread switch (threads), with the GIL released; each
-    thread reading at once holds ``queue_depth * max_read`` bytes of buffers (8 MiB by
-    default), plus, for unsorted or repeated ids, one row per distinct id. :meth:`stats` counts
-    what reached the drive.
+    distinct, as a cache's misses are), one O(rows) planning pass, then per read about 0.3 us
+    of CPU here and 3-4 us in the kernel (io_uring; fio spends 5-6 us), about twice that with
+    threads, with the GIL released for the whole batch; each thread reading at once holds
+    ``queue_depth * max_read`` bytes of buffers (8 MiB by default), plus, for unsorted or
+    repeated ids, one row per distinct id. :meth:`stats` counts what reached the drive.
 
     The memory map, descriptor, rings and threads open lazily in each process (safe after fork:
     a forked child never uses its parent's ring; picklable for spawn). ``close()`` releases them;
@@ -345,12 +349,18 @@ class DiskFeature(StoredFeature):
 
     def _make_engine(self):
         fd = self._file()
-        cls = _uring.Ring if self.engine == "uring" else _uring.ThreadReads
-        try:
-            return cls(fd, self.queue_depth, self._slot_size, self._data_end, self._direct_active)
-        except OSError as e:  # io_uring_setup can still fail (memory, a ring limit)
-            raise DatasetError(f"{self.path}: cannot set up {cls.name} reads: [Errno {e.errno}] "
-                               f"{e.strerror}") from e
+        args = (fd, self.queue_depth, self._slot_size, self._data_end, self._direct_active)
+        if self.engine == "uring":
+            try:
+                return _uring.Ring(*args)
+            except OSError as e:  # the probe's ring was small: memlock (before 5.12), limits
+                why = f"a ring of {self.queue_depth} entries failed: [Errno {e.errno}] {e.strerror}"
+                if self.io_engine == "uring":
+                    raise GraphfeedError(f"io_engine='uring' for {self.path}: {why}") from e
+                _say_once(logging.WARNING, f"direct reads use threads blocking in pread, not "
+                                           f"io_uring: {why}")
+                self._engine_name = "threads"
+        return _uring.ThreadReads(*args)
 
     def close(self) -> None:
         """Release the memory map, file descriptor, rings and threads (reopened on the next
