@@ -3,7 +3,7 @@
 
     PYTHONPATH=src python benchmarks/disk_reads.py FILE.npy [--seconds 15] [--rounds 2]
         [--rows-per-batch 100000] [--queue-depth 64] [--io-engine auto] [--max-gap 8192]
-        [--max-read 131072] [--dtype bfloat16] [--json [OUT]]
+        [--max-read 131072] [--dtype bfloat16] [--fio-mix] [--json [OUT]]
 
 Each round runs, for every configuration (every combination of the comma-separated
 ``--rows-per-batch``, ``--queue-depth`` and ``--max-gap`` values), fio for ``--seconds``::
@@ -27,7 +27,10 @@ second thread while the previous batch is read, as a loader's sampler would; the
   against the kernel's io_uring, filesystem, block layer and driver); fio's the same way (its
   ``usr_cpu`` and ``sys_cpu``).
 
-Without fio (or where it fails) only DiskFeature's figures are given. The load average
+Merged reads are longer than fio's 4 KiB, and each costs more: ``--fio-mix`` also runs fio with
+DiskFeature's own mix of read sizes (``--bssplit``, from the plan of one batch), so
+``mix_reads_ratio`` compares requests of the same sizes. Without fio (or where it fails) only
+DiskFeature's figures are given. The load average
 (``os.getloadavg``) is printed before and after: on a shared machine the rates are rough.
 Make the file with, e.g., ``numpy.lib.format.open_memmap(path, "w+", np.uint16, (n, 128))``
 filled with random values (a file of zeros may be sparse, which reads faster than a disk).
@@ -54,13 +57,45 @@ def _ints(text: str) -> list[int]:
     return [int(float(v)) for v in str(text).split(",") if v.strip()]
 
 
-def run_fio(path: str, queue_depth: int, seconds: float) -> dict:
-    """fio's 4 KiB random direct reads at ``queue_depth`` for ``seconds``: ``iops``,
-    ``bytes_per_s``, ``cpu_us_per_read`` and ``mean_latency_us`` (or ``error``)."""
+def read_size_mix(feature, rows_per_batch: int, seed: int) -> str:
+    """fio's ``--bssplit`` for the sizes of the reads DiskFeature plans for one batch of
+    ``rows_per_batch`` sorted distinct random rows (percentages summing to 100)."""
+    from graphfeed.features.disk import DIRECT_ALIGN, coalesce_blocks
+
+    ids = np.sort(np.random.default_rng(seed).choice(feature.num_rows,
+                                                     min(rows_per_batch, feature.num_rows),
+                                                     replace=False))
+    m = ids.shape[0]
+    start, length, off = (np.empty(m, np.int64) for _ in range(3))
+    first = np.empty(m + 1, np.int64)
+    nr = coalesce_blocks(ids, feature._offset, feature.row_nbytes, DIRECT_ALIGN, feature.max_gap,
+                         feature.max_read, start, length, first, off)
+    sizes, counts = np.unique(length[:nr], return_counts=True)
+    # fio takes whole percents: sizes under 1% become one size, their mean (in blocks), so the
+    # mix keeps the mean read length (a long tail of merged reads carries much of it)
+    rare = counts * 100 < nr
+    if rare.any():
+        mean = (sizes[rare] * counts[rare]).sum() / counts[rare].sum()
+        tail = int(round(mean / DIRECT_ALIGN)) * DIRECT_ALIGN
+        keep = ~rare
+        sizes = np.append(sizes[keep], tail)
+        counts = np.append(counts[keep], counts[rare].sum())
+    exact = 100.0 * counts / counts.sum()
+    pct = np.floor(exact).astype(int)
+    for i in np.argsort(pct - exact)[: 100 - int(pct.sum())]:  # largest remainders first
+        pct[i] += 1
+    return ":".join(f"{int(b)}/{int(q)}" for b, q in zip(sizes, pct) if q > 0)
+
+
+def run_fio(path: str, queue_depth: int, seconds: float, bs: str = "4k") -> dict:
+    """fio's random direct reads of ``bs`` (or a ``--bssplit`` mix, ``size/percent:...``) at
+    ``queue_depth`` for ``seconds``: ``iops``, ``bytes_per_s``, ``cpu_us_per_read`` (split
+    ``user_``/``sys_us_per_read``) and ``mean_latency_us`` (or ``error``)."""
     fio = shutil.which("fio")
     if fio is None:
         return {"error": "fio is not installed"}
-    cmd = [fio, "--name=r", f"--filename={path}", "--readonly", "--rw=randread", "--bs=4k",
+    size = f"--bssplit={bs}" if "/" in bs else f"--bs={bs}"
+    cmd = [fio, "--name=r", f"--filename={path}", "--readonly", "--rw=randread", size,
            "--direct=1", "--ioengine=io_uring", f"--iodepth={queue_depth}",
            f"--runtime={max(1, int(round(seconds)))}", "--time_based", "--output-format=json"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -142,6 +177,8 @@ def main(argv=None) -> int:
                    help="the rows' dtype where the file holds its bits (bfloat16 for uint16: "
                         "the default for a uint16 file)")
     p.add_argument("--no-fio", action="store_true")
+    p.add_argument("--fio-mix", action="store_true",
+                   help="also run fio with DiskFeature's mix of read sizes")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="OUT",
                    help="print the results as one JSON line (and write it to OUT)")
@@ -154,7 +191,7 @@ def main(argv=None) -> int:
     gaps = _ints(args.max_gap) if args.max_gap else [DEFAULT_MAX_GAP]
     configs = list(itertools.product(_ints(args.rows_per_batch), _ints(args.queue_depth), gaps))
     load_before = os.getloadavg()
-    runs: dict = {c: {"fio": [], "ours": []} for c in configs}
+    runs: dict = {c: {"fio": [], "fio_mix": [], "ours": []} for c in configs}
     features = {}
     for rows, qd, gap in configs:
         f = DiskFeature(args.file, direct_io=True, queue_depth=qd, max_gap=gap,
@@ -163,6 +200,7 @@ def main(argv=None) -> int:
         f.read(np.arange(min(8, f.num_rows)))  # compile or load the kernels, open the ring
         features[(rows, qd, gap)] = f
     engine = next(iter(features.values())).engine
+    mixes = {c: read_size_mix(features[c], c[0], args.seed) for c in configs} if args.fio_mix else {}
     for rnd in range(args.rounds):
         for c in configs:
             rows, qd, gap = c
@@ -171,6 +209,9 @@ def main(argv=None) -> int:
                 if who == "fio":
                     if not args.no_fio:
                         runs[c]["fio"].append(run_fio(args.file, qd, args.seconds))
+                        if c in mixes:
+                            runs[c]["fio_mix"].append(run_fio(args.file, qd, args.seconds,
+                                                              mixes[c]))
                 else:
                     runs[c]["ours"].append(run_ours(features[c], rows, args.seconds,
                                                     args.seed + rnd))
@@ -190,6 +231,14 @@ def main(argv=None) -> int:
         if fio_ok:
             entry["reads_ratio"] = ours["reads_per_s"] / fio["iops"]
             entry["rows_ratio"] = ours["rows_per_s"] / fio["iops"]
+        mix_ok = [x for x in r["fio_mix"] if "iops" in x]
+        if mix_ok:
+            entry["fio_mix"] = {"bssplit": mixes[(rows, qd, gap)],
+                                "iops": statistics.median(x["iops"] for x in mix_ok),
+                                "bytes_per_read": statistics.median(
+                                    x["bytes_per_s"] / x["iops"] for x in mix_ok)}
+            entry["rounds"]["fio_mix"] = r["fio_mix"]
+            entry["mix_reads_ratio"] = ours["reads_per_s"] / entry["fio_mix"]["iops"]
         results.append(entry)
         line = (f"rows/batch {rows:,}, queue depth {qd}, max_gap {gap}, {engine}: "
                 f"{ours['reads_per_s']:,.0f} reads/s ({ours['bytes_per_read'] / 1024:.1f} KiB "
@@ -202,6 +251,10 @@ def main(argv=None) -> int:
                      f"reads {entry['reads_ratio']:.2f}x, rows {entry['rows_ratio']:.2f}x fio")
         else:
             line += f"; fio: {fio['error']}"
+        if mix_ok:
+            fm = entry["fio_mix"]
+            line += (f"; fio with our read sizes ({fm['bytes_per_read'] / 1024:.1f} KiB each) "
+                     f"{fm['iops']:,.0f} IOPS: reads {entry['mix_reads_ratio']:.2f}x")
         print(line)
     print(f"medians of {args.rounds} rounds of {args.seconds:g} s each; load average "
           f"{load_before[0]:.2f} before, {load_after[0]:.2f} after ({os.cpu_count()} CPUs)")
