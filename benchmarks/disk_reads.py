@@ -184,7 +184,8 @@ def main(argv=None) -> int:
                    help="print the results as one JSON line (and write it to OUT)")
     args = p.parse_args(argv)
 
-    from graphfeed.features.disk import DEFAULT_MAX_GAP, DEFAULT_MAX_READ, DiskFeature, read_npy_header
+    from graphfeed.features.disk import (DEFAULT_MAX_GAP, DEFAULT_MAX_READ, DiskFeature,
+                                         read_npy_header)
 
     np_dtype = read_npy_header(args.file)[0]
     dtype = args.dtype or ("bfloat16" if np_dtype == np.uint16 else None)
@@ -200,7 +201,8 @@ def main(argv=None) -> int:
         f.read(np.arange(min(8, f.num_rows)))  # compile or load the kernels, open the ring
         features[(rows, qd, gap)] = f
     engine = next(iter(features.values())).engine
-    mixes = {c: read_size_mix(features[c], c[0], args.seed) for c in configs} if args.fio_mix else {}
+    mixes = ({c: read_size_mix(features[c], c[0], args.seed) for c in configs}
+             if args.fio_mix else {})
     for rnd in range(args.rounds):
         for c in configs:
             rows, qd, gap = c

@@ -70,17 +70,24 @@ def test_rows_equal_the_map(tmp_path, engine, row_nbytes):
         f.close()
 
 
-def test_threads_engine_keeps_queue_depth_reads_going(tmp_path):
+def test_threads_engine_keeps_queue_depth_reads_going(tmp_path, monkeypatch):
     a = np.random.default_rng(6).integers(0, 256, (4000, 256), dtype=np.uint8)  # 250 blocks
     path = _save(tmp_path / "a.npy", a)
     f = _direct(path, "threads", queue_depth=8, max_gap=0)
+    together = threading.Barrier(8, timeout=20)  # broken unless 8 loops run at once
+    real = _uring.pread_reads
+
+    def pread_reads(*args):
+        together.wait()
+        return real(*args)
+
+    monkeypatch.setattr(_uring, "pread_reads", pread_reads)
     ids = np.arange(0, 4000, 40)  # 100 reads, one per block
     np.testing.assert_array_equal(f.read(ids).numpy(), a[ids])
     assert f.stats()["reads"] == 100
-    names = [t.name for t in threading.enumerate() if t.name.startswith("gf-disk-io")]
-    assert len(names) == 8
+    assert [t for t in threading.enumerate() if t.name.startswith("gf-pread")]
     f.close()
-    assert not [t for t in threading.enumerate() if t.name.startswith("gf-disk-io")]
+    assert not [t for t in threading.enumerate() if t.name.startswith("gf-pread")]
 
 
 def test_bfloat16_bits(tmp_path, engine):
@@ -140,7 +147,8 @@ def test_forked_child_reads_with_its_own_ring(tmp_path, engine):
                 msg = "wrong rows"
             elif not mine or any(e in parent_engines or e.pid != os.getpid() for e in mine):
                 msg = "used the parent's engine"
-            elif engine == "uring" and {e.ring_fd for e in mine} & {e.ring_fd for e in parent_engines}:
+            elif engine == "uring" and ({e.ring_fd for e in mine}
+                                        & {e.ring_fd for e in parent_engines}):
                 msg = "shares a ring descriptor"
             f.close()
         except BaseException as e:  # noqa: BLE001
@@ -226,6 +234,10 @@ def test_stats_count_exactly(tmp_path, engine):
     f.read([5])
     s = f.stats()
     assert (s["batches"], s["reads"], s["rows_read"]) == (2, 2, 21)  # 20 adjacent blocks merge
+    assert f.counters() == {"disk": f.stats()}
+    f.reset_counters()
+    assert f.stats()["reads"] == 0
+    assert DiskFeature(tmp_path / "p.npy").counters() == {}  # the map counts nothing
     f.close()
 
 
@@ -291,7 +303,8 @@ def test_a_ring_that_cannot_be_set_up(tmp_path, monkeypatch, caplog):
 
 def test_options_are_checked(tmp_path):
     path = _save(tmp_path / "a.npy", np.ones((10, 4), np.float32))
-    with pytest.raises(GraphfeedError, match=r"io_engine must be one of \['auto', 'uring', 'threads'\]"):
+    with pytest.raises(GraphfeedError,
+                       match=r"io_engine must be one of \['auto', 'uring', 'threads'\]"):
         DiskFeature(path, io_engine="aio")
     with pytest.raises(GraphfeedError, match="queue_depth"):
         DiskFeature(path, queue_depth=0)

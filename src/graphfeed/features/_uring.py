@@ -86,7 +86,8 @@ EBUSY = _errno.EBUSY
 #: ``err[0]`` of a read that hit the end of the file before its rows' bytes: the file is shorter
 #: than its header says (truncated after it was opened)
 TRUNCATED = -1
-#: retries of one failed ``io_uring_enter``/read with EINTR/EAGAIN/EBUSY before giving up
+#: EINTR/EAGAIN/EBUSY in a row (``io_uring_enter`` or reads, no read completing between them)
+#: before an engine gives up
 MAX_RETRIES = 100_000
 
 # the kernels' parameter block (an int64 array), so the kernel signatures stay short
@@ -236,8 +237,10 @@ def uring_read(p, sq, sqes, cq, plan_start, plan_len, first_row, row_off, dst, a
     ``plan_start[r]``, into a free slot of ``arena`` (``p[P_SLOT_SIZE]`` bytes each); when it
     completes, its rows are copied to ``dst`` (:func:`_copy_read_rows`) and its slot is reused.
     Scratch (any contents): ``got`` (one per read: the furthest byte it reached), ``slots``
-    and ``retry`` (``p[P_DEPTH]`` each). On failure ``err`` says what (``E_*``); reads in flight are drained first, except
-    when ``io_uring_enter`` itself fails (``err[E_BROKEN]``: the ring must not be reused).
+    and ``retry`` (``p[P_DEPTH]`` each). On failure ``err`` says what (``E_*``); reads in
+    flight are drained first, except when ``io_uring_enter`` itself fails (``err[E_BROKEN]``:
+    the ring must not be reused). ``MAX_RETRIES`` EINTR/EAGAIN/EBUSY in a row, with no read
+    completing between them, are a failure too.
     Cost: one ``io_uring_enter`` per refill (it submits every free slot and returns what has
     completed), a few dozen stores per read, no allocation, no GIL.
     """
@@ -320,6 +323,7 @@ def uring_read(p, sq, sqes, cq, plan_start, plan_len, first_row, row_off, dst, a
                     err[E_OFFSET] = plan_start[r] + got[r]
                     err[E_GOT] = got[r]
                 continue
+            failures = 0
             end = _resume_at(p, got[r]) + res
             if end >= _needed(p, plan_start, plan_len, r):
                 _copy_read_rows(arena, s * slot_size, r, first_row, row_off, dst)
@@ -362,6 +366,8 @@ def pread_reads(p, fd, plan_start, plan_len, first_row, row_off, dst, arena, slo
             if k < 0 and (k == -EINTR or k == -EAGAIN) and failures < MAX_RETRIES:
                 failures += 1
                 continue
+            if k >= 0:
+                failures = 0
             end = at + k
             if k >= 0 and end >= need:
                 break
@@ -471,7 +477,8 @@ def _probe() -> tuple[bool, str]:
     finally:
         os.close(fd)
     if ops is None:
-        return False, "the kernel's io_uring has no opcode probe (older than 5.6: no IORING_OP_READ)"
+        return False, ("the kernel's io_uring has no opcode probe (older than 5.6: no "
+                       "IORING_OP_READ)")
     if IORING_OP_READ not in ops:
         return False, "the kernel's io_uring lacks IORING_OP_READ"
     return True, f"IORING_OP_READ on Linux {os.uname().release}"
@@ -591,8 +598,10 @@ class Ring(_Engine):
         # SQE i always sits at ring position i: the indirection array is the identity
         self.sq[so.array // 4: so.array // 4 + self.entries] = np.arange(self.entries)
         p = self.p
-        p[P_SQ_HEAD], p[P_SQ_TAIL], p[P_SQ_MASK] = so.head // 4, so.tail // 4, self.sq[so.ring_mask // 4]
-        p[P_CQ_HEAD], p[P_CQ_TAIL], p[P_CQ_MASK] = co.head // 4, co.tail // 4, self.cq[co.ring_mask // 4]
+        p[P_SQ_HEAD], p[P_SQ_TAIL] = so.head // 4, so.tail // 4
+        p[P_SQ_MASK] = self.sq[so.ring_mask // 4]
+        p[P_CQ_HEAD], p[P_CQ_TAIL] = co.head // 4, co.tail // 4
+        p[P_CQ_MASK] = self.cq[co.ring_mask // 4]
         p[P_CQES] = co.cqes // 4
 
     def _mmap(self, length: int, offset: int) -> mmap.mmap:

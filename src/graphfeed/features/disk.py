@@ -266,7 +266,7 @@ class DiskFeature(StoredFeature):
         if io_engine not in IO_ENGINES:
             raise GraphfeedError(f"io_engine must be one of {list(IO_ENGINES)}, got {io_engine!r}")
         self.io_engine = io_engine
-        self._io_pool = ChunkPool(self.queue_depth, "gf-disk-io")
+        self._io_pool = ChunkPool(self.queue_depth, "gf-pread")
         self._word = word_dtype(self._row_nbytes) if self._row_nbytes else np.dtype(np.uint8)
         # a read slot holds a merged read or one row's blocks, whichever is longer
         row_span = (-(-self._row_nbytes // DIRECT_ALIGN) + 1) * DIRECT_ALIGN
@@ -410,6 +410,14 @@ class DiskFeature(StoredFeature):
         with self._stats_lock:
             self._counts = dict.fromkeys(_STAT_KEYS, 0)
 
+    def counters(self) -> dict:
+        """``{"disk": stats()}`` for direct reads, ``{}`` through the map (which counts
+        nothing): the shape every feature's ``counters()`` has, keyed by kind."""
+        return {"disk": self.stats()} if self.direct_io else {}
+
+    def reset_counters(self) -> None:
+        self.reset_stats()
+
     # -------------------------------------------------------------- Feature
     def _read(self, ids: torch.Tensor, out: Optional[torch.Tensor],
               executor: Optional[Executor]) -> torch.Tensor:
@@ -484,7 +492,7 @@ class DiskFeature(StoredFeature):
                  f"(got {int(err[_uring.E_GOT])})")
         if code == _uring.TRUNCATED:
             try:
-                size = os.fstat(self._fd).st_size if self._fd is not None else os.path.getsize(self.path)
+                size = os.path.getsize(self.path) if self._fd is None else os.fstat(self._fd).st_size
             except OSError:
                 size = -1
             return DatasetError(
