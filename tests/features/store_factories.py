@@ -16,7 +16,7 @@ import torch
 from graphfeed.datasets.schema import BITS_DTYPES
 from graphfeed.features.memory import InMemoryFeature
 
-POLICIES = ("lru", "clock", "sieve", "s3fifo")
+POLICIES = ("lru", "clock", "sieve", "s3fifo", "degree")
 
 STORE_KINDS = (
     "memory",
@@ -84,7 +84,10 @@ def make_store(kind: str, array: np.ndarray, tmp: Path, dtype=None):
         policy = kind.split("-", 1)[1]
         if policy == "disk":
             return CachedFeature(DiskFeature(npy, dtype=dtype), cap, policy="s3fifo")
-        return CachedFeature(InMemoryFeature(array, dtype=dtype), cap, policy=policy)
+        degrees = (np.random.default_rng(5).integers(0, 50, array.shape[0])
+                   if policy == "degree" else None)
+        return CachedFeature(InMemoryFeature(array, dtype=dtype), cap, policy=policy,
+                             degrees=degrees)
     if kind == "pinned":
         from graphfeed.features.pinned import PinnedFeature
 

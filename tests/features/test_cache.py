@@ -3,6 +3,7 @@ than the cache complete with correct rows; statistics and configuration errors."
 
 from __future__ import annotations
 
+import pickle
 import threading
 
 import numpy as np
@@ -81,16 +82,23 @@ def test_batch_larger_than_cache(policy):
     n = 10_000
     data = torch.arange(n * 2, dtype=torch.int64).reshape(n, 2)
     backing = CountingFeature(data)
-    cache = CachedFeature(backing, 8 * 2 * 10, policy=policy)  # 10 rows
+    degrees = np.arange(n) % 97 if policy == "degree" else None
+    cache = CachedFeature(backing, 8 * 2 * 10, policy=policy, degrees=degrees)  # 10 rows
     rng = np.random.default_rng(0)
+    seen = set()
     for _ in range(3):
         ids = rng.permutation(n)[:5000]
         ids = np.concatenate([ids, ids[:100]])  # plus duplicates
+        seen.update(ids.tolist())
         assert torch.equal(cache.read(ids), data[ids])
         assert cache.num_cached <= 10
     # every miss read the backing store once per distinct id
     assert all(torch.equal(r, r.unique()) for r in backing.requests)
-    assert cache.num_cached == min(10, 3 * cache.admit_budget)
+    if policy == "degree":  # the 10 hot rows that were read, and no other
+        hot = set(np.flatnonzero(degrees == 96)[:10].tolist())
+        assert set(cache.cached_ids().tolist()) == hot & seen
+    else:
+        assert cache.num_cached == min(10, 3 * cache.admit_budget)
 
 
 def test_admission_budget_keeps_hot_rows_under_oversize_batches():
@@ -133,7 +141,7 @@ def test_hits_do_not_touch_backing_store():
 
 def test_configuration():
     f = InMemoryFeature(torch.zeros(100, 4))
-    with pytest.raises(GraphfeedError, match="clock, lru, s3fifo, sieve"):
+    with pytest.raises(GraphfeedError, match="clock, degree, lru, s3fifo, sieve"):
         CachedFeature(f, 1000, policy="arc")
     assert CachedFeature(f, "1kB", policy="S3-FIFO").capacity == 1000 // 16
     assert CachedFeature(f, 10**9).capacity == 100  # never more slots than rows
@@ -168,3 +176,60 @@ def test_threads_with_heavy_eviction():
     assert not errors
     assert len(set(cache.cached_ids().tolist())) == cache.num_cached == 64
     assert cache.hits + cache.misses > 0
+
+
+# ----------------------------------------------------------------------- the static "degree" policy
+def test_degree_policy_caches_exactly_the_top_rows_and_never_evicts():
+    n = 1000
+    data = torch.arange(n * 3, dtype=torch.float32).reshape(n, 3)
+    degrees = np.random.default_rng(1).integers(0, 20, n)
+    backing = CountingFeature(data)
+    cache = CachedFeature(backing, 12 * 50, policy="degree", degrees=degrees)  # 50 rows
+    want = np.sort(np.lexsort((np.arange(n), -degrees))[:50])  # ties to the lower id
+    rng = np.random.default_rng(2)
+    for _ in range(20):
+        ids = rng.integers(0, n, 300)
+        assert torch.equal(cache.read(ids), data[ids])
+        assert set(cache.cached_ids().tolist()) <= set(want.tolist())
+    before = len(backing.requests)
+    cache.reset_stats()
+    assert torch.equal(cache.read(want), data[want])  # all seen by now: no backing read
+    assert len(backing.requests) == before and cache.hit_rate == 1.0
+    assert np.array_equal(cache.cached_ids(), want)
+    c = cache.counters()["cached"]
+    assert c["hits"] == 50 and c["misses"] == 0 and c["cached_rows"] == 50
+
+
+def test_degree_policy_warm_fills_every_reserved_row_in_sorted_reads():
+    n = 5000
+    data = torch.randn(n, 4)
+    degrees = np.arange(n)[::-1] % 300  # high degrees at low ids
+    backing = CountingFeature(data)
+    cache = CachedFeature(backing, 16 * 700, policy="degree", degrees=degrees)
+    assert cache.warm(rows_per_read=256) == 700
+    assert all(torch.equal(r, r.sort().values) for r in backing.requests)  # ascending reads
+    assert cache.warm() == 0 and cache.num_cached == 700
+    hot = cache.cached_ids()
+    backing.requests.clear()
+    assert torch.equal(cache.read(hot), data[hot]) and backing.requests == []
+    clone = pickle.loads(pickle.dumps(cache))  # arrives empty, with the same hot rows
+    assert clone.num_cached == 0 and clone.warm() == 700
+    assert np.array_equal(clone.cached_ids(), hot)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(policy="degree"), "needs degrees"),
+    (dict(policy="degree", degrees=np.arange(5)), "one per row"),
+    (dict(policy="degree", degrees=np.linspace(0, 1, 100)), "integers"),
+    (dict(policy="degree", degrees=np.arange(100) - 3), ">= 0"),
+    (dict(policy="sieve", degrees=np.arange(100)), "for cache policy 'degree'"),
+])
+def test_degree_policy_refuses_bad_degrees(kwargs, match):
+    with pytest.raises(GraphfeedError, match=match):
+        CachedFeature(InMemoryFeature(torch.zeros(100, 2)), 80, **kwargs)
+
+
+def test_warm_is_only_for_the_degree_policy():
+    cache = CachedFeature(InMemoryFeature(torch.zeros(100, 2)), 80, policy="sieve")
+    with pytest.raises(GraphfeedError, match="warm"):
+        cache.warm()

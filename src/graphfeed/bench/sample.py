@@ -107,6 +107,8 @@ def _run_loader(sampler, ids, batch_size, warmup, *, feature=None, num_threads=2
     t0 = c0 = None
     for i, mb in enumerate(loader):
         if i == warmup:
+            if feature is not None:  # the timed batches' reads (and the few prefetched ahead)
+                feature.reset_counters()
             t0, c0 = time.perf_counter(), time.process_time()
         if i >= warmup:
             seeds += int(mb.seeds.shape[0])
@@ -123,6 +125,10 @@ def _run_loader(sampler, ids, batch_size, warmup, *, feature=None, num_threads=2
     cpu = time.process_time() - c0
     loader.close()
     out = _figures(seeds, edges, batches, dt, nbytes)
+    if feature is not None:
+        disk = disk_figures(feature.counters(), dt)
+        if disk is not None:
+            out["disk"] = disk
     out["input_nodes_per_batch"] = inputs / max(batches, 1)
     # CPU seconds of the whole process per batch: what a batch costs whatever else the machine
     # runs (wall-clock figures on a shared machine also measure the other processes)
@@ -160,6 +166,23 @@ def _fetch_ratios(result: dict, runs: list, fruns: list) -> None:
     result["fetch_ratio"] = float(np.median(ratios))
     result["fetch_ratios"] = ratios
     result["fetch_cpu_ratio"] = float(np.median(cpu))
+
+
+def disk_figures(counters: dict, seconds: float) -> Optional[dict]:
+    """What the drive did for features read from disk with direct reads (``None`` otherwise),
+    from a feature's :meth:`~graphfeed.features.base.Feature.counters` over ``seconds``:
+    ``reads_per_s`` (requests), ``bytes_per_s``, ``rows_per_read`` (distinct rows a request
+    brought), ``cache_hit_rate`` (of the row cache in front, 0 without one), ``rows_per_s``
+    (distinct rows read) and ``wait_share`` (the readers' time in the drive over ``seconds``:
+    above 1 when several threads read at once)."""
+    disk = counters.get("disk")
+    if not disk or not disk.get("batches"):
+        return None
+    s = max(seconds, 1e-9)
+    return {"reads_per_s": disk["reads"] / s, "bytes_per_s": disk["bytes_read"] / s,
+            "rows_per_read": disk["rows_per_read"],
+            "cache_hit_rate": counters.get("cached", {}).get("hit_rate", 0.0),
+            "rows_per_s": disk["rows_read"] / s, "wait_share": disk["wait_s"] / s}
 
 
 def _figures(seeds, edges, batches, dt, nbytes) -> dict:
@@ -228,6 +251,9 @@ def bench_sample(
 
     from ..sampling.method import resolve_method
 
+    pool = int(data.seed_pool.shape[0])
+    if 0 < pool < batch_size:  # a batch holds distinct seeds: at most the whole pool
+        batch_size = pool
     ids = _seed_batches(data.seed_pool, batch_size, num_batches + warmup, seed)
     feature = data.feature(features, cache_size, cache_policy) if features else None
     graph = data.graph
@@ -321,6 +347,10 @@ def bench_sample(
         base = result["sample"]["seeds_per_s"]
         result["speedup_vs_numba_1thread"] = base / result["baseline_numba_1thread"]["seeds_per_s"]
         result["speedup_vs_torch_vectorised"] = base / result["baseline_torch_vectorised"]["seeds_per_s"]
+    fetch = result.get("sample_fetch") or result["sample"]
+    result["seeds_per_s"] = fetch["seeds_per_s"]  # with the feature fetch when there is one
+    if "disk" in fetch:
+        result["disk"] = fetch["disk"]
     result["peak_rss_bytes"] = peak_rss_bytes()
     return result
 
@@ -360,6 +390,11 @@ def format_report(r: dict) -> str:
                 + f"; CPU per batch {r['sample']['cpu_ms_per_batch']:.1f} ms alone, "
                 f"{r['sample_fetch']['cpu_ms_per_batch']:.1f} ms with the fetch "
                 f"({r['fetch_cpu_ratio']:.2f}x)")
+    if "disk" in r:
+        d = r["disk"]
+        lines.append(f"  disk: {d['reads_per_s']:,.0f} reads/s, {format_bytes(d['bytes_per_s'])}/s, "
+                     f"{d['rows_per_read']:.2f} rows per read, cache hit rate "
+                     f"{d['cache_hit_rate']:.1%}, {d['rows_per_s']:,.0f} rows/s read")
     if "baseline_numba_1thread" in r:
         lines.append(row("numba, 1 thread (baseline)", r["baseline_numba_1thread"]))
         lines.append(row("torch vectorised (baseline)", r["baseline_torch_vectorised"]))

@@ -452,15 +452,17 @@ class Dataset:
         ``"ram"``: an ``InMemoryFeature`` over the array (the shared memory map, or the loaded
         array with ``in_memory=True``). ``"disk"`` / ``"lmdb"`` / others: delegated to
         ``graphfeed.features.registry.open_feature(npy_path, backend, cache_size=...,
-        cache_policy=...)``.
+        cache_policy=...)``; the ``"degree"`` policy caches the nodes of the graph's highest
+        out-degrees (``graph.out_degrees``).
         """
         path = self.feature_path(name)
         if backend == "ram":
             return self.features[name]
         from ..features.registry import open_feature
 
+        degrees = self.graph.out_degrees if cache_size and cache_policy == "degree" else None
         return open_feature(path, backend, cache_size=cache_size, cache_policy=cache_policy,
-                            dtype=bits_dtype(self.metadata.node_features[name]))
+                            dtype=bits_dtype(self.metadata.node_features[name]), degrees=degrees)
 
     def type_feature(self, ntype: str, name: str, backend: str = "ram", *, cache_size=0,
                      cache_policy: str = "sieve"):

@@ -14,6 +14,10 @@ State lives in plain arrays owned by the cache (see ``cache.CacheState``):
 
 Slots fill in order ``0, 1, ...`` while the cache has room; afterwards every admission first
 evicts one slot and reuses it, so ``st[ST_SIZE]`` only grows.
+
+The static ``degree`` policy reserves a slot for each of the highest-scored rows up front and
+never evicts: ``slot_of[node] = -2 - slot`` marks a reserved slot not filled yet (a miss), which
+:func:`admit_static` fills on the row's first miss.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ POLICY_LRU = 0
 POLICY_CLOCK = 1
 POLICY_SIEVE = 2
 POLICY_S3FIFO = 3
+POLICY_DEGREE = 4
 
 
 def new_state() -> np.ndarray:
@@ -213,3 +218,44 @@ def admit(policy, new_ids, limit, st, node_of, slot_of, nxt, prv, bits, qid, gri
         out_slots[na] = s
         na += 1
     return na
+
+
+@kernel
+def reserve_static(hot, slot_of, node_of):
+    """Reserve slot ``i`` for row ``hot[i]`` (sorted, distinct): ``slot_of = -2 - i``."""
+    for i in range(hot.shape[0]):
+        slot_of[hot[i]] = -2 - i
+        node_of[i] = hot[i]
+
+
+@kernel
+def admit_static(new_ids, st, slot_of, out_rows, out_slots):
+    """The static policy's admission: each id of ``new_ids`` with a reserved, unfilled slot
+    takes it (``out_rows``: its index in ``new_ids``, ``out_slots``: the slot); the others are
+    never cached. Returns the count; ``st[ST_SIZE]`` counts the filled slots."""
+    na = 0
+    for r in range(new_ids.shape[0]):
+        x = new_ids[r]
+        s = slot_of[x]
+        if s <= -2:
+            slot_of[x] = -2 - s
+            out_rows[na] = r
+            out_slots[na] = -2 - s
+            na += 1
+    st[ST_SIZE] += na
+    return na
+
+
+@kernel
+def collect_top(scores, t, ties, out):
+    """Into ``out`` (in id order): every row scoring above ``t`` and the first ``ties`` rows
+    scoring exactly ``t``."""
+    n = 0
+    for i in range(scores.shape[0]):
+        v = scores[i]
+        if v > t or (v == t and ties > 0):
+            if v == t:
+                ties -= 1
+            out[n] = i
+            n += 1
+

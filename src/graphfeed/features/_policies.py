@@ -9,8 +9,10 @@ from ..errors import GraphfeedError
 
 __all__ = ["POLICIES", "policy_code"]
 
-#: name -> policy code used by the kernels (see ``_cache_kernels``).
-POLICIES: dict[str, int] = {"lru": 0, "clock": 1, "sieve": 2, "s3fifo": 3}
+#: name -> policy code used by the kernels (see ``_cache_kernels``). ``degree`` is static: the
+#: rows of the highest scores (a graph's out-degrees: how often a node is sampled) are cached
+#: on their first miss and never evicted.
+POLICIES: dict[str, int] = {"lru": 0, "clock": 1, "sieve": 2, "s3fifo": 3, "degree": 4}
 _ALIASES = {"s3-fifo": "s3fifo", "s3_fifo": "s3fifo"}
 
 

@@ -135,6 +135,16 @@ class Feature(abc.ABC):
         """Release files, memory maps and threads this feature holds (no-op here). Idempotent;
         a later ``read`` reopens what it needs."""
 
+    def counters(self) -> dict:
+        """What this feature and every feature it wraps counted since they were made or
+        :meth:`reset_counters`, by kind: ``{"cached": {"hits": ..., ...}, "disk": {"reads":
+        ..., ...}}`` for a cache over direct disk reads. A feature that counts nothing gives
+        ``{}`` (a wrapper: what it wraps)."""
+        return {}
+
+    def reset_counters(self) -> None:
+        """Zero :meth:`counters` (this feature's and what it wraps)."""
+
     def __enter__(self) -> "Feature":
         return self
 
@@ -157,6 +167,12 @@ class WrappedFeature(Feature):
 
     def close(self) -> None:
         self.feature.close()
+
+    def counters(self) -> dict:
+        return self.feature.counters()
+
+    def reset_counters(self) -> None:
+        self.feature.reset_counters()
 
     @property
     def shape(self) -> tuple[int, ...]:

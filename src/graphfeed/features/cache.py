@@ -74,6 +74,33 @@ class AdmissionFilter:
         return uniq[sel], sel
 
 
+def top_rows(scores, k: int, num_rows: int) -> np.ndarray:
+    """The ``k`` rows of the highest ``scores`` (non-negative integers, one per row; ties go to
+    the lower id), sorted by id: a histogram of the scores, not a sort, so the temporary memory
+    is the histogram and the ``k`` ids."""
+    from . import _cache_kernels as K
+
+    if scores is None:
+        raise GraphfeedError("cache policy 'degree' needs degrees=: one non-negative integer per "
+                             "row (e.g. graph.out_degrees)")
+    a = np.asarray(scores)
+    if a.ndim != 1 or a.shape[0] != num_rows or a.dtype.kind not in "iu":
+        raise GraphfeedError(f"degrees must be 1-D integers, one per row ({num_rows}), got "
+                             f"{a.dtype} {a.shape}")
+    k = min(int(k), num_rows)
+    if k == 0:
+        return np.empty(0, dtype=np.int64)
+    if a.dtype.kind == "i" and int(a.min()) < 0:
+        raise GraphfeedError(f"degrees must be >= 0, got {int(a.min())}")
+    counts = np.bincount(a, minlength=1) if a.shape[0] else np.zeros(1, np.int64)
+    above = np.cumsum(counts[::-1])[::-1]  # above[t]: rows scoring >= t
+    t = int(np.searchsorted(-above, -k, side="right")) - 1  # the largest t with above[t] >= k
+    strict = int(above[t + 1]) if t + 1 < above.shape[0] else 0
+    out = np.empty(k, dtype=np.int64)
+    K.collect_top(a, t, k - strict, out)
+    return out
+
+
 class CacheState:
     """Bookkeeping arrays for ``capacity`` slots over ``num_rows`` ids (see ``_cache_kernels``).
 
@@ -104,6 +131,11 @@ class CacheState:
 
     def cached_ids(self) -> np.ndarray:
         """Sorted ids currently cached."""
+        from . import _cache_kernels as K
+
+        if self.policy == K.POLICY_DEGREE:  # every slot is reserved; the filled ones count
+            held = self.node_of[self.node_of >= 0]
+            return np.sort(held[self.slot_of[held] >= 0])
         n = int(self.st[0])
         return np.sort(self.node_of[:n][self.node_of[:n] >= 0])
 
@@ -111,7 +143,11 @@ class CacheState:
 class CachedFeature(PoolOwner, ProcessLocal, WrappedFeature):
     """Wraps ``feature`` with a CPU cache of ``capacity_bytes`` (an int or "512MB"-style string).
 
-    ``policy``: ``"sieve"`` (default), ``"s3fifo"``, ``"lru"`` or ``"clock"``. Thread-safe: many
+    ``policy``: ``"sieve"`` (default), ``"s3fifo"``, ``"lru"`` or ``"clock"``, or the static
+    ``"degree"``: the ``capacity`` rows of the highest ``degrees`` (non-negative integers, one
+    per row: a graph's ``out_degrees``, how often each node is sampled) are cached on their
+    first miss and never evicted, with no per-read bookkeeping beyond a lookup; :meth:`warm`
+    fills them at once. Thread-safe: many
     loader threads may read at once; backing reads run outside the lock. ``num_threads`` copies
     large batches when ``read`` gets no ``executor``. The cache owns ``feature``: ``close()``
     closes it too. A forked child keeps a copy of the cache; a pickled one (spawned workers)
@@ -122,10 +158,11 @@ class CachedFeature(PoolOwner, ProcessLocal, WrappedFeature):
     _process_state = ("_lock",)
     #: what a pickled cache keeps (its contents are rebuilt empty)
     _CONFIG = ("feature", "capacity_bytes", "policy_name", "_policy", "capacity",
-               "admit_fraction", "seed", "_pool")
+               "admit_fraction", "seed", "_pool", "_hot")
 
     def __init__(self, feature: Feature, capacity_bytes, policy: str = "sieve", *,
-                 admit_fraction: float = 0.25, seed: int = 0, num_threads: int = 2):
+                 admit_fraction: float = 0.25, seed: int = 0, num_threads: int = 2,
+                 degrees=None):
         if not isinstance(feature, Feature):
             raise GraphfeedError(f"CachedFeature wraps a graphfeed Feature, got {type(feature).__name__}")
         if feature.device.type != "cpu":
@@ -141,6 +178,11 @@ class CachedFeature(PoolOwner, ProcessLocal, WrappedFeature):
         self.capacity = int(min(self.capacity_bytes // row, feature.num_rows))
         if self.capacity >= np.iinfo(np.int32).max:
             raise GraphfeedError(f"cache of {self.capacity} rows is too large (max 2**31 - 2 rows)")
+        self._hot = None
+        if self.policy_name == "degree":
+            self._hot = top_rows(degrees, self.capacity, feature.num_rows)
+        elif degrees is not None:
+            raise GraphfeedError(f"degrees are for cache policy 'degree', not {self.policy_name!r}")
         self._init_storage()
 
     def _init_storage(self) -> None:
@@ -151,7 +193,13 @@ class CachedFeature(PoolOwner, ProcessLocal, WrappedFeature):
         self._state = CacheState(f.num_rows, self.capacity, self._policy)
         self.hits = 0
         self.misses = 0
-        self._admission = AdmissionFilter(f.num_rows, self.admit_budget, self.seed)
+        if self._hot is not None:
+            from . import _cache_kernels as K
+
+            K.reserve_static(self._hot, self._state.slot_of, self._state.node_of)
+            self._admission = None
+        else:
+            self._admission = AdmissionFilter(f.num_rows, self.admit_budget, self.seed)
         self._init_process_state()
 
     def _open_process_state(self) -> None:
@@ -186,6 +234,16 @@ class CachedFeature(PoolOwner, ProcessLocal, WrappedFeature):
         with self._lock:
             self.hits = 0
             self.misses = 0
+
+    def counters(self) -> dict:
+        with self._lock:
+            own = {"hits": self.hits, "misses": self.misses, "hit_rate": self.hit_rate,
+                   "cached_rows": self.num_cached, "capacity": self.capacity}
+        return {**self.feature.counters(), "cached": own}
+
+    def reset_counters(self) -> None:
+        self.reset_stats()
+        self.feature.reset_counters()
 
     def cached_ids(self) -> np.ndarray:
         """Sorted ids held right now (for tests and inspection)."""
@@ -225,9 +283,11 @@ class CachedFeature(PoolOwner, ProcessLocal, WrappedFeature):
         hit_slot = np.empty(n, dtype=np.int64)
         miss_pos = np.empty(n, dtype=np.int64)
         out_w = word_view(out, self._word)
+        static = self._admission is None
         with self._lock:
             nh, nm = K.lookup(ids_np, st.slot_of, hit_pos, hit_slot, miss_pos)
-            K.on_hits(st.policy, hit_slot, nh, st.st, st.nxt, st.prv, st.bits)
+            if not static:
+                K.on_hits(st.policy, hit_slot, nh, st.st, st.nxt, st.prv, st.bits)
             self._copy(self._slot_words, hit_slot, out_w, hit_pos, nh, copies)
             self.hits += nh
             self.misses += nm
@@ -238,6 +298,9 @@ class CachedFeature(PoolOwner, ProcessLocal, WrappedFeature):
         rows = f.read(torch.from_numpy(uniq), check=False, executor=executor)
         rows_w = word_view(rows, self._word)
         self._copy(rows_w, inv.reshape(-1).astype(np.int64, copy=False), out_w, miss_pos, nm, copies)
+        if static:
+            self._fill(uniq, rows_w, copies)
+            return out
         with self._lock:
             uniq, sel = self._admission.select(uniq)
         m = uniq.shape[0]
@@ -252,6 +315,41 @@ class CachedFeature(PoolOwner, ProcessLocal, WrappedFeature):
                 out_rows[:na] = sel[out_rows[:na]]  # back to positions in ``rows``
             self._copy(rows_w, out_rows, self._slot_words, out_slots, na, copies)
         return out
+
+    def _fill(self, ids: np.ndarray, rows_w, executor) -> None:
+        """The static policy: copy the rows of ``ids`` (sorted, distinct) whose slots are
+        reserved and empty into them."""
+        from . import _cache_kernels as K
+
+        m = ids.shape[0]
+        out_rows = np.empty(m, dtype=np.int64)
+        out_slots = np.empty(m, dtype=np.int64)
+        with self._lock:
+            na = K.admit_static(ids, self._state.st, self._state.slot_of, out_rows, out_slots)
+            self._copy(rows_w, out_rows, self._slot_words, out_slots, na, executor)
+
+    def warm(self, rows_per_read: int = 1 << 20) -> int:
+        """The ``degree`` policy: read every reserved row not cached yet from the backing
+        feature, in ascending id order (``rows_per_read`` at a time: on disk, nearby rows
+        share reads, so this runs near the drive's sequential speed) and cache it; returns the
+        rows filled. Other policies have nothing to warm (a ``GraphfeedError``)."""
+        if self._hot is None:
+            raise GraphfeedError(f"warm() fills the static 'degree' policy's rows; this cache "
+                                 f"uses {self.policy_name!r}, which admits rows as they are read")
+        self._check_process()
+        rows_per_read = check_int("rows_per_read", rows_per_read, 1)
+        st = self._state
+        filled = 0
+        for a in range(0, self._hot.shape[0], rows_per_read):
+            ids = self._hot[a : a + rows_per_read]
+            ids = ids[st.slot_of[ids] <= -2]
+            if ids.shape[0] == 0:
+                continue
+            rows = self.feature.read(torch.from_numpy(ids), check=False)
+            before = int(st.st[0])
+            self._fill(ids, word_view(rows, self._word), self._executor(None))
+            filled += int(st.st[0]) - before
+        return filled
 
     def __repr__(self) -> str:
         return (

@@ -190,6 +190,13 @@ class GPUCachedFeature(WrappedFeature):
             self._hits = self._misses = self._bytes = self._kernel_reads = 0
             self._kernel_misses.zero_()
 
+    def counters(self) -> dict:
+        return {**self.feature.counters(), "gpu_cached": self.stats()}
+
+    def reset_counters(self) -> None:
+        self.reset_stats()
+        self.feature.reset_counters()
+
     def cached_ids(self) -> torch.Tensor:
         """Sorted ids held right now (on ``device``)."""
         with self._lock:

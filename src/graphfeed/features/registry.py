@@ -35,6 +35,7 @@ def open_feature(
     cache_size=0,
     cache_policy: str = "sieve",
     dtype=None,
+    degrees=None,
     **options,
 ) -> "Feature":
     """A ``Feature`` over the rows of ``npy_path``.
@@ -48,7 +49,8 @@ def open_feature(
       ``.npy`` is rebuilt (options: ``lmdb_path``, ``rows_per_chunk``, ``num_threads``).
 
     ``cache_size`` (bytes, or a string such as ``"512MB"``/``"2GiB"``) > 0 wraps the store in a
-    ``CachedFeature`` with ``cache_policy`` (not an in-memory one, which needs no cache). An
+    ``CachedFeature`` with ``cache_policy`` (not an in-memory one, which needs no cache);
+    ``degrees``: the ``"degree"`` policy's score per row (a graph's ``out_degrees``). An
     unknown backend or an option the backend does not take is a ``GraphfeedError``.
 
     ``dtype``: the rows' dtype where the file holds the bits of one numpy lacks: ``"bfloat16"``
@@ -70,7 +72,9 @@ def open_feature(
     if cache_bytes > 0 and not isinstance(feature, InMemoryFeature):
         from .cache import CachedFeature
 
-        feature = CachedFeature(feature, cache_bytes, policy=cache_policy)
+        feature = CachedFeature(feature, cache_bytes, policy=cache_policy, degrees=degrees)
+    elif degrees is not None and cache_policy != "degree":
+        raise GraphfeedError(f"degrees are for cache policy 'degree', not {cache_policy!r}")
     return feature
 
 

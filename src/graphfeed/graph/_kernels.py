@@ -140,6 +140,13 @@ def empty_marker(num_nodes: int) -> np.ndarray:
 
 
 @kernel
+def count_sources(indices, out):
+    """``out[v] += 1`` for every entry ``v`` of ``indices`` (ids already checked)."""
+    for i in range(indices.shape[0]):
+        out[indices[i]] += 1
+
+
+@kernel
 def check_csc(indptr, indices, num_nodes):
     """Returns (-1, 0) if valid, else (code, position): 1 indptr decreases, 2 index out of range."""
     for v in range(indptr.shape[0] - 1):

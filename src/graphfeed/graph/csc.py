@@ -75,7 +75,7 @@ class CSCGraph:
     without bounds checks, so the constructor checks everything they rely on (see ``__init__``).
     """
 
-    __slots__ = ("indptr", "indices", "weights", "_in_degrees", "_tensors", "_pinned")
+    __slots__ = ("indptr", "indices", "weights", "_in_degrees", "_out_degrees", "_tensors", "_pinned")
 
     def __init__(self, indptr, indices, weights=None, *, trusted: bool = False):
         """Check and wrap the arrays (no copy when they already have the stored dtypes).
@@ -131,6 +131,7 @@ class CSCGraph:
         self.indices = indices
         self.weights = weights
         self._in_degrees = None
+        self._out_degrees = None
         self._tensors = {}
         self._pinned = None
 
@@ -149,6 +150,20 @@ class CSCGraph:
         if self._in_degrees is None:
             self._in_degrees = np.diff(self.indptr)
         return self._in_degrees
+
+    @property
+    def out_degrees(self) -> np.ndarray:
+        """How many columns each node is a source in, shape ``(num_nodes,)``: int32 while the
+        edges fit int32, else int64 (computed once, O(E)): how often uniform sampling reaches a
+        node, the static cache's score (``CachedFeature(policy="degree")``)."""
+        if self._out_degrees is None:
+            from ._kernels import count_sources
+
+            dt = np.int32 if self.num_edges <= np.iinfo(np.int32).max else np.int64
+            out = np.zeros(self.num_nodes, dtype=dt)
+            count_sources(self.indices, out)
+            self._out_degrees = out
+        return self._out_degrees
 
     @property
     def nbytes(self) -> int:
