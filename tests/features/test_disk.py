@@ -146,3 +146,21 @@ def test_num_threads_can_be_changed_between_reads(tmp_path):
     with pytest.raises(GraphfeedError, match="num_threads"):
         f.num_threads = 0
     f.close()
+
+
+def test_direct_io_auto_reads_directly_only_what_memory_cannot_hold(tmp_path, monkeypatch):
+    import graphfeed._memory as M
+
+    path = tmp_path / "x.npy"
+    np.save(path, np.arange(4000, dtype=np.float32).reshape(1000, 4))  # 16 kB of rows
+    monkeypatch.setattr(M, "reclaimable_memory", lambda: 10**9)
+    assert DiskFeature(path).direct_io is False  # fits: the page cache keeps it
+    monkeypatch.setattr(M, "reclaimable_memory", lambda: 20_000)
+    f = DiskFeature(path)  # more than half of what is left: read around the page cache
+    assert f.direct_io is True
+    assert np.array_equal(f.read([3, 999, 0]).numpy(), np.load(path)[[3, 999, 0]])
+    monkeypatch.setattr(M, "reclaimable_memory", lambda: None)  # unknown (not Linux): the map
+    assert DiskFeature(path).direct_io is False
+    assert DiskFeature(path, direct_io=True).direct_io is True
+    with pytest.raises(GraphfeedError, match="direct_io"):
+        DiskFeature(path, direct_io="yes")

@@ -59,19 +59,6 @@ def copy_rows(src, src_idx, dst, dst_idx, start, end):
 
 
 @kernel
-def gather_rows_at(src_u8, offsets, which, out_u8, start, end):
-    """``out_u8[i] = src_u8[offsets[which[i]] : offsets[which[i]] + row_nbytes]``: rows addressed
-    by byte offsets into one flat buffer (direct reads)."""
-    nb = out_u8.shape[1]
-    for i in range(start, end):
-        o = offsets[which[i]]
-        row = src_u8[o:o + nb]
-        dst = out_u8[i]
-        for j in range(nb):
-            dst[j] = row[j]
-
-
-@kernel
 def gather_chunked(src, chunk_off, ids, rows_per_chunk, out, start, end):
     """Rows stored in chunks: row ``r`` starts at element ``chunk_off[r // rows_per_chunk] +
     (r % rows_per_chunk) * row_len`` of the flat ``src`` (LMDB values inside one map span);

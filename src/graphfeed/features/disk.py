@@ -207,7 +207,11 @@ class DiskFeature(StoredFeature):
       ``read`` gets no ``executor``; with one, its chunks run there, split ``num_threads`` ways.
     - ``direct_io``: read with ``O_DIRECT`` (bypassing the page cache) instead of through a
       memory map, ``queue_depth`` reads at once (module docstring); falls back to buffered reads
-      with one warning where the filesystem refuses ``O_DIRECT`` (tmpfs).
+      with one warning where the filesystem refuses ``O_DIRECT`` (tmpfs). ``"auto"`` (the
+      default): direct when the file is larger than half the memory this process may still
+      use (``graphfeed._memory.reclaimable_memory``, a memory cgroup's limit included), where
+      a memory map would only thrash the page cache; through the map otherwise, where the page
+      cache keeps what was read.
     - ``queue_depth`` (direct reads): reads in flight at once (default 64; the drive's rate
       grows with it up to its internal parallelism, and so does each read's latency).
     - ``io_engine`` (direct reads): ``"auto"`` (default: io_uring where the kernel allows it,
@@ -246,7 +250,7 @@ class DiskFeature(StoredFeature):
         path: str | os.PathLike,
         *,
         num_threads: int = 2,
-        direct_io: bool = False,
+        direct_io="auto",
         sort_ids: bool = False,
         max_gap: int = DEFAULT_MAX_GAP,
         max_read: int = DEFAULT_MAX_READ,
@@ -258,7 +262,14 @@ class DiskFeature(StoredFeature):
         np_dtype, shape, _, self._offset = read_npy_header(self.path)
         self._set_layout(np_dtype, shape, str(self.path), dtype)
         self._pool = ChunkPool(check_int("num_threads", num_threads, 1), "gf-disk")
-        self.direct_io = bool(direct_io)
+        if direct_io == "auto":
+            from .._memory import reclaimable_memory
+
+            avail = reclaimable_memory()
+            direct_io = avail is not None and self._shape[0] * self._row_nbytes > avail // 2
+        elif not isinstance(direct_io, bool):
+            raise GraphfeedError(f"direct_io must be True, False or 'auto', got {direct_io!r}")
+        self.direct_io = direct_io
         self.sort_ids = bool(sort_ids)
         self.max_gap = check_int("max_gap", max_gap, 0)
         self.max_read = check_int("max_read", max_read, DIRECT_ALIGN)

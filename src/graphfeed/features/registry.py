@@ -42,8 +42,10 @@ def open_feature(
 
     - ``"ram"``: loaded into memory (``InMemoryFeature``; ``mmap=True`` shares a read-only map
       instead).
-    - ``"disk"``: ``DiskFeature`` (options: ``num_threads``, ``direct_io``, ``sort_ids``,
-      ``max_gap``, ``max_read``).
+    - ``"disk"``: ``DiskFeature`` (options: ``num_threads``, ``direct_io`` (``"auto"``: direct
+      reads when the file exceeds half the memory available), ``queue_depth`` (64 reads in
+      flight), ``io_engine`` (``auto``, ``uring``, ``threads``), ``sort_ids``, ``max_gap`` (8 KiB)
+      and ``max_read`` (128 KiB)).
     - ``"lmdb"``: ``LMDBFeature`` at ``lmdb_path`` (default ``<name>.lmdb`` beside the file), built
       atomically from the ``.npy`` on first use; a store whose dtype or shape does not match the
       ``.npy`` is rebuilt (options: ``lmdb_path``, ``rows_per_chunk``, ``num_threads``).
