@@ -256,7 +256,9 @@ def uring_read(p, sq, sqes, cq, plan_start, plan_len, first_row, row_off, dst, a
         slots[s] = s
     nfree = depth
     nretry = 0
-    nxt = 0
+    nxt = 0  # position in the interleaved order below
+    started = 0
+    per = (nr + depth - 1) // depth
     inflight = 0
     issued = 0
     failures = 0
@@ -265,14 +267,21 @@ def uring_read(p, sq, sqes, cq, plan_start, plan_len, first_row, row_off, dst, a
     tail = np.int64(sq[p[P_SQ_TAIL]])  # only this thread moves the SQ tail
     while True:
         if err[E_CODE] == 0:
-            while inflight < depth and (nretry > 0 or nxt < nr):
+            while inflight < depth and (nretry > 0 or started < nr):
                 if nretry > 0:
                     nretry -= 1
                     r = retry[nretry] & 0xFFFFFFFF
                     s = retry[nretry] >> 32
                 else:
-                    r = nxt
-                    nxt += 1
+                    # the plan is in ascending offsets; the reads in flight come from ``depth``
+                    # interleaved stretches of it (read k*per + j, j = 0, 1, ...), not from one
+                    # ascending run: this VM's disk served an ascending run at 0.6x fio's
+                    # random-order rate, interleaved stretches at fio's (docs/benchmarks.md)
+                    r = nr
+                    while r >= nr:
+                        r = (nxt % depth) * per + nxt // depth
+                        nxt += 1
+                    started += 1
                     nfree -= 1
                     s = slots[nfree]
                     got[r] = 0
