@@ -229,7 +229,7 @@ def test_degree_policy_refuses_bad_degrees(kwargs, match):
         CachedFeature(InMemoryFeature(torch.zeros(100, 2)), 80, **kwargs)
 
 
-def test_warm_is_only_for_the_degree_policy():
+def test_warm_fills_only_static_caches():
     cache = CachedFeature(InMemoryFeature(torch.zeros(100, 2)), 80, policy="sieve")
-    with pytest.raises(GraphfeedError, match="warm"):
-        cache.warm()
+    assert cache.warm() == 0 and cache.num_cached == 0  # dynamic: admits as rows are read
+    assert InMemoryFeature(torch.zeros(3, 1)).warm() == 0

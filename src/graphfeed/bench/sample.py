@@ -256,6 +256,10 @@ def bench_sample(
         batch_size = pool
     ids = _seed_batches(data.seed_pool, batch_size, num_batches + warmup, seed)
     feature = data.feature(features, cache_size, cache_policy) if features else None
+    warm_s = None
+    if feature is not None:  # a static cache is filled before timing, as training fills it
+        t0 = time.perf_counter()
+        warm_s = time.perf_counter() - t0 if feature.warm() else None
     graph = data.graph
     if random_weights:
         from ..graph.csc import CSCGraph
@@ -326,6 +330,8 @@ def bench_sample(
     if feature is not None:
         feature = placed.features["feat"]
         result["features"] = features
+        if warm_s is not None:
+            result["cache_warm_s"] = warm_s
         result["feature_shape"] = list(feature.shape)
         result["feature_dtype"] = str(feature.dtype).replace("torch.", "")
         if "sample_fetch" not in result:  # a non-uniform method: one run after its rounds

@@ -145,6 +145,11 @@ class Feature(abc.ABC):
     def reset_counters(self) -> None:
         """Zero :meth:`counters` (this feature's and what it wraps)."""
 
+    def warm(self) -> int:
+        """Fill what a static cache in this feature (or in what it wraps) will hold, now rather
+        than on first misses; returns the rows filled (0: nothing to warm)."""
+        return 0
+
     def __enter__(self) -> "Feature":
         return self
 
@@ -173,6 +178,9 @@ class WrappedFeature(Feature):
 
     def reset_counters(self) -> None:
         self.feature.reset_counters()
+
+    def warm(self) -> int:
+        return self.feature.warm()
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -332,10 +332,9 @@ class CachedFeature(PoolOwner, ProcessLocal, WrappedFeature):
         """The ``degree`` policy: read every reserved row not cached yet from the backing
         feature, in ascending id order (``rows_per_read`` at a time: on disk, nearby rows
         share reads, so this runs near the drive's sequential speed) and cache it; returns the
-        rows filled. Other policies have nothing to warm (a ``GraphfeedError``)."""
+        rows filled. The other policies admit rows as they are read: nothing to warm (0)."""
         if self._hot is None:
-            raise GraphfeedError(f"warm() fills the static 'degree' policy's rows; this cache "
-                                 f"uses {self.policy_name!r}, which admits rows as they are read")
+            return 0
         self._check_process()
         rows_per_read = check_int("rows_per_read", rows_per_read, 1)
         st = self._state
