@@ -233,3 +233,32 @@ def test_warm_fills_only_static_caches():
     cache = CachedFeature(InMemoryFeature(torch.zeros(100, 2)), 80, policy="sieve")
     assert cache.warm() == 0 and cache.num_cached == 0  # dynamic: admits as rows are read
     assert InMemoryFeature(torch.zeros(3, 1)).warm() == 0
+
+
+def test_a_datasets_disk_features_cache_the_most_sampled_nodes_by_default(tiny_dataset):
+    ds = tiny_dataset
+    f = ds.node_feature("feat", "disk", cache_size=ds.features["feat"].row_nbytes * 100)
+    assert isinstance(f, CachedFeature) and f.policy_name == "degree"
+    out = ds.graph.out_degrees
+    assert out.sum() == ds.num_edges and np.array_equal(out, np.bincount(
+        np.asarray(ds.graph.indices), minlength=ds.num_nodes))
+    assert f.warm() == 100
+    top = np.sort(np.lexsort((np.arange(ds.num_nodes), -out))[:100])
+    assert np.array_equal(f.cached_ids(), top)
+    ids = torch.arange(ds.num_nodes)
+    assert torch.equal(f.read(ids), ds.features["feat"].read(ids))
+    sieve = ds.node_feature("feat", "disk", cache_size=4096, cache_policy="sieve")
+    assert sieve.policy_name == "sieve"
+
+
+def test_typed_features_take_their_types_out_degrees(builtin_root):
+    from graphfeed.datasets.open import open_dataset
+
+    ds = open_dataset("hetero", builtin_root("hetero"))
+    h = ds.hetero
+    t = h.type_id("paper")
+    lo, hi = int(h.node_offsets[t]), int(h.node_offsets[t + 1])
+    f = ds.type_feature("paper", "feat", "disk", cache_size=10 * 32 * 4)
+    assert f.policy_name == "degree" and f.warm() == 10
+    want = np.sort(np.lexsort((np.arange(hi - lo), -h.csc.out_degrees[lo:hi]))[:10])
+    assert np.array_equal(f.cached_ids(), want)

@@ -29,7 +29,7 @@ class BenchData:
     feature_path: Optional[Path] = None
     dataset: object = None
 
-    def feature(self, backend: str = "ram", cache_size: int = 0, cache_policy: str = "sieve"):
+    def feature(self, backend: str = "ram", cache_size: int = 0, cache_policy: str = "auto"):
         if self.dataset is not None:
             return self.dataset.node_feature("feat", backend=backend, cache_size=cache_size,
                                              cache_policy=cache_policy)
@@ -212,7 +212,7 @@ def bench_sample(
     prefetch: int = 2,
     features: Optional[str] = "ram",
     cache_size: int = 0,
-    cache_policy: str = "sieve",
+    cache_policy: str = "auto",
     baselines: bool = False,
     seed: int = 0,
     mode: str = "cpu-cpu",

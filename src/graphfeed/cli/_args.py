@@ -181,8 +181,9 @@ def placement_modes() -> list[str]:
 def cache_policies() -> list[str]:
     """``--cache-policy`` choices."""
     from ..features.registry import POLICIES
+    from ..features._policies import AUTO_POLICY
 
-    return sorted(POLICIES)
+    return [AUTO_POLICY, *sorted(POLICIES)]
 
 
 def add_sampler_arguments(p: argparse.ArgumentParser) -> None:

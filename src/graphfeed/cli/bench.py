@@ -56,8 +56,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="feature store the fetch reads from; none: sampling alone [%(default)s]")
     s.add_argument("--cache-size", type=_args.size, default=0,
                    help=f"CPU cache in front of disk/lmdb features ({_args.SIZE_UNITS}) [%(default)s]")
-    s.add_argument("--cache-policy", default="sieve", choices=_args.cache_policies(),
-                   help="cache policy [%(default)s]")
+    s.add_argument("--cache-policy", default="auto", choices=_args.cache_policies(),
+                   help="cache policy: auto is degree (a static cache of the nodes sampled most, "
+                        "the graph's highest out-degrees, filled before the first batch) for a "
+                        "dataset's features; sieve, s3fifo, lru and clock evict [%(default)s]")
     s.add_argument("--mode", default="cpu-cpu", choices=_args.placement_modes(),
                    help="placement, as in graphfeed train [cpu-cpu]")
     s.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N [auto]")

@@ -104,7 +104,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help=f"CPU cache in front of disk/lmdb features, e.g. 512MB ({_args.SIZE_UNITS}) "
                         f"[%(default)s]")
     p.add_argument("--cache-policy", default=D.cache_policy, choices=_args.cache_policies(),
-                   help="cache policy [%(default)s]")
+                   help="cache policy: auto is degree (a static cache of the nodes sampled most, "
+                        "the graph's highest out-degrees, filled before the first batch) for a "
+                        "dataset's features; sieve, s3fifo, lru and clock evict [%(default)s]")
     p.add_argument("--threads", type=_args.int_range(1, C.MAX_THREADS), default=D.num_threads,
                    help="loader threads sampling and fetching batches in parallel [%(default)s]")
     p.add_argument("--prefetch", type=_args.int_range(1, C.MAX_PREFETCH), default=D.prefetch,

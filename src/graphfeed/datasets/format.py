@@ -446,26 +446,39 @@ class Dataset:
             )
         return self._arrays.paths[role]
 
-    def node_feature(self, name: str, backend: str = "ram", *, cache_size=0, cache_policy: str = "sieve"):
+    def node_feature(self, name: str, backend: str = "ram", *, cache_size=0,
+                     cache_policy: str = "auto"):
         """Node feature ``name`` as a :class:`~graphfeed.features.Feature` on ``backend``.
 
         ``"ram"``: an ``InMemoryFeature`` over the array (the shared memory map, or the loaded
         array with ``in_memory=True``). ``"disk"`` / ``"lmdb"`` / others: delegated to
         ``graphfeed.features.registry.open_feature(npy_path, backend, cache_size=...,
-        cache_policy=...)``; the ``"degree"`` policy caches the nodes of the graph's highest
-        out-degrees (``graph.out_degrees``).
+        cache_policy=...)``; the ``"degree"`` policy (``"auto"``'s choice here) caches the
+        nodes of the graph's highest out-degrees (``graph.out_degrees``).
         """
         path = self.feature_path(name)
         if backend == "ram":
             return self.features[name]
         from ..features.registry import open_feature
 
-        degrees = self.graph.out_degrees if cache_size and cache_policy == "degree" else None
         return open_feature(path, backend, cache_size=cache_size, cache_policy=cache_policy,
-                            dtype=bits_dtype(self.metadata.node_features[name]), degrees=degrees)
+                            dtype=bits_dtype(self.metadata.node_features[name]),
+                            degrees=self._cache_degrees(cache_size, cache_policy))
+
+    def _cache_degrees(self, cache_size, cache_policy: str, ntype: Optional[str] = None):
+        """The ``degree``/``auto`` cache policies' scores: the graph's out-degrees (of the nodes
+        of type ``ntype``, in type-local order), ``None`` for other policies or no cache."""
+        if not cache_size or str(cache_policy).lower() not in ("degree", "auto"):
+            return None
+        if ntype is None:
+            return self.graph.out_degrees
+        h = self.hetero
+        t = h.type_id(ntype)
+        lo = int(h.node_offsets[t])
+        return h.csc.out_degrees[lo:int(h.node_offsets[t + 1])]
 
     def type_feature(self, ntype: str, name: str, backend: str = "ram", *, cache_size=0,
-                     cache_policy: str = "sieve"):
+                     cache_policy: str = "auto"):
         """Feature ``name`` of node type ``ntype`` of a heterogeneous dataset (one row per node
         of the type, type-local ids) as a :class:`~graphfeed.features.Feature` on ``backend``,
         as :meth:`node_feature` opens a node feature."""
@@ -484,7 +497,8 @@ class Dataset:
 
         return open_feature(self._arrays.paths[type_feature_role(ntype, name)], backend,
                             cache_size=cache_size, cache_policy=cache_policy,
-                            dtype=bits_dtype(self.metadata.hetero.node_features[ntype][name]))
+                            dtype=bits_dtype(self.metadata.hetero.node_features[ntype][name]),
+                            degrees=self._cache_degrees(cache_size, cache_policy, ntype))
 
     def __repr__(self) -> str:
         return (

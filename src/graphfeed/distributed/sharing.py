@@ -220,7 +220,7 @@ def share_dataset(
     features: str = "ram",
     private_copy: bool = False,
     cache_size: int = 0,
-    cache_policy: str = "sieve",
+    cache_policy: str = "auto",
     feature_names=None,
     pinnable: bool = False,
 ) -> SharedDataset:

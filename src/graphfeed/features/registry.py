@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from .._registry import Registry
 from .._units import parse_size
-from ._policies import POLICIES, policy_code
+from ._policies import POLICIES, policy_code, resolve_policy
 from ..errors import GraphfeedError
 
 if TYPE_CHECKING:  # pragma: no cover - importing the registry loads no torch
@@ -51,8 +51,9 @@ def open_feature(
       ``.npy`` is rebuilt (options: ``lmdb_path``, ``rows_per_chunk``, ``num_threads``).
 
     ``cache_size`` (bytes, or a string such as ``"512MB"``/``"2GiB"``) > 0 wraps the store in a
-    ``CachedFeature`` with ``cache_policy`` (not an in-memory one, which needs no cache);
-    ``degrees``: the ``"degree"`` policy's score per row (a graph's ``out_degrees``). An
+    ``CachedFeature`` with ``cache_policy`` (not an in-memory one, which needs no cache; ``auto``
+    is ``degree`` when ``degrees`` are given, else ``sieve``); ``degrees``: the ``"degree"``
+    policy's score per row (a graph's ``out_degrees``). An
     unknown backend or an option the backend does not take is a ``GraphfeedError``.
 
     ``dtype``: the rows' dtype where the file holds the bits of one numpy lacks: ``"bfloat16"``
@@ -61,6 +62,7 @@ def open_feature(
     a backend that does not cannot read such a file and says so.
     """
     name = backend.lower() if isinstance(backend, str) else backend
+    cache_policy = resolve_policy(cache_policy, degrees is not None)
     opener = BACKENDS.get(name)
     if dtype is not None:
         options["dtype"] = dtype

@@ -55,7 +55,7 @@ class DataPlan:
 
     features: str = "ram"
     cache_size: int = 0
-    cache_policy: str = "sieve"
+    cache_policy: str = "auto"
     mode: str = AUTO
     device: str = "cpu"
     world: object = None
@@ -63,7 +63,7 @@ class DataPlan:
     storage_reason: str = ""
 
     @classmethod
-    def resolve(cls, *, features: str = "ram", cache_size=0, cache_policy: str = "sieve",
+    def resolve(cls, *, features: str = "ram", cache_size=0, cache_policy: str = "auto",
                 mode: str = AUTO, device: str = "auto", world=None,
                 private_copy: bool = False) -> "DataPlan":
         """Check and freeze the choices. ``cache_size``: bytes or a size string (``"2GB"`` is
@@ -76,7 +76,7 @@ class DataPlan:
         if features != AUTO:
             BACKENDS.check(features)
         cache = parse_size(cache_size)
-        policy_code(cache_policy)
+        policy_code(cache_policy, allow_auto=True)
         mode = validate_mode(mode)
         dev = cls.device_for(device, mode)
         if not dev.startswith("cuda") and mode != AUTO and mode_spec(mode).uses_cuda:

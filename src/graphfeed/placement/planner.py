@@ -225,6 +225,11 @@ class _Numbers:
 #: and per cached row (its queue links, id and bits)
 CACHE_BYTES_PER_NODE = 5
 CACHE_BYTES_PER_ROW = 18
+#: memory a training process keeps for itself beside the graph and the feature cache (its
+#: libraries, the batches in flight, the model and its activations): this share of what is
+#: available, and at least WORKING_MIN_BYTES
+WORKING_SHARE = 0.15
+WORKING_MIN_BYTES = 3 * 2**29
 
 
 @dataclass(frozen=True)
@@ -242,38 +247,43 @@ def plan_storage(graph_bytes: int, feature_bytes: int, num_nodes: int, row_bytes
                  memory_text: str = "") -> Storage:
     """``features="auto"``: the features stay in RAM (memory maps, one copy per machine) when
     graph + features fit in ``headroom`` x the host memory available (a memory cgroup's limit
-    counts: ``hw.host_free_bytes``); otherwise they are read from disk (``O_DIRECT``) through a
-    cache per process of ``cache_bytes``, or, when that is 0, of what ``headroom`` x the
-    available memory leaves after the graph and the cache's bookkeeping
+    counts: ``hw.host_free_bytes``). Otherwise they are read from disk (``O_DIRECT``) through a
+    cache per process of ``cache_bytes``, or, when that is 0, of what is left of the available
+    memory after the graph (which sampling needs resident), each process's working memory
+    (:data:`WORKING_SHARE`, at least :data:`WORKING_MIN_BYTES`) and the cache's bookkeeping
     (:data:`CACHE_BYTES_PER_NODE`, :data:`CACHE_BYTES_PER_ROW`), split between the ranks of the
     machine. ``memory_text`` names the memory in the reason (default: "available memory")."""
     graph_bytes = check_int("graph_bytes", graph_bytes, 0)
     feature_bytes = check_int("feature_bytes", feature_bytes, 0)
-    budget = int(headroom * hw.host_free_bytes)
+    free = int(hw.host_free_bytes)
+    budget = int(headroom * free)
     pct = f"{headroom * 100:.0f}%"
     where = memory_text or "available memory"
     data = (f"graph {format_bytes(graph_bytes)} + features {format_bytes(feature_bytes)} = "
             f"{format_bytes(graph_bytes + feature_bytes)}")
-    room = f"{pct} of {where} {format_bytes(hw.host_free_bytes)} ({format_bytes(budget)})"
+    room = f"{pct} of {where} {format_bytes(free)} ({format_bytes(budget)})"
     if graph_bytes + feature_bytes <= budget:
         unused = " (every row is in memory: the --cache-size is not used)" if cache_bytes else ""
         return Storage("ram", 0, f"{data} fits in {room}: features in RAM (memory-mapped, one "
                                  f"copy per machine){unused}")
     k = max(1, hw.ranks_per_machine)
+    working = k * max(WORKING_MIN_BYTES, int(WORKING_SHARE * free / k))
     if cache_bytes:
         cache, how = int(cache_bytes), "--cache-size"
     else:
-        left = budget - graph_bytes - k * CACHE_BYTES_PER_NODE * int(num_nodes)
+        left = free - graph_bytes - working - k * CACHE_BYTES_PER_NODE * int(num_nodes)
         per_row = max(1, int(row_bytes))
         cache = max(0, int(left / k / (1 + CACHE_BYTES_PER_ROW / per_row)))
         cache = min(cache, feature_bytes) // 10**6 * 10**6
-        how = f"what the {pct} leaves after the graph" + (f", split by {k} ranks" if k > 1 else "")
+        how = (f"what is left after the graph, {format_bytes(working)} of working memory and "
+               f"the cache's bookkeeping" + (f", split by {k} ranks" if k > 1 else ""))
     reason = (f"{data} > {room}: features read from disk (O_DIRECT), "
               + (f"a {format_bytes(cache)} cache per process in front ({how})" if cache
                  else "no room left for a cache"))
-    if graph_bytes > budget:
-        reason += (f"; the graph alone exceeds the {pct}, so sampling pages it in from disk "
-                   f"(slow: give the process more memory)")
+    if graph_bytes + working > free:
+        reason += (f"; the graph and the working memory alone exceed the {format_bytes(free)}, "
+                   f"so sampling pages the graph in from disk (slow: give the process more "
+                   f"memory)")
     return Storage("disk", cache, reason)
 
 

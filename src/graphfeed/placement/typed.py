@@ -50,7 +50,7 @@ class TypedPlaced:
 
 
 def open_type_features(dataset, backend: str, cache_size: int = 0,
-                       cache_policy: str = "sieve") -> dict:
+                       cache_policy: str = "auto") -> dict:
     """``dataset``'s per-type features on ``backend`` (type -> name -> ``Feature``,
     ``Dataset.type_feature``): the dataset's own for ``ram``, else one ``disk``/``lmdb`` store
     per type array."""

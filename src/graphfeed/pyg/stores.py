@@ -208,7 +208,7 @@ class GraphfeedGraphStore(GraphStore):
         return f"GraphfeedGraphStore({self.graph!r})"
 
 
-def from_dataset(dataset, *, backend: str = "ram", cache_size=0, cache_policy: str = "sieve",
+def from_dataset(dataset, *, backend: str = "ram", cache_size=0, cache_policy: str = "auto",
                  data_root: Optional[str] = None) -> tuple:
     """``(GraphfeedFeatureStore, GraphfeedGraphStore)`` of a graphfeed dataset: a ``Dataset``,
     or a built-in name (``"tiny"``, ``"small"``, ``"hetero"``, ...) or prepared folder opened

@@ -76,7 +76,7 @@ class TrainConfig:
     runs: int = 1  # independent runs, seeds seed .. seed + runs - 1 (train_runs)
     features: str = "auto"  # auto (ram when the data fits the memory, else disk + cache), ram, disk, lmdb
     cache_size: int = 0  # bytes of CPU cache in front of disk/lmdb features
-    cache_policy: str = "sieve"
+    cache_policy: str = "auto"  # auto: degree (a static cache of the hubs) for a dataset's features
     replace: bool = False
     # the sampling method (graphfeed.sampling.SamplingMethod; sampling_method() builds it)
     sampler: str = "uniform"  # uniform, weighted, labor, temporal
