@@ -255,6 +255,16 @@ def bench_sample(
     if 0 < pool < batch_size:  # a batch holds distinct seeds: at most the whole pool
         batch_size = pool
     ids = _seed_batches(data.seed_pool, batch_size, num_batches + warmup, seed)
+    storage = None
+    if features == "auto":  # as training chooses: DataPlan's storage rule on this dataset
+        from ..placement.plan import DataPlan
+
+        if data.dataset is None:
+            raise GraphfeedError("--features auto needs a dataset (a built-in name or a "
+                                 "prepared folder), not a folder of bare arrays")
+        plan = DataPlan.resolve(features="auto", cache_size=cache_size,
+                                cache_policy=cache_policy).for_dataset(data.dataset, ["feat"])
+        features, cache_size, storage = plan.features, plan.cache_size, plan.storage_reason
     feature = data.feature(features, cache_size, cache_policy) if features else None
     warm_s = None
     if feature is not None:  # a static cache is filled before timing, as training fills it
@@ -294,7 +304,8 @@ def bench_sample(
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "mode": placed.mode,
-        "placement_reason": placed.placement.reason,
+        "placement_reason": (placed.placement.reason
+                             + (f"; {storage}" if storage else "")),
         "device": str(dev),
     }
     if method.is_uniform and feature is not None:
@@ -330,6 +341,7 @@ def bench_sample(
     if feature is not None:
         feature = placed.features["feat"]
         result["features"] = features
+        result["cache_bytes"] = int(cache_size) if features != "ram" else 0
         if warm_s is not None:
             result["cache_warm_s"] = warm_s
         result["feature_shape"] = list(feature.shape)

@@ -52,8 +52,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="non-uniform --sampler: alternate it with uniform sampling this many "
                         "times and report the median ratio; uniform with --features: alternate "
                         "sampling alone and sampling + fetch the same way [3]")
-    s.add_argument("--features", default="ram", choices=[*_args.feature_backends(), "none"],
-                   help="feature store the fetch reads from; none: sampling alone [%(default)s]")
+    s.add_argument("--features", default="ram",
+                   choices=["auto", *_args.feature_backends(), "none"],
+                   help="feature store the fetch reads from: auto chooses as graphfeed train does "
+                        "(RAM when it fits the memory available, else disk with a cache sized to "
+                        "what is left); none: sampling alone [%(default)s]")
     s.add_argument("--cache-size", type=_args.size, default=0,
                    help=f"CPU cache in front of disk/lmdb features ({_args.SIZE_UNITS}) [%(default)s]")
     s.add_argument("--cache-policy", default="auto", choices=_args.cache_policies(),

@@ -429,8 +429,9 @@ def _prepare(method: SamplingMethod, indptr: np.ndarray, indices: np.ndarray, ar
     from . import _method_kernels as MK
 
     kind = method.kind
-    t = {name: np.empty(shape, dtype) for name, (shape, dtype)
-         in _table_layout(method, indptr, indices, arr).items()}
+    layout = _table_layout(method, indptr, indices, arr)
+    _check_table_memory(method, layout, indices.shape[0])
+    t = {name: np.empty(shape, dtype) for name, (shape, dtype) in layout.items()}
     if kind == "labor" and method.variates == "rotated":
         bkey = np.uint64(labor_rotation(seed, 0)[0])
         bad = MK.build_base_order(indptr, indices, bkey, t["lsrc"], t["lpos"], t["lbase"])
@@ -450,6 +451,30 @@ def _prepare(method: SamplingMethod, indptr: np.ndarray, indices: np.ndarray, ar
                             t["tpos"])
         return t
     return {}
+
+
+#: what to do when a method's tables do not fit, by kind
+_TABLE_HINTS = {"labor": "use --labor-variates iid (no tables, O(degree) a destination)",
+                "weighted": "give the process more memory", "temporal": "give the process more memory"}
+
+
+def _check_table_memory(method: SamplingMethod, layout: dict, num_edges: int) -> None:
+    """Refuse, before allocating, tables larger than the memory this process may still use
+    (``graphfeed._memory.reclaimable_memory``, a memory cgroup included): at 1.6 billion edges
+    they are 13 to 32 GB, more than many machines hold, and an allocation that big is killed,
+    not refused."""
+    from .._memory import reclaimable_memory
+    from .._units import format_bytes
+
+    need = sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in layout.values())
+    avail = reclaimable_memory()
+    if avail is None or need <= avail:
+        return
+    per_edge = need / max(1, num_edges)
+    raise GraphfeedError(
+        f"sampler {method.describe()} builds {format_bytes(need)} of tables for {num_edges:,} "
+        f"edges (about {per_edge:.0f} B per edge), but this process may use only "
+        f"{format_bytes(avail)} more; {_TABLE_HINTS.get(method.kind, 'give it more memory')}")
 
 
 def _table_layout(method: SamplingMethod, indptr: np.ndarray, indices: np.ndarray,
