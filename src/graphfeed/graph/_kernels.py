@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._numba import kernel
+from .._numba import kernel, prefetch
 
 
 @kernel
@@ -140,10 +140,18 @@ def empty_marker(num_nodes: int) -> np.ndarray:
 
 
 @kernel
-def count_sources(indices, out):
-    """``out[v] += 1`` for every entry ``v`` of ``indices`` (ids already checked)."""
-    for i in range(indices.shape[0]):
-        out[indices[i]] += 1
+def count_sources(indices, out, lo, hi):
+    """``out[v - lo] += 1`` for every entry ``v`` of ``indices`` in ``[lo, hi)`` (ids already
+    checked): threads that count disjoint id ranges over the same indices share no counter."""
+    n = indices.shape[0]
+    for i in range(n):
+        if i + 32 < n:  # the counter 32 entries ahead: many cache misses in flight at once
+            w = indices[i + 32]
+            if w >= lo and w < hi:
+                prefetch(out, w - lo)
+        v = indices[i]
+        if v >= lo and v < hi:
+            out[v - lo] += 1
 
 
 @kernel

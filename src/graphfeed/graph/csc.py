@@ -157,11 +157,18 @@ class CSCGraph:
         edges fit int32, else int64 (computed once, O(E)): how often uniform sampling reaches a
         node, the static cache's score (``CachedFeature(policy="degree")``)."""
         if self._out_degrees is None:
+            from .._threads import ChunkPool, run_chunks
             from ._kernels import count_sources
 
             dt = np.int32 if self.num_edges <= np.iinfo(np.int32).max else np.int64
             out = np.zeros(self.num_nodes, dtype=dt)
-            count_sources(self.indices, out)
+            indices = np.asarray(self.indices)
+            pool = ChunkPool(max(1, min(8, os.cpu_count() or 1)), "gf-degrees")
+            try:  # each thread counts one id range (half the random writes each on 2 cores)
+                run_chunks(lambda a, b: count_sources(indices, out[a:b], a, b), self.num_nodes,
+                           pool.num_threads, pool.get(), serial_below=1 << 20)
+            finally:
+                pool.close()
             self._out_degrees = out
         return self._out_degrees
 
