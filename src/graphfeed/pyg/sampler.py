@@ -33,6 +33,7 @@ destination); "binary" keeps the first ``ceil(P * amount)`` of them, one per pai
 from __future__ import annotations
 
 import math
+import re
 from typing import Mapping, Optional
 
 import numpy as np
@@ -48,7 +49,9 @@ from ..graph.from_pyg import csc_perm, hetero_perm, pyg_kind
 from ..graph.hetero import HeteroGraph
 from ..sampling import build_sampler
 from ..sampling._common import check_one_order, reverse_hops
-from ..sampling.method import resolve_method
+from ._options import (PygOptions, install_loader_checks, pyg_method, refuse_unsupported,
+                       resolve_subgraph_type)
+from ._subgraph import disjoint_output, induced_edges
 
 __all__ = ["GraphfeedSampler", "graphfeed_fanouts"]
 
@@ -112,43 +115,72 @@ class GraphfeedSampler(BaseSampler):
     - link seeds: ``exclude`` (``"none"``, ``"self"``, ``"reverse"``; typed ``"reverse"`` needs
       ``reverse_edge_types``) and ``negatives`` (``"uniform"`` or ``"per_source"``) are
       ``LinkSampler``'s.
+    - PyG's ``NeighborSampler`` options (what ``NeighborLoader`` would have passed on):
+      ``subgraph_type`` (``"directional"``, the default; ``"bidirectional"``: PyG's own
+      ``SamplerOutput.to_bidirectional``; ``"induced"``: every stored edge between the sampled
+      nodes, homogeneous graphs, not with ``exclude``), ``disjoint=True`` (one subgraph per
+      seed node or seed edge, PyG's ``batch`` vector; homogeneous graphs), ``directed=False``
+      (PyG's deprecated ``"induced"``), ``temporal_strategy`` (the temporal method's
+      ``strategy``), ``is_sorted`` (accepted: it spares PyG a sort, graphfeed sorts anyway).
+      ``share_memory=True`` and ``sample_direction="backward"`` are refused by name, as is
+      any keyword neither this class nor the graphfeed sampler takes.
 
     Batches are on the CPU with the CPU samplers; ``edge`` holds graphfeed's edge ids (CSC
     positions), :attr:`edge_permutation` maps them to PyG's for ``Data``/``HeteroData`` input.
+    Building one also makes PyG's ``NeighborLoader``/``LinkNeighborLoader`` refuse, by name,
+    their own sampling options that differ from this sampler's (they would drop them:
+    ``graphfeed.pyg._options``).
     """
 
     def __init__(self, data, num_neighbors=None, *, fanouts=None, method=None,
                  replace: bool = False, seed: int = 0, sampler: Optional[str] = None,
                  device="cpu", exclude: str = "none", negatives: str = "uniform",
                  reverse_edge_types=None, weight_attr: Optional[str] = None,
-                 time_attr: Optional[str] = None, **options):
+                 time_attr: Optional[str] = None, subgraph_type="directional",
+                 disjoint: bool = False, temporal_strategy: Optional[str] = None,
+                 is_sorted: bool = False, share_memory: bool = False, directed: bool = True,
+                 sample_direction: str = "forward", **options):
         # checked before the graph is built (O(E log E) for a Data): a wrong call fails fast
         check_one_order(fanouts, num_neighbors, "GraphfeedSampler")
+        install_loader_checks()
+        refuse_unsupported(share_memory=share_memory, sample_direction=sample_direction)
+        subgraph_type = resolve_subgraph_type(subgraph_type, directed)
+        disjoint = bool(disjoint)
+        if disjoint and subgraph_type == "induced":
+            raise GraphfeedError("GraphfeedSampler: disjoint=True with subgraph_type='induced' is "
+                                 "not supported (nor by PyG): choose one")
+        if subgraph_type == "induced" and exclude != "none":
+            raise GraphfeedError(f"GraphfeedSampler: subgraph_type='induced' would bring back the "
+                                 f"seed edges exclude={exclude!r} removes: choose one")
+        del is_sorted  # a promise about the input's order; graphfeed's CSC build sorts anyway
+        method = pyg_method(method, weight_attr, time_attr, temporal_strategy)
         graph, perm, method = _resolve(data, method, weight_attr, time_attr)
         self.graph = graph
         self.is_hetero = isinstance(graph, HeteroGraph)
-        default = None
+        if self.is_hetero and (disjoint or subgraph_type == "induced"):
+            what = "disjoint=True" if disjoint else "subgraph_type='induced'"
+            raise GraphfeedError(f"GraphfeedSampler: {what} is for homogeneous graphs; on a "
+                                 f"typed graph use subgraph_type 'directional' or 'bidirectional'")
         if num_neighbors is None:  # graphfeed's order already; num_neighbors is shown in PyG's
             num_neighbors = reverse_hops(fanouts, name="fanouts")
         else:
-            fanouts = graphfeed_fanouts(num_neighbors)
-            if isinstance(fanouts, tuple):  # a NumNeighbors with a default for the other types
-                fanouts, default = fanouts
-        if default is not None:
-            given = fanouts
-            if not self.is_hetero:
-                raise GraphfeedError("num_neighbors: a dict is for typed graphs")
-            fanouts = {et: given.get(et, default) for et in graph.edge_types}
-        if isinstance(fanouts, Mapping) and not self.is_hetero:
-            raise GraphfeedError("num_neighbors: a dict of edge types is for typed graphs; "
-                                 "give a list (hop 1 first)")
+            fanouts = self._fanouts_of(num_neighbors)
         self.num_neighbors = num_neighbors
+        self._fanouts = fanouts
         options.setdefault("return_edge_ids", True)
         kw = dict(device=device, replace=replace, seed=seed, **options)
         if not method.is_uniform:
             kw["method"] = method
-        self._node = build_sampler(sampler or ("hetero" if self.is_hetero else "neighbor"),
-                                   graph, fanouts, **kw)
+        name = sampler or ("hetero" if self.is_hetero else "neighbor")
+        try:
+            self._node = build_sampler(name, graph, fanouts, **kw)
+        except TypeError as e:  # a keyword the graphfeed sampler does not take
+            bad = re.search(r"unexpected keyword argument '(\w+)'", str(e))
+            if bad is None or bad.group(1) not in options:
+                raise
+            raise GraphfeedError(f"GraphfeedSampler: unknown option {bad.group(1)!r} (neither "
+                                 f"GraphfeedSampler nor graphfeed's {name!r} sampler takes "
+                                 f"it)") from None
         from ..sampling.link import EXCLUDE, NEGATIVES
 
         if exclude not in EXCLUDE:
@@ -162,9 +194,68 @@ class GraphfeedSampler(BaseSampler):
         self.exclude = exclude
         self.negatives = negatives
         self.reverse_edge_types = reverse_edge_types
+        self.pyg_options = PygOptions(
+            num_neighbors=num_neighbors, replace=bool(replace), subgraph_type=subgraph_type,
+            disjoint=disjoint,
+            temporal_strategy=method.strategy if method.kind == "temporal" else "uniform",
+            time_attr=time_attr, weight_attr=weight_attr)
         self.epoch = 0
         self._perm = perm
         self._links: dict = {}
+        self._maps = None  # the induced subgraph's node maps (_induced_maps)
+
+    def _fanouts_of(self, num_neighbors):
+        """graphfeed's fanouts of PyG's ``num_neighbors`` for this graph (a ``NumNeighbors``'
+        ``default`` fills the edge types it leaves out)."""
+        fanouts, default = graphfeed_fanouts(num_neighbors), None
+        if isinstance(fanouts, tuple):  # a NumNeighbors with a default for the other types
+            fanouts, default = fanouts
+        if default is not None:
+            given = fanouts
+            if not self.is_hetero:
+                raise GraphfeedError("num_neighbors: a dict is for typed graphs")
+            fanouts = {et: given.get(et, default) for et in self.graph.edge_types}
+        if isinstance(fanouts, Mapping) and not self.is_hetero:
+            raise GraphfeedError("num_neighbors: a dict of edge types is for typed graphs; "
+                                 "give a list (hop 1 first)")
+        return fanouts
+
+    def same_num_neighbors(self, num_neighbors) -> bool:
+        """Whether PyG's ``num_neighbors`` (a list, dict or ``NumNeighbors``) samples as this
+        sampler does (a loader's, checked against the sampler's)."""
+        try:
+            theirs = self._fanouts_of(num_neighbors)
+        except (GraphfeedError, TypeError, AttributeError):
+            return False
+        if not self.is_hetero:
+            return not isinstance(theirs, Mapping) and [int(f) for f in theirs] == [
+                int(f) for f in self._fanouts]
+        from ..sampling.hetero import resolve_hetero_fanouts
+
+        try:
+            return np.array_equal(resolve_hetero_fanouts(self.graph, theirs),
+                                  resolve_hetero_fanouts(self.graph, self._fanouts))
+        except GraphfeedError:
+            return False
+
+    def check_data(self, data, loader: str) -> None:
+        """Refuse a PyG loader whose ``data`` has other nodes than the graph this sampler
+        samples (the loader would join features of one graph to the ids of another)."""
+        kind = pyg_kind(data)
+        if kind == "data" and not self.is_hetero:
+            theirs, ours = int(data.num_nodes), int(self.graph.num_nodes)
+        elif kind == "hetero" and self.is_hetero:
+            theirs = {t: int(data[t].num_nodes) for t in data.node_types}
+            ours = {t: int(n) for t, n in self.graph.num_nodes_dict.items()}
+        elif kind is not None:
+            theirs, ours = ("typed" if kind == "hetero" else "homogeneous",
+                            "typed" if self.is_hetero else "homogeneous")
+        else:
+            return  # a (feature store, graph store): PyG asks the stores, not the sampler
+        if theirs != ours:
+            raise GraphfeedError(f"{loader}: its data ({theirs} nodes) is not the graph its "
+                                 f"neighbor_sampler samples ({ours} nodes): build "
+                                 f"GraphfeedSampler over the loader's data")
 
     # ------------------------------------------------------------------ PyG interface
     @property
@@ -176,6 +267,16 @@ class GraphfeedSampler(BaseSampler):
         if self.is_hetero:
             return {et: self._perm for et in self.graph.edge_types}
         return self._perm
+
+    @property
+    def subgraph_type(self) -> str:
+        """PyG's ``subgraph_type``: ``"directional"``, ``"bidirectional"`` or ``"induced"``."""
+        return self.pyg_options.subgraph_type
+
+    @property
+    def disjoint(self) -> bool:
+        """PyG's ``disjoint``: one subgraph per seed node or seed edge (a ``batch`` vector)."""
+        return self.pyg_options.disjoint
 
     def set_epoch(self, epoch: int) -> None:
         """Sample epoch ``epoch``'s neighbourhoods from now on (a batch's randomness is keyed by
@@ -200,9 +301,13 @@ class GraphfeedSampler(BaseSampler):
             if index.input_type is not None:
                 raise GraphfeedError(f"a homogeneous graph has no node type "
                                      f"{index.input_type!r}")
-            times = {} if index.time is None else {"seed_times": index.time}
-            mb = self._node.sample(index.node, epoch=self.epoch, batch_index=key, **times)
-            out = _output(mb)
+            seeds, times, roots = index.node, index.time, None
+            if self.disjoint:  # one subgraph per seed: a seed given twice is sampled once
+                seeds, times, roots = _distinct_seeds(seeds, times)
+            kw = {} if times is None else {"seed_times": times}
+            mb = self._node.sample(seeds, epoch=self.epoch, batch_index=key, **kw)
+            out = _output(mb) if roots is None else disjoint_output(mb, roots)
+        out = self._shape(out)
         out.metadata = (index.input_id, index.time)
         return out
 
@@ -234,12 +339,49 @@ class GraphfeedSampler(BaseSampler):
                                      f"{index.input_type!r}")
             times = {} if index.time is None else {"pair_times": index.time}
             mb = self._link(k).sample(pairs, epoch=self.epoch, batch_index=key, **times)
-            out = _output(mb)
             pair_index, neg_index = mb.pair_index, mb.neg_index
+            if self.disjoint:
+                roots, owner, metadata = _disjoint_link(index, mode, k, num_neg, pair_index,
+                                                        neg_index)
+                out = self._shape(disjoint_output(mb, roots, owner))
+                out.metadata = metadata
+                return out
+            out = _output(mb)
+        out = self._shape(out)
         out.metadata = _link_metadata(index, mode, k, num_neg, pair_index, neg_index)
         return out
 
     # ------------------------------------------------------------------ internals
+    def _shape(self, out):
+        """PyG's ``subgraph_type`` applied to a directional output: ``"induced"`` replaces the
+        edges with every stored edge between the sampled nodes (per-hop edge counts then mean
+        nothing: ``None``, as PyG gives them), ``"bidirectional"`` is PyG's own conversion."""
+        if self.subgraph_type == "induced":
+            g, maps = self.graph, self._induced_maps()
+            node_map = None if maps is None else maps.acquire()
+            try:
+                row, col, edge = induced_edges(g.indptr, g.indices, _np(out.node), node_map)
+            finally:
+                if node_map is not None:
+                    maps.release(node_map)
+            t = torch.from_numpy
+            out.row, out.col = t(row), t(col)
+            out.edge = None if out.edge is None else t(edge)
+            out.num_sampled_edges = None
+        elif self.subgraph_type == "bidirectional":
+            out = out.to_bidirectional()
+        return out
+
+    def _induced_maps(self):
+        """The dense node maps of the induced subgraph's lookups (4 bytes per graph node, one
+        per batch in flight, made on first use), or ``None`` on graphs whose map would pass
+        the core's ``DENSE_MAP_MAX_BYTES`` (the lookups then search the sorted batch)."""
+        from ..sampling._cpu_common import MapPool, choose_node_map
+
+        if self._maps is None and choose_node_map(self.graph.num_nodes) == "dense":
+            self._maps = MapPool(self.graph.num_nodes, "dense")
+        return self._maps
+
     def _link(self, k: int):
         """The link sampler with ``k`` negatives per pair around the node sampler (cached)."""
         if k not in self._links:
@@ -267,12 +409,11 @@ class GraphfeedSampler(BaseSampler):
 
 # ---------------------------------------------------------------------- inputs
 def _resolve(data, method, weight_attr, time_attr):
-    """``(graph, edge permutation tensor or None, SamplingMethod with its arrays)``."""
+    """``(graph, edge permutation tensor or None, method with its arrays)``; ``method``: a
+    ``SamplingMethod`` (:func:`graphfeed.pyg._options.pyg_method`)."""
     from ..datasets.format import Dataset
     from .stores import GraphfeedGraphStore
 
-    method = resolve_method(method if method is not None else
-                            "weighted" if weight_attr else "temporal" if time_attr else None)
     if (weight_attr or time_attr) and pyg_kind(data) != "data":
         raise GraphfeedError("weight_attr and time_attr name attributes of a PyG Data; bind "
                              "other arrays with SamplingMethod.bind")
@@ -357,6 +498,55 @@ def _link_metadata(index: EdgeSamplerInput, mode, k: int, num_neg: int, pair_ind
     if time is not None:
         time = torch.cat([time, time[owner]])
     return index.input_id, torch.cat([pair_index, by_round], dim=1), label, time
+
+
+def _distinct_seeds(seeds: torch.Tensor, times):
+    """``(distinct seeds in first-seen order, their times, root of each given seed)``: a
+    disjoint batch samples a seed given twice once and grows both subgraphs from it (its time:
+    the earlier of the two, so neither sees a later edge)."""
+    a = _np(seeds).astype(np.int64, copy=False)
+    uniq, first, inverse = np.unique(a, return_index=True, return_inverse=True)
+    if uniq.shape[0] == a.shape[0]:
+        return seeds, times, np.arange(a.shape[0], dtype=np.int64)
+    by_first = np.argsort(first, kind="stable")
+    rank = np.empty(uniq.shape[0], dtype=np.int64)
+    rank[by_first] = np.arange(uniq.shape[0])
+    roots = rank[inverse.reshape(-1)]
+    if times is not None:
+        t = _np(times)
+        earliest = np.full(uniq.shape[0], np.inf if t.dtype.kind == "f" else np.iinfo(
+            t.dtype).max, dtype=t.dtype)
+        np.minimum.at(earliest, roots, t)
+        times = torch.from_numpy(earliest)
+    return torch.from_numpy(a[first[by_first]]), times, roots
+
+
+def _disjoint_link(index: EdgeSamplerInput, mode, k: int, num_neg: int, pair_index,
+                   neg_index) -> tuple:
+    """``(roots, pair of each root, metadata)`` of a disjoint link batch, laid out as PyG's
+    ``edge_sample(disjoint=True)``: one subgraph per endpoint, binary: sources then
+    destinations of the positives and then the negatives (``edge_label_index`` is
+    ``arange(2 * (P + N)).view(2, -1)``); triplet: sources, positive destinations, then the
+    negative destinations round by round. ``batch`` is the seed pair a subgraph belongs to (a
+    negative's: the pair it was drawn for, one per pair in turn)."""
+    num_pos = int(pair_index.shape[1])
+    pos = _np(pair_index).astype(np.int64, copy=False)
+    pairs = np.arange(num_pos, dtype=np.int64)
+    if mode == "triplet":
+        negs = _np(neg_index[1]).reshape(num_pos, k).T.reshape(-1)  # round-major
+        roots = np.concatenate([pos[0], pos[1], negs])
+        owner = np.concatenate([pairs, pairs, np.tile(pairs, k)])
+        dst_neg = torch.arange(2 * num_pos, 2 * num_pos + num_pos * k).view(k, num_pos).t()
+        metadata = (index.input_id, torch.arange(num_pos), torch.arange(num_pos, 2 * num_pos),
+                    dst_neg.squeeze(-1) if k == 1 else dst_neg, index.time)
+        return roots, owner, metadata
+    _, eli, label, time = _link_metadata(index, mode, k, num_neg, pair_index, neg_index)
+    ends = _np(eli).astype(np.int64, copy=False)
+    roots = np.concatenate([ends[0], ends[1]])
+    per_end = np.arange(ends.shape[1], dtype=np.int64) % max(num_pos, 1)
+    owner = np.concatenate([per_end, per_end])
+    eli = torch.arange(roots.shape[0]).view(2, -1)
+    return roots, owner, (index.input_id, eli, label, time)
 
 
 # ---------------------------------------------------------------------- outputs
