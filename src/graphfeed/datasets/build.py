@@ -36,15 +36,48 @@ DEFAULT_MEMORY_BUDGET = 2 * 1024**3
 
 
 def check_allocation(nbytes: int, what: str, hint: str = "") -> None:
-    """Refuse an allocation (or a file) larger than this machine's physical memory before it is
-    attempted: a wrong column or a stray huge id must be a clear error, not an OOM kill."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
-        return
-    if nbytes > total:
-        raise DatasetError(f"{what} would need {format_bytes(nbytes)}, more than this machine's "
-                           f"{format_bytes(total)} of memory" + (f"; {hint}" if hint else ""))
+    """Refuse an allocation (or a file) larger than the memory this process may still use before
+    it is attempted (``graphfeed._memory.reclaimable_memory``: free memory and page cache,
+    capped by a memory cgroup's limit; the machine's memory where that is unknown): a wrong
+    column, a stray huge id or a graph too large for the container must be a clear error, not
+    an OOM kill."""
+    from .._memory import reclaimable_memory
+
+    avail = reclaimable_memory()
+    where = "this process may still use"
+    if avail is None:
+        try:
+            avail = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            where = "this machine has"
+        except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+            return
+    if nbytes > avail:
+        raise DatasetError(f"{what} would need {format_bytes(nbytes)}, more than the "
+                           f"{format_bytes(avail)} of memory {where}" + (f"; {hint}" if hint else ""))
+
+
+#: bytes per node ``prepare`` holds whatever the edge window (:func:`prepare_node_bytes`)
+NODE_BYTES = 16
+NODE_BYTES_COMPACT = 40
+
+
+def prepare_node_bytes(num_nodes: int, compact: bool) -> int:
+    """What ``prepare`` of a node-classification dataset holds per node, which no
+    ``--memory-budget`` can window: the labels and the in-degree counts that become ``indptr``
+    (16 B a node), and with ``--undirected``/``--dedupe`` (``compact``) the kept counts, the
+    column marker and the new ``indptr`` too (40 B a node)."""
+    return (NODE_BYTES_COMPACT if compact else NODE_BYTES) * (int(num_nodes) + 1)
+
+
+def check_prepare_memory(num_nodes: int, compact: bool, where: str) -> None:
+    """Refuse, before anything is written, a ``prepare`` whose per-node arrays
+    (:func:`prepare_node_bytes`) and smallest edge window cannot fit the memory left."""
+    need = prepare_node_bytes(num_nodes, compact) + MIN_WINDOW_BUDGET
+    hint = ("the per-node arrays cannot be split into windows (--memory-budget bounds only the "
+            "edges held at once)"
+            + ("; without --undirected and --dedupe they take 16 B a node instead of 40"
+               if compact else "") + "; run it with more memory")
+    check_allocation(need, f"{where}: preparing {int(num_nodes):,} nodes", hint)
 
 
 def check_disk_space(nbytes: int, folder: Path, what: str) -> None:
