@@ -116,6 +116,22 @@ def test_a_failed_write_publishes_nothing(tiny_dataset, tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == [".p.lock"]
 
 
+def test_a_disk_without_room_is_refused_before_writing(tiny_dataset, tmp_path, monkeypatch):
+    import os
+
+    real = os.statvfs
+
+    class Full:
+        def __init__(self, st):
+            self.f_bavail, self.f_frsize = 1, st.f_frsize
+
+    monkeypatch.setattr(os, "statvfs", lambda p: Full(real(p)))
+    with pytest.raises(DatasetError, match="partitioning 'synthetic-tiny' into 2 parts would "
+                                           "need .* on disk"):
+        partition_dataset(tiny_dataset, tmp_path / "p", 2, method="random")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_check_finds_a_corrupt_part(tiny_dataset, tmp_path):
     book = partition_dataset(tiny_dataset, tmp_path / "p", 2, method="random")
     ind = tmp_path / "p" / "part-00001" / "indices.npy"

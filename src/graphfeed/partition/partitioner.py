@@ -206,6 +206,14 @@ def write_partition(dataset, out, part_of: np.ndarray, *, method: str, seed: int
         if "train" in splits else np.zeros(parts, np.int64)
     edges_per_part = np.zeros(parts, np.int64)
     out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    from ..datasets.build import check_disk_space
+
+    # every part holds its nodes' rows, in-edges and ids: about the dataset again, plus the book
+    need = (indptr.nbytes + np.dtype(idx_dtype).itemsize * g.num_edges + 8 * (n + parts) * 2
+            + sum(int(dataset.features[f].nbytes) for f in features)
+            + sum(int(a.nbytes) for a in splits.values()))
+    check_disk_space(need, out.parent, f"partitioning {dataset.name!r} into {parts} parts")
     # one writer at a time (a second waits, then finds OUT there and is refused without
     # overwrite); leftovers of a killed run are cleared and an interrupted swap is undone
     with publish_lock(out, (BOOK_FILE,), wait=True, what="this partition"), \
