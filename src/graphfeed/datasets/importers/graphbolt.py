@@ -50,6 +50,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..._checks import shown
 from ...errors import DatasetError, MissingDependencyError
 from ..schema import resolve_inside
 
@@ -87,23 +88,143 @@ class GraphBoltMetadata:
 
 
 # --------------------------------------------------------------------------- metadata
+#: what graphfeed reads of a metadata.yaml, checked before anything in it is built, formatted or
+#: allocated: a GraphBolt metadata.yaml is a few kB (every array lives in its own file), while a
+#: 1 kB file of nested YAML aliases expands to billions of values once walked
+MAX_METADATA_BYTES = 1 << 20
+#: values (scalars, lists, mappings) the document holds with every alias expanded
+MAX_YAML_VALUES = 100_000
+#: nesting depth of the document (a GraphBolt metadata.yaml nests about 6 levels)
+MAX_YAML_DEPTH = 32
+#: characters of one scalar (PATH_MAX), and of an integer (a node count fits in 19 digits)
+MAX_SCALAR_CHARS = 4096
+MAX_INT_CHARS = 40
+#: node ids are int64
+MAX_NODES = (1 << 63) - 1
+#: bytes a node costs the importer at least, whatever the path: its int64 label, the flag of a
+#: labelled node and the graph's int64 indptr entry
+BYTES_PER_NODE = 17
+
+
 def _load_yaml(path: Path):
+    """The document of ``path``, safely: at most :data:`MAX_METADATA_BYTES` read, the node graph
+    composed first and its size with aliases expanded counted (shared nodes counted once, in
+    O(distinct nodes)) before any Python object is built, so an alias bomb or a merge-key
+    (``<<``) bomb is refused in milliseconds, not walked."""
     try:
         import yaml
     except ImportError:
         raise MissingDependencyError("pyyaml", "graphbolt",
                                      "reading a GraphBolt metadata.yaml") from None
     try:
-        text = path.read_text()
+        with open(path, "rb") as f:
+            raw = f.read(MAX_METADATA_BYTES + 1)
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot read it: {e.strerror or e}") from None
+    if len(raw) > MAX_METADATA_BYTES:
+        raise DatasetError(f"{path}: larger than {MAX_METADATA_BYTES >> 20} MiB; a GraphBolt "
+                           f"metadata.yaml is a few kB (its arrays live in their own files)")
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise DatasetError(f"{path}: not a text file") from None
+    loader = _bounded_loader()(text)
+    loader.name = str(path)
     try:
-        return yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_yaml_size(node, path)
+        return loader.construct_document(node)
+    except DatasetError:
+        raise
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" (line {mark.line + 1})" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise DatasetError(f"{path}: not valid YAML{at}: {problem}") from None
+        raise DatasetError(f"{path}: not valid YAML{at}: {str(problem)[:120]}") from None
+    except (ValueError, OverflowError) as e:  # a scalar its constructor refuses (a bad date)
+        raise DatasetError(f"{path}: not valid YAML: {str(e)[:120]}") from None
+    finally:
+        loader.dispose()
+
+
+_LOADER = None
+
+
+def _bounded_loader():
+    """``yaml.SafeLoader`` that stops composing past :data:`MAX_YAML_DEPTH` levels: the composer
+    recurses once a level, and PyYAML's scanner costs quadratic time in the flow nesting, so a
+    20 kB ``[[[[...`` took seconds; the scanner reads at most a line ahead of the composer."""
+    global _LOADER
+    if _LOADER is None:
+        import yaml
+
+        class Loader(yaml.SafeLoader):
+            _depth = 0
+
+            def compose_node(self, parent, index):
+                self._depth += 1
+                try:
+                    if self._depth > MAX_YAML_DEPTH:
+                        mark = self.peek_event().start_mark
+                        raise DatasetError(f"{self.name}: nested deeper than {MAX_YAML_DEPTH} "
+                                           f"levels (line {mark.line + 1})")
+                    return super().compose_node(parent, index)
+                finally:
+                    self._depth -= 1
+
+        _LOADER = Loader
+    return _LOADER
+
+
+def _check_yaml_size(root, path: Path) -> None:
+    """Refuse a composed YAML node graph that expands past :data:`MAX_YAML_VALUES` values or
+    :data:`MAX_YAML_DEPTH` levels, refers to itself, or holds a scalar too long to be a
+    metadata value. Iterative, each distinct node visited once."""
+    import yaml
+
+    def children(n):
+        if isinstance(n, yaml.SequenceNode):
+            return n.value
+        if isinstance(n, yaml.MappingNode):
+            return [x for kv in n.value for x in kv]
+        return ()
+
+    def line(n):
+        return f" (line {n.start_mark.line + 1})" if n.start_mark is not None else ""
+
+    size, depth, on_path = {}, {}, set()
+    stack = [(root, False)]
+    while stack:
+        n, done = stack.pop()
+        k = id(n)
+        if done:
+            on_path.discard(k)
+            kids = children(n)
+            size[k] = 1 + sum(size[id(c)] for c in kids)
+            depth[k] = 1 + max((depth[id(c)] for c in kids), default=0)
+            if size[k] > MAX_YAML_VALUES:
+                raise DatasetError(f"{path}: more than {MAX_YAML_VALUES} values with its aliases "
+                                   f"expanded{line(n)}; a GraphBolt metadata.yaml is small (an "
+                                   f"alias bomb?)")
+            if depth[k] > MAX_YAML_DEPTH:
+                raise DatasetError(f"{path}: nested deeper than {MAX_YAML_DEPTH} levels{line(n)}")
+            continue
+        if k in size:
+            continue
+        if k in on_path:
+            raise DatasetError(f"{path}: an alias refers to a value that holds it{line(n)}; "
+                               f"a metadata.yaml is a tree")
+        if isinstance(n, yaml.ScalarNode):
+            cap = MAX_INT_CHARS if n.tag == "tag:yaml.org,2002:int" else MAX_SCALAR_CHARS
+            if len(n.value) > cap:
+                raise DatasetError(f"{path}: a value of {len(n.value)} characters{line(n)}; at "
+                                   f"most {cap} " + ("for an integer" if cap == MAX_INT_CHARS
+                                                     else "(a path's limit)"))
+        on_path.add(k)
+        stack.append((n, True))
+        stack.extend((c, False) for c in children(n) if id(c) not in size)
 
 
 def _locate(src) -> tuple:
@@ -122,8 +243,14 @@ def _locate(src) -> tuple:
 
 def _text(v, where, what, file) -> str:
     if not isinstance(v, str) or not v:
-        raise DatasetError(f"{file}: {where}: {what} must be a non-empty string, got {v!r}")
+        raise DatasetError(f"{file}: {where}: {what} must be a non-empty string, got "
+                           f"{_short(v)}")
     return v
+
+
+def _opt_text(v, where, what, file):
+    """``v`` when ``None``, else :func:`_text` (a type or name is compared and printed later)."""
+    return None if v is None else _text(v, where, what, file)
 
 
 def _mapping(v, where, file, required=(), optional=(), extra: bool = False) -> dict:
@@ -135,7 +262,7 @@ def _mapping(v, where, file, required=(), optional=(), extra: bool = False) -> d
     if not extra:
         unknown = sorted(str(k) for k in v if k not in (*required, *optional))
         if unknown:
-            raise DatasetError(f"{file}: {where}: unknown key {unknown[0]!r} (expected "
+            raise DatasetError(f"{file}: {where}: unknown key {_short(unknown[0])} (expected "
                                f"{', '.join((*required, *optional))})")
     return v
 
@@ -148,14 +275,26 @@ def _list(v, where, file, nonempty: bool = True) -> list:
 
 
 def _short(v) -> str:
-    r = repr(v)
-    return r if len(r) <= 60 else r[:57] + "..."
+    """``v`` for an error message: a scalar's repr, cut; a list or mapping by its size, never its
+    repr (an alias makes a 1 kB value of billions of items; :func:`_load_yaml` bounds the
+    scalars)."""
+    if isinstance(v, list):
+        return f"a list of {len(v)} items"
+    if isinstance(v, dict):
+        return f"a mapping of {len(v)} keys"
+    return shown(v)
+
+
+def _names(names, k: int = 8) -> str:
+    """Up to ``k`` of ``names`` (strings or ``None``), each cut, for an error message."""
+    names = list(names)
+    return "[" + ", ".join(_short(n) for n in names[:k]) + (", ...]" if len(names) > k else "]")
 
 
 def _choice(v, choices, where, what, file) -> str:
     if v not in choices:
         raise DatasetError(f"{file}: {where}: {what} must be one of {', '.join(choices)}, got "
-                           f"{v!r}")
+                           f"{_short(v)}")
     return v
 
 
@@ -164,11 +303,12 @@ def _edge_type(text, where, file, node_types) -> tuple:
     parts = t.split(":")
     if len(parts) != 3 or not all(parts):
         raise DatasetError(f"{file}: {where}: an edge type is 'src_type:relation:dst_type', got "
-                           f"{t!r}")
+                           f"{_short(t)}")
     for side, nt in (("source", parts[0]), ("destination", parts[2])):
         if nt not in node_types:
-            raise DatasetError(f"{file}: {where}: edge type {t!r} names {side} node type {nt!r}, "
-                               f"which graph.nodes does not declare ({sorted(node_types)})")
+            raise DatasetError(f"{file}: {where}: edge type {_short(t)} names {side} node type "
+                               f"{_short(nt)}, which graph.nodes does not declare "
+                               f"({_names(sorted(node_types))})")
     return tuple(parts)
 
 
@@ -188,7 +328,9 @@ def read_graphbolt_metadata(src) -> GraphBoltMetadata:
     _mapping(raw, "top level", file, optional=_TOP)
     name = raw.get("dataset_name")
     if name is not None:
-        name = _text(str(name), "dataset_name", "the name", file)
+        if isinstance(name, (int, float)) and not isinstance(name, bool):
+            name = str(name)  # dataset_name: 2024 (ints are at most MAX_INT_CHARS digits)
+        name = _text(name, "dataset_name", "the name", file)
     graph = _mapping(raw["graph"], "graph", file, required=("nodes", "edges"),
                      optional=("feature_data",))
     nodes = {}
@@ -196,13 +338,14 @@ def read_graphbolt_metadata(src) -> GraphBoltMetadata:
         where = f"graph.nodes[{i}]"
         _mapping(n, where, file, required=("num",), optional=("type",))
         num = n["num"]
-        if isinstance(num, bool) or not isinstance(num, int) or num < 0:
-            raise DatasetError(f"{file}: {where}: num must be an integer >= 0, got {num!r}")
+        if isinstance(num, bool) or not isinstance(num, int) or not 0 <= num <= MAX_NODES:
+            raise DatasetError(f"{file}: {where}: num must be an integer >= 0 and < 2**63 (int64 "
+                               f"ids), got {_short(num)}")
         t = n.get("type")
         if t is not None:
             t = _text(t, where, "type", file)
         if t in nodes:
-            raise DatasetError(f"{file}: {where}: node type {t!r} is declared twice"
+            raise DatasetError(f"{file}: {where}: node type {_short(t)} is declared twice"
                                if t is not None else
                                f"{file}: {where}: a second node entry without type; a typed "
                                f"graph names the type of every entry")
@@ -229,7 +372,8 @@ def read_graphbolt_metadata(src) -> GraphBoltMetadata:
                                    f"are typed")
             et = _edge_type(e["type"], where, file, nodes)
             if any(et == x[0] for x in edges):
-                raise DatasetError(f"{file}: {where}: edge type {e['type']!r} is given twice")
+                raise DatasetError(f"{file}: {where}: edge type {_short(e['type'])} is given "
+                                   f"twice")
         edges.append((et, fmt, path))
     features = []
     for section in ("graph.feature_data", "feature_data"):
@@ -242,7 +386,7 @@ def read_graphbolt_metadata(src) -> GraphBoltMetadata:
             features.append(dict(
                 where=where, domain=_choice(f["domain"], ("node", "edge", "graph"), where,
                                             "domain", file),
-                type=f.get("type"), name=_text(f["name"], where, "name", file),
+                type=_opt_text(f.get("type"), where, "type", file), name=_text(f["name"], where, "name", file),
                 format=_choice(f["format"], FORMATS, where, "format", file),
                 path=_text(f["path"], where, "path", file)))
     tasks = []
@@ -265,12 +409,14 @@ def read_graphbolt_metadata(src) -> GraphBoltMetadata:
                     data.append(dict(where=wd, name=dname,
                                      format=_choice(d["format"], FORMATS, wd, "format", file),
                                      path=_text(d["path"], wd, "path", file)))
-                sets.setdefault(split, []).append(dict(where=w, type=s.get("type"), data=data))
+                sets.setdefault(split, []).append(
+                    dict(where=w, type=_opt_text(s.get("type"), w, "type", file), data=data))
         nc = t.get("num_classes")
         if nc is not None and (isinstance(nc, bool) or not isinstance(nc, int) or nc < 1):
             raise DatasetError(f"{file}: {where}: num_classes must be an integer >= 1, got "
-                               f"{nc!r}")
-        tasks.append(dict(where=where, name=t.get("name"), num_classes=nc, sets=sets))
+                               f"{_short(nc)}")
+        tasks.append(dict(where=where, name=_opt_text(t.get("name"), where, "name", file),
+                          num_classes=nc, sets=sets))
     order = sorted(nodes, key=lambda t: (t is not None, t or ""))  # GraphBolt numbers by name
     edges.sort(key=lambda e: ":".join(e[0]) if e[0] else "")
     return GraphBoltMetadata(root, file, name, {t: nodes[t] for t in order}, edges, features,
@@ -278,9 +424,11 @@ def read_graphbolt_metadata(src) -> GraphBoltMetadata:
 
 
 # --------------------------------------------------------------------------- arrays
-def _array(meta: GraphBoltMetadata, rel: str, fmt: str, where: str) -> np.ndarray:
+def _array(meta: GraphBoltMetadata, rel: str, fmt: str, where: str, *, feature: bool = False):
     """The array at ``rel`` (inside the folder): a memory-mapped pickle-free ``.npy``, or the one
-    tensor of a ``torch.save`` file loaded with ``weights_only=True``."""
+    tensor of a ``torch.save`` file loaded with ``weights_only=True`` (:func:`_tensor_rows`).
+    ``feature``: a bfloat16 tensor is returned as the tensor (the dataset stores its bits, as
+    ``datasets.schema.BITS_DTYPES`` says); elsewhere (ids, labels) bfloat16 is refused."""
     from ..._io import check_regular_file, load_npy
 
     path = resolve_inside(meta.root, rel, f"{meta.file}: {where}")
@@ -290,7 +438,10 @@ def _array(meta: GraphBoltMetadata, rel: str, fmt: str, where: str) -> np.ndarra
     import torch
 
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
+        # a sparse tensor's indices are checked as it loads: unchecked, densifying one whose
+        # indices lie outside its shape writes out of bounds (a segfault, or a silent wrong value)
+        with torch.sparse.check_sparse_tensor_invariants():
+            obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - torch raises many types for a bad file
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise DatasetError(f"{path}: not a tensor file torch.load(weights_only=True) reads "
@@ -298,7 +449,49 @@ def _array(meta: GraphBoltMetadata, rel: str, fmt: str, where: str) -> np.ndarra
     if not isinstance(obj, torch.Tensor):
         raise DatasetError(f"{path}: holds a {type(obj).__name__}; a torch-format entry must "
                            f"hold one tensor")
-    return obj.detach().contiguous().numpy()
+    return _tensor_rows(obj, path, feature)
+
+
+def _tensor_rows(t, path: Path, feature: bool):
+    """A loaded tensor as a dense numpy array (a bfloat16 feature: the dense CPU tensor). A
+    sparse tensor is densified, and a broadcast view (``expand``: stride 0) made contiguous, only
+    when the dense array fits in half the memory available: both are small on disk and may be
+    large once dense, so the size comes from the shape before anything is allocated."""
+    import math
+
+    import torch
+
+    from ..._memory import host_memory
+    from ..._units import format_bytes
+
+    t = t.detach()
+    try:
+        sparse = t.layout != torch.strided
+        dense = math.prod(t.shape) * t.element_size()
+        stored = None if sparse else t.untyped_storage().nbytes()
+    except (RuntimeError, TypeError, NotImplementedError) as e:  # nested, meta, quantized ...
+        raise DatasetError(f"{path}: a {t.dtype} tensor graphfeed cannot read "
+                           f"({str(e).strip()[:120]})") from None
+    if sparse or dense > stored:
+        what = f"a sparse ({str(t.layout).removeprefix('torch.')}) tensor" if sparse else \
+            "a broadcast (expanded) tensor"
+        avail = host_memory()[1]
+        if dense > avail // 2:
+            raise DatasetError(f"{path}: {what} of shape {tuple(t.shape)}: dense it is "
+                               f"{format_bytes(dense)}, more than half the "
+                               f"{format_bytes(avail)} of memory available; save it dense in "
+                               f"numpy format")
+    try:
+        t = (t.to_dense() if sparse else t).resolve_conj().resolve_neg().contiguous()
+        if t.dtype == torch.bfloat16:
+            if not feature:
+                raise DatasetError(f"{path}: a bfloat16 tensor; only features may be bfloat16 "
+                                   f"(ids, labels and edges are integers)")
+            return t
+        return t.numpy()
+    except (RuntimeError, TypeError) as e:  # quantized, complex32 ...: numpy has no such type
+        raise DatasetError(f"{path}: a {str(t.dtype).removeprefix('torch.')} tensor graphfeed "
+                           f"cannot read ({str(e).strip()[:120]})") from None
 
 
 def _ints(a: np.ndarray, path_or_where: str, what: str) -> np.ndarray:
@@ -344,7 +537,7 @@ def _pick_task(meta: GraphBoltMetadata, task) -> dict:
     names = [t["name"] for t in tasks]
     if task is None:
         if len(tasks) > 1:
-            raise DatasetError(f"{meta.file}: {len(tasks)} tasks ({', '.join(map(str, names))}); "
+            raise DatasetError(f"{meta.file}: {len(tasks)} tasks ({_names(names)[1:-1]}); "
                                f"choose one with --task NAME (or its position)")
         return tasks[0]
     if isinstance(task, int) or (isinstance(task, str) and task.isdigit() and task not in names):
@@ -353,7 +546,7 @@ def _pick_task(meta: GraphBoltMetadata, task) -> dict:
             raise DatasetError(f"{meta.file}: no task {i}; it has {len(tasks)}")
         return tasks[i]
     if task not in names:
-        raise DatasetError(f"{meta.file}: no task named {task!r}; tasks: {names}")
+        raise DatasetError(f"{meta.file}: no task named {_short(task)}; tasks: {_names(names)}")
     return tasks[names.index(task)]
 
 
@@ -364,7 +557,7 @@ def _set_arrays(meta, s) -> dict:
     for d in s["data"]:
         name = {"seed_nodes": "seeds", "node_pairs": "seeds"}.get(d["name"], d["name"])
         if name in out:
-            raise meta.err(d["where"], f"{d['name']!r} given twice in one set")
+            raise meta.err(d["where"], f"{_short(d['name'])} given twice in one set")
         a = _array(meta, d["path"], d["format"], d["where"])
         if d["name"] == "node_pairs" and a.ndim == 2 and a.shape[0] == 2 and a.shape[1] != 2:
             a = a.T  # the older layout also came as (2, N)
@@ -408,13 +601,13 @@ def _node_task(meta: GraphBoltMetadata, task, label_feature) -> tuple:
                 if t is None:
                     raise meta.err(s["where"], "missing 'type' (the node type of the seeds)")
                 if t not in meta.nodes:
-                    raise meta.err(s["where"], f"type {t!r} is no node type "
-                                               f"({sorted(meta.nodes)})")
+                    raise meta.err(s["where"], f"type {_short(t)} is no node type "
+                                               f"({_names(sorted(meta.nodes))})")
             elif t is not None:
-                raise meta.err(s["where"], f"a typed set ({t!r}) on a homogeneous graph")
+                raise meta.err(s["where"], f"a typed set ({_short(t)}) on a homogeneous graph")
             seen_types.add(t)
     if len(seen_types) > 1:
-        raise meta.err(task["where"], f"sets of several node types {sorted(seen_types)}; "
+        raise meta.err(task["where"], f"sets of several node types {_names(sorted(seen_types))}; "
                                       f"graphfeed's typed datasets have one labelled type")
     target = next(iter(seen_types), None)
     n = meta.nodes[target]
@@ -433,7 +626,7 @@ def _node_task(meta: GraphBoltMetadata, task, label_feature) -> tuple:
             arr = _set_arrays(meta, s)
             extra = sorted(set(arr) - {"seeds", "labels"})
             if extra:
-                raise meta.err(s["where"], f"{extra[0]!r} is link prediction data in a node "
+                raise meta.err(s["where"], f"{_short(extra[0])} is link prediction data in a node "
                                            f"classification set")
             seeds = arr["seeds"]
             if seeds.ndim != 1:
@@ -462,6 +655,10 @@ def _node_task(meta: GraphBoltMetadata, task, label_feature) -> tuple:
             splits[split] = np.concatenate([splits[split], ids]) if split in splits else ids
     if "train" not in splits:
         raise meta.err(task["where"], "no train_set")
+    for key, split in SETS.items():  # a set given without seeds: nothing to train or evaluate on
+        if split in splits and not splits[split].shape[0]:
+            why = "nothing to train on" if split == "train" else "nothing to evaluate on"
+            raise meta.err(task["where"], f"its {key} holds no seeds; {why}")
     nc = task["num_classes"]
     top = int(labels.max()) + 1 if labels.size else 0
     if nc is not None and top > nc:
@@ -481,9 +678,10 @@ def _link_task(meta: GraphBoltMetadata, task) -> tuple:
                     raise meta.err(s["where"], "missing 'type' (the edge type 'src:rel:dst')")
                 et = _edge_type(et, s["where"], meta.file, meta.nodes)
                 if et not in [e[0] for e in meta.edges]:
-                    raise meta.err(s["where"], f"edge type {s['type']!r} is not in graph.edges")
+                    raise meta.err(s["where"], f"edge type {_short(s['type'])} is not in "
+                                               f"graph.edges")
             elif et is not None:
-                raise meta.err(s["where"], f"a typed set ({et!r}) on a homogeneous graph")
+                raise meta.err(s["where"], f"a typed set ({_short(et)}) on a homogeneous graph")
             arr = _set_arrays(meta, s)
             seeds = arr["seeds"]
             if seeds.ndim != 2 or seeds.shape[1] != 2:
@@ -560,7 +758,9 @@ def _features(meta: GraphBoltMetadata, feature_dtype=None) -> tuple:
     """``(node features, edge features, label feature)``: homogeneous: name -> array or
     ``.npy`` path; typed: type -> name -> array; edge features name -> 1-D array (homogeneous
     only); the node feature named ``label`` as ``(array, where)`` (of the target type: the
-    caller checks), or ``None``."""
+    caller checks), or ``None``. A bfloat16 node feature stays a bfloat16 tensor (the writers
+    store its bits); a bfloat16 edge feature becomes float32 (exactly: bfloat16 is float32's
+    upper half), as the graph's weights are float32."""
     node, edge, label = {}, {}, None
     for f in meta.features:
         where, t, name = f["where"], f["type"], f["name"]
@@ -570,42 +770,45 @@ def _features(meta: GraphBoltMetadata, feature_dtype=None) -> tuple:
             if meta.hetero:
                 raise meta.err(where, "edge features of a typed graph are not imported yet")
             if t is not None:
-                raise meta.err(where, f"a typed feature ({t!r}) on a homogeneous graph")
-            a = _array(meta, f["path"], f["format"], where)
+                raise meta.err(where, f"a typed feature ({_short(t)}) on a homogeneous graph")
+            a = _array(meta, f["path"], f["format"], where, feature=True)
+            if not isinstance(a, np.ndarray):  # bfloat16
+                a = a.float().numpy()
             if a.ndim == 2 and a.shape[1] == 1:
                 a = a[:, 0]
             if a.ndim != 1:
-                raise meta.err(where, f"edge feature {name!r} has shape {a.shape}; graphfeed "
+                raise meta.err(where, f"edge feature {_short(name)} has shape {tuple(a.shape)}; graphfeed "
                                       f"stores 1-D edge features (weights, times)")
             if name in edge:
-                raise meta.err(where, f"edge feature {name!r} is given twice")
+                raise meta.err(where, f"edge feature {_short(name)} is given twice")
             edge[name] = a
             continue
         if meta.hetero:
             if t is None:
                 raise meta.err(where, "missing 'type' (the node type of the feature)")
             if t not in meta.nodes:
-                raise meta.err(where, f"type {t!r} is no node type ({sorted(meta.nodes)})")
+                raise meta.err(where, f"type {_short(t)} is no node type "
+                                      f"({_names(sorted(meta.nodes))})")
         elif t is not None:
-            raise meta.err(where, f"a typed feature ({t!r}) on a homogeneous graph")
+            raise meta.err(where, f"a typed feature ({_short(t)}) on a homogeneous graph")
         n = meta.nodes[t]
         if name == "label":
             label = (_array(meta, f["path"], f["format"], where), where, t)
             continue
         table = node.setdefault(t, {}) if meta.hetero else node
         if name in table:
-            raise meta.err(where, f"node feature {name!r}" + (f" of type {t!r}" if t else "")
+            raise meta.err(where, f"node feature {_short(name)}" + (f" of type {_short(t)}" if t else "")
                            + " is given twice")
         if f["format"] == "numpy" and not meta.hetero and feature_dtype is None:
             path = resolve_inside(meta.root, f["path"], f"{meta.file}: {where}")
             a = _array(meta, f["path"], "numpy", where)  # checks the file now
             table[name] = str(path)
         else:
-            a = _array(meta, f["path"], f["format"], where)
+            a = _array(meta, f["path"], f["format"], where, feature=True)
             table[name] = a
         if a.ndim == 0 or a.shape[0] != n:
-            raise meta.err(where, f"node feature {name!r} has {a.shape[0] if a.ndim else 0} "
-                                  f"rows; " + (f"node type {t!r}" if t else "the graph")
+            raise meta.err(where, f"node feature {_short(name)} has {a.shape[0] if a.ndim else 0} "
+                                  f"rows; " + (f"node type {_short(t)}" if t else "the graph")
                            + f" has {n} nodes")
     return node, edge, label
 
@@ -629,6 +832,7 @@ def prepare_graphbolt(src, out, *, task=None, split=None, undirected: bool = Fal
         raise DatasetError("prepare graphbolt: the splits are the task's train/validation/test "
                            "sets; --split does not apply")
     meta = read_graphbolt_metadata(src)
+    _check_node_memory(meta)
     chosen = _pick_task(meta, task)
     kind = _kind(meta, chosen)
     name = name or meta.name or meta.root.name
@@ -656,14 +860,28 @@ def prepare_graphbolt(src, out, *, task=None, split=None, undirected: bool = Fal
                           undirected, dedupe, extra, t0)
 
 
+def _check_node_memory(meta: GraphBoltMetadata) -> None:
+    """Refuse node counts whose per-node arrays cannot be held, before any is allocated."""
+    from ..._memory import host_memory
+    from ..._units import format_bytes
+
+    total = sum(meta.nodes.values())
+    need = total * BYTES_PER_NODE
+    have = host_memory()[0]
+    if total > MAX_NODES or (have and need > have):
+        raise DatasetError(f"{meta.file}: graph.nodes: {total} nodes; importing them holds "
+                           f"{BYTES_PER_NODE} bytes a node ({format_bytes(need)}), more than this "
+                           f"machine's {format_bytes(have)} of memory")
+
+
 def _target_label(meta, task, label):
     if not meta.hetero:
         return label
     a, where, t = label
     targets = {s["type"] for sets in task["sets"].values() for s in sets}
     if t not in targets:
-        raise meta.err(where, f"a node feature 'label' of type {t!r}, but the task's sets are "
-                              f"of type {sorted(map(str, targets))}")
+        raise meta.err(where, f"a node feature 'label' of type {_short(t)}, but the task's sets "
+                              f"are of type {_names(sorted(map(str, targets)))}")
     return a, where
 
 
@@ -674,6 +892,7 @@ def _prepare_homogeneous(meta, out, node, edge, labels, splits, nc, name, overwr
 
     ((_, fmt, rel),) = meta.edges
     n = meta.nodes[None]
+    node, feature_dtype = _streamed_features(meta, node, feature_dtype)
     block = common.pop("block_bytes", None)
     kw = {} if block is None else {"block_bytes": block}
     if fmt == "csv" and not edge:
@@ -682,13 +901,32 @@ def _prepare_homogeneous(meta, out, node, edge, labels, splits, nc, name, overwr
         src, dst = _edges(meta, None, fmt, rel, 0)
         for fname, a in edge.items():
             if a.shape[0] != src.shape[0]:
-                raise DatasetError(f"{meta.file}: edge feature {fname!r} has {a.shape[0]} rows, "
+                raise DatasetError(f"{meta.file}: edge feature {_short(fname)} has {a.shape[0]} rows, "
                                    f"the graph {src.shape[0]} edges")
         edges = EdgeSource(arrays=(src, dst), values=edge, **kw)
     return prepare(out, edges=edges, features=node, labels=labels, splits=splits,
                    num_classes=nc, num_nodes=n, undirected=undirected, dedupe=dedupe,
                    drop_self_loops=drop_self_loops, name=name, overwrite=overwrite,
                    feature_dtype=feature_dtype, extra=extra, **common)
+
+
+def _streamed_features(meta, node: dict, feature_dtype) -> tuple:
+    """``(features, feature_dtype)`` for the streamed build, which stores every feature as
+    given or all as one ``feature_dtype``: bfloat16 tensors become their float32 values (exact)
+    with ``feature_dtype`` ``"bfloat16"`` when every feature is bfloat16 (so the dataset holds
+    the same bits), or the given ``--feature-dtype``. bfloat16 beside other dtypes without one
+    is refused: storing all as either would change the others silently."""
+    bf16 = [k for k, a in node.items() if not isinstance(a, (str, np.ndarray))]
+    if not bf16:
+        return node, feature_dtype
+    if feature_dtype is None:
+        other = next((k for k in node if k not in bf16), None)
+        if other is not None:
+            raise DatasetError(f"{meta.file}: node feature {_short(bf16[0])} is bfloat16 and "
+                               f"{_short(other)} is not; a homogeneous dataset is prepared with "
+                               f"one feature dtype: choose it with --feature-dtype")
+        feature_dtype = "bfloat16"
+    return {k: a.float().numpy() if k in bf16 else a for k, a in node.items()}, feature_dtype
 
 
 def _typed_edges(meta, undirected: bool, add=None) -> dict:
