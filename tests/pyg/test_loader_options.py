@@ -27,6 +27,9 @@ from torch_geometric.sampler import NegativeSampling  # noqa: E402
 from graphfeed.errors import GraphfeedError, GraphfeedWarning  # noqa: E402
 from graphfeed.pyg import GraphfeedSampler  # noqa: E402
 
+#: NegativeSampling's node weights: src_weight from PyG 2.6, weight before
+WEIGHT = ("src_weight" if "src_weight" in inspect.signature(NegativeSampling).parameters
+          else "weight")
 N = 120
 SEEDS = torch.tensor([3, 17, 42, 99, 5, 64])
 
@@ -388,7 +391,7 @@ ROWS = [
         binary_negatives(16)),
     Row("neg_sampling_ratio", "link", {}, {"neg_sampling_ratio": 0.5}, binary_negatives(4)),
     Row("neg_sampling", "link", {}, {"neg_sampling": NegativeSampling(
-        "binary", 1, src_weight=torch.ones(N))}, Refused(GraphfeedError, r"weighted negatives")),
+        "binary", 1, **{WEIGHT: torch.ones(N)})}, Refused(GraphfeedError, r"weighted negatives")),
     # -- a keyword neither GraphfeedSampler nor graphfeed's sampler takes
     Row("(unknown)", "sampler", {"fanout_cap": 3}, {},
         Refused(GraphfeedError, r"GraphfeedSampler: unknown option 'fanout_cap'")),

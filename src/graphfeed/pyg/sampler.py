@@ -467,9 +467,10 @@ def _negatives(neg: Optional[NegativeSampling], num_pos: int) -> tuple:
     if neg is None:
         return None, 0, 0
     neg = NegativeSampling.cast(neg)
-    if neg.src_weight is not None or neg.dst_weight is not None:
+    # PyG 2.6+: src_weight/dst_weight; 2.4 and 2.5: one weight
+    if any(getattr(neg, f, None) is not None for f in ("src_weight", "dst_weight", "weight")):
         raise GraphfeedError("graphfeed draws negative destinations uniformly: weighted "
-                             "negatives (src_weight/dst_weight) are not supported")
+                             "negatives (src_weight/dst_weight, weight) are not supported")
     k = max(1, math.ceil(neg.amount))
     if neg.is_triplet():
         return "triplet", k, num_pos * k
