@@ -127,26 +127,31 @@ class SplitRule:
 
 def check_trainable(split_sets: Mapping[str, list], labels: np.ndarray, splits, what: str) -> None:
     """Refuse a node-classification dataset with nothing to train on: no labelled node
-    (``labels`` int64, -1 = unlabelled), or an empty ``train`` split in any split set.
+    (``labels`` int64, -1 = unlabelled), or an empty ``train`` split in any split set; and one
+    with nothing to evaluate on: a ``valid`` or ``test`` split that is given but empty (a
+    fraction of too few nodes, a file without ids), which trains to ``nan`` metrics.
     ``split_sets``: split name -> list of id arrays; ``splits``: what the caller was given (a
     :class:`SplitRule` or files), for the message; ``what``: where the labels came from."""
     if not (labels >= 0).any():
         raise DatasetError(f"{what}: no node has a label ({labels.shape[0]} nodes, every label "
                            f"missing); nothing to train on")
-    for i, ids in enumerate(split_sets.get("train", ())):
-        if ids.shape[0]:
-            continue
-        n = int((labels >= 0).sum())
-        at = f" (split set {i})" if len(split_sets["train"]) > 1 else ""
-        if isinstance(splits, SplitRule):
-            rule = ",".join(f"{v:g}" for v in splits.sizes)
-            raise DatasetError(f"--split {splits.kind + ':' if splits.kind != 'random' else ''}"
-                               f"{rule} leaves the train split empty ({n} labelled nodes); nothing "
-                               f"to train on")
-        given = splits.get("train") if isinstance(splits, Mapping) else None
-        given = given if isinstance(given, (list, tuple)) else [given]
-        src = ", ".join(str(g) for g in given if isinstance(g, (str, os.PathLike))) or "the given ids"
-        raise DatasetError(f"split 'train'{at} ({src}) holds no node ids; nothing to train on")
+    for name in SPLIT_NAMES:
+        why = "nothing to train on" if name == "train" else "nothing to evaluate on"
+        for i, ids in enumerate(split_sets.get(name, ())):
+            if ids.shape[0]:
+                continue
+            n = int((labels >= 0).sum())
+            at = f" (split set {i})" if len(split_sets[name]) > 1 else ""
+            if isinstance(splits, SplitRule):
+                rule = ",".join(f"{v:g}" for v in splits.sizes)
+                raise DatasetError(f"--split {splits.kind + ':' if splits.kind != 'random' else ''}"
+                                   f"{rule} leaves the {name} split empty ({n} labelled nodes); "
+                                   f"{why}")
+            given = splits.get(name) if isinstance(splits, Mapping) else None
+            given = given if isinstance(given, (list, tuple)) else [given]
+            src = ", ".join(str(g) for g in given if isinstance(g, (str, os.PathLike))) or \
+                f"from {what}"
+            raise DatasetError(f"split {name!r}{at} ({src}) holds no node ids; {why}")
 
 
 @dataclass(frozen=True)
