@@ -37,3 +37,20 @@ def test_prepare_node_bytes_and_refusal(monkeypatch, compact, per_node):
 def test_a_small_prepare_passes(tmp_path):
     assert build.prepare_node_bytes(10, False) == 176
     build.check_prepare_memory(1000, True, str(tmp_path))
+
+
+def test_prepare_generic_refuses_before_writing(tmp_path, monkeypatch):
+    """The node count comes from the .npy headers, so the refusal comes before any file."""
+    import numpy as np
+
+    from graphfeed.datasets.importers import prepare
+    from graphfeed.datasets._readers import EdgeSource
+
+    n = 1000
+    np.save(tmp_path / "x.npy", np.zeros((n, 4), np.float32))
+    np.save(tmp_path / "y.npy", np.zeros(n, np.int64))
+    monkeypatch.setattr(M, "reclaimable_memory", lambda: 20_000)
+    with pytest.raises(DatasetError, match="preparing 1,000 nodes would need"):
+        prepare(tmp_path / "out", edges=EdgeSource(arrays=(np.arange(5), np.arange(5))),
+                features={"feat": tmp_path / "x.npy"}, labels=tmp_path / "y.npy")
+    assert not (tmp_path / "out").exists()

@@ -30,7 +30,8 @@ from ..._checks import check_int
 from ..._registry import Registry
 from ..._memory import peak_rss_bytes
 from ..._units import format_bytes
-from ..build import DEFAULT_MEMORY_BUDGET, Progress, build_csc_streaming, write_feature
+from ..build import (DEFAULT_MEMORY_BUDGET, Progress, build_csc_streaming, check_prepare_memory,
+                     write_feature)
 from ..build import feature_dtype as as_feature_dtype
 
 __all__ = ["IMPORTERS", "Labels", "MAX_NUM_CLASSES", "PrepareReport", "SplitRule", "prepare", "load_labels",
@@ -576,6 +577,9 @@ def _prepare(out, *, edges, features, labels, splits, num_classes, num_nodes, un
     for fname in features:  # names become file names: check them before anything is written
         check_name(fname, f"{out}: node feature")
     count_from = "--num-nodes" if num_nodes is not None else ""
+    known = num_nodes if num_nodes is not None else _rows_in_header(features, labels)
+    if known is not None:  # before anything is written: what no --memory-budget can window
+        check_prepare_memory(known, undirected or dedupe, str(out))
     with DatasetWriter(out, overwrite=overwrite) as w:
         specs = {}
         for fname, src in features.items():
@@ -657,6 +661,23 @@ def _prepare(out, *, edges, features, labels, splits, num_classes, num_nodes, un
         windows=res.windows, num_split_sets=num_sets, reverses_present=res.reverses_present,
         budget_capped=res.budget_capped,
     )
+
+
+def _rows_in_header(features: Mapping, labels) -> Optional[int]:
+    """The node count an ``.npy`` feature's or labels' header gives (read without the data),
+    or ``None`` when no input is such a file."""
+    from .._readers import NpyRows
+
+    for src in [*features.values(), labels]:
+        if isinstance(src, (str, os.PathLike)) and str(src).endswith(".npy") and \
+                os.path.isfile(src):
+            try:
+                shape = NpyRows(src).shape
+            except DatasetError:
+                continue  # its own read reports what is wrong with it
+            if shape:
+                return int(shape[0])
+    return None
 
 
 def _preview(names, k: int = 5) -> str:
