@@ -1,4 +1,4 @@
-"""HeteroDataLoader: per-type features are the rows of each type's input nodes, labels those of
+"""The DataLoader over a typed sampler: per-type features are the rows of each type's input nodes, labels those of
 the seeds, and the batches are the same whatever the thread count."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 from graphfeed.errors import GraphfeedError
 from graphfeed.features.memory import InMemoryFeature
 from graphfeed.graph.hetero import HeteroGraph
-from graphfeed.loader.hetero import HeteroDataLoader
+from graphfeed.loader.dataloader import DataLoader
 from graphfeed.loader.item_sampler import ItemSampler
 from graphfeed.sampling.hetero import HeteroNeighborSampler
 
@@ -39,7 +39,7 @@ def _loader(setup, threads, batch=64):
     off = int(g.node_offsets[g.type_id("user")])
     items = ItemSampler(np.arange(300) + off, batch, shuffle=True, seed=3)
     s = HeteroNeighborSampler(g, [4, 3], seed=5)
-    return HeteroDataLoader(items, s, type_features=feats, labels=labels, num_threads=threads)
+    return DataLoader(items, s, type_features=feats, labels=labels, num_threads=threads)
 
 
 def test_features_and_labels_are_the_right_rows(setup):
@@ -81,10 +81,11 @@ def test_refuses_bad_features(setup):
     items = ItemSampler(np.arange(10), 4)
     s = HeteroNeighborSampler(g, [2])
     with pytest.raises(GraphfeedError, match="unknown node type"):
-        HeteroDataLoader(items, s, type_features={"shop": {}})
+        DataLoader(items, s, type_features={"shop": {}})
     with pytest.raises(GraphfeedError, match="rows but the type has"):
-        HeteroDataLoader(items, s, type_features={"user": {"f": InMemoryFeature(np.zeros(3))}})
-    with pytest.raises(GraphfeedError, match="HeteroNeighborSampler"):
+        DataLoader(items, s, type_features={"user": {"f": InMemoryFeature(np.zeros(3))}})
+    with pytest.raises(GraphfeedError, match="need a typed sampler"):
         from graphfeed.sampling import build_sampler
 
-        HeteroDataLoader(items, build_sampler("neighbor", g.csc, [2]))
+        DataLoader(items, build_sampler("neighbor", g.csc, [2]),
+                   type_features={"user": feats["user"]})

@@ -10,7 +10,8 @@ import torch
 
 from graphfeed.features.base import Feature
 from graphfeed.features.memory import InMemoryFeature
-from graphfeed.loader.hetero import FetchHeteroFeatures, HeteroDataLoader
+from graphfeed.loader.dataloader import DataLoader
+from graphfeed.loader.fetch import FetchFeatures
 from graphfeed.loader.item_sampler import ItemSampler
 from graphfeed.sampling.torch_hetero import TorchHeteroSampler
 
@@ -49,7 +50,7 @@ class OnDevice(Feature):
 def test_device_features_read_at_the_batchs_own_ids(setup):  # noqa: F811
     g, _, _, xu, xi, _ = setup
     user, item = OnDevice(xu), OnDevice(xi)
-    fetch = FetchHeteroFeatures({}, None, type_features={"user": {"feat": user},
+    fetch = FetchFeatures({}, None, type_features={"user": {"feat": user},
                                                           "item": {"feat": item}})
     assert not any(k.startswith("type:") for k in fetch.pools)  # no host buffers for them
     s = TorchHeteroSampler(g, [4, 3], seed=5)
@@ -80,7 +81,7 @@ def test_the_loader_joins_placed_features_like_host_ones(setup):  # noqa: F811
         out = []
         for tf in (feats, placed):
             items = ItemSampler(np.arange(200) + off, 64, shuffle=True, seed=3)
-            with HeteroDataLoader(items, sampler, type_features=tf, labels=labels,
+            with DataLoader(items, sampler, type_features=tf, labels=labels,
                                   num_threads=2) as ld:
                 out.append([{t: dict(v) for t, v in mb.type_features.items()} for mb in ld])
         assert len(out[0]) == len(out[1]) == 4

@@ -1,4 +1,4 @@
-"""HeteroLinkSampler: typed seed pairs -> negatives within the destination type -> typed
+"""LinkSampler over a typed node sampler: typed seed pairs -> negatives within the destination type -> typed
 neighbourhoods of the endpoints, without the seed edges (and their reverse edges) in any
 block of their batch."""
 
@@ -14,8 +14,8 @@ from scipy.stats import chisquare
 from graphfeed.errors import GraphfeedError
 from graphfeed.graph.hetero import HeteroGraph
 from graphfeed.sampling.hetero import HeteroNeighborSampler
-from graphfeed.sampling.hetero_link import HeteroLinkSampler
-from graphfeed.sampling.hetero_link_batch import HeteroLinkMiniBatch
+from graphfeed.sampling.base import MiniBatch
+from graphfeed.sampling.link import LinkSampler
 
 P_MIN = 1e-4
 W = ("author", "writes", "paper")
@@ -75,7 +75,7 @@ def node_sampler(name, g, fanouts, seed=0):
 def check_batch(g, mb, seeds: dict, k: int):
     """Structure: the endpoints are the seeds, pair and negative indices point at them, every
     sampled edge is an edge of its relation, destinations first per type."""
-    assert isinstance(mb, HeteroLinkMiniBatch)
+    assert isinstance(mb, MiniBatch) and mb.is_typed and mb.is_link
     sd = {t: v.cpu().numpy() for t, v in mb.seed_dict.items()}
     for t, v in sd.items():
         assert np.all(np.diff(v) > 0)  # sorted, distinct
@@ -107,7 +107,7 @@ def check_batch(g, mb, seeds: dict, k: int):
 def test_edges_exist_and_seed_edges_are_excluded(name, exclude):
     g = typed_graph()
     seeds = {W: pick(g, W, 200), C: pick(g, C, 150), R: pick(g, R, 60)}
-    ls = HeteroLinkSampler(node_sampler(name, g, [-1, -1]), num_negatives=3, exclude=exclude,
+    ls = LinkSampler(node_sampler(name, g, [-1, -1]), num_negatives=3, exclude=exclude,
                            reverse_edge_types=REV)
     mb = ls.sample(seeds, epoch=1, batch_index=2)
     check_batch(g, mb, seeds, 3)
@@ -125,7 +125,7 @@ def test_without_exclusion_seed_edges_do_appear():
     g = typed_graph()
     seeds = {W: pick(g, W, 200)}
     for exclude, expect in (("none", True), ("self", False)):
-        ls = HeteroLinkSampler(HeteroNeighborSampler(g, [-1]), exclude=exclude)
+        ls = LinkSampler(HeteroNeighborSampler(g, [-1]), exclude=exclude)
         b = ls.sample(seeds).blocks[0]
         hits = set(zip(seeds[W][0].tolist(), seeds[W][1].tolist())) & block_edges(b, W)
         assert bool(hits) == expect
@@ -138,8 +138,8 @@ def test_without_exclusion_seed_edges_do_appear():
 def test_negatives_never_equal_the_positive_and_stay_in_the_type(negatives):
     g = typed_graph(n_p=4)
     seeds = {W: pick(g, W, 300)}
-    ls = HeteroLinkSampler(HeteroNeighborSampler(g, [2]), num_negatives=20, negatives=negatives)
-    neg = ls.draw_negatives(W, torch.from_numpy(seeds[W]))
+    ls = LinkSampler(HeteroNeighborSampler(g, [2]), num_negatives=20, negatives=negatives)
+    neg = ls.draw_negatives(edge_type=W, pairs=torch.from_numpy(seeds[W]))
     assert neg.shape == (seeds[W].shape[1], 20)
     assert int(neg.min()) >= 0 and int(neg.max()) < 4
     assert not (neg == torch.from_numpy(seeds[W][1]).unsqueeze(1)).any()
@@ -147,8 +147,9 @@ def test_negatives_never_equal_the_positive_and_stay_in_the_type(negatives):
     sd = mb.seed_dict["paper"]
     ni, pi = mb.neg_index[W], mb.pair_index[W]
     assert not (sd[ni[1]] == sd[pi[1]].repeat_interleave(20)).any()
-    off = HeteroLinkSampler(HeteroNeighborSampler(g, [2]), num_negatives=20, negatives=negatives,
-                            exclude_positive=False).draw_negatives(W, torch.from_numpy(seeds[W]))
+    off = LinkSampler(HeteroNeighborSampler(g, [2]), num_negatives=20, negatives=negatives,
+                      exclude_positive=False).draw_negatives(
+        edge_type=W, pairs=torch.from_numpy(seeds[W]))
     assert (off == torch.from_numpy(seeds[W][1]).unsqueeze(1)).any()
 
 
@@ -157,30 +158,30 @@ def test_negatives_are_uniform_over_the_destination_type():
     n_p = 60
     rng = np.random.default_rng(0)
     pairs = torch.from_numpy(np.stack([rng.integers(0, 20, 4000), np.full(4000, 7)]))
-    ls = HeteroLinkSampler(HeteroNeighborSampler(g, [1]), num_negatives=5,
+    ls = LinkSampler(HeteroNeighborSampler(g, [1]), num_negatives=5,
                            exclude_positive=False)
-    neg = ls.draw_negatives(W, pairs, epoch=0, batch_index=0).numpy().ravel()
+    neg = ls.draw_negatives(edge_type=W, pairs=pairs, epoch=0, batch_index=0).numpy().ravel()
     assert chisquare(np.bincount(neg, minlength=n_p)).pvalue > P_MIN
-    ls = HeteroLinkSampler(HeteroNeighborSampler(g, [1]), num_negatives=5)
-    counts = np.bincount(ls.draw_negatives(W, pairs).numpy().ravel(), minlength=n_p)
+    ls = LinkSampler(HeteroNeighborSampler(g, [1]), num_negatives=5)
+    counts = np.bincount(ls.draw_negatives(edge_type=W, pairs=pairs).numpy().ravel(), minlength=n_p)
     assert counts[7] == 0 and counts.size == n_p
     assert chisquare(np.delete(counts, 7)).pvalue > P_MIN
     biased = (neg * 7 + 3) % (n_p + 10) % n_p  # favours the first 10 papers: the test sees it
     assert chisquare(np.bincount(biased, minlength=n_p)).pvalue < P_MIN
     # two relations of one batch draw independently
-    a = ls.draw_negatives(C, pairs % 20)
-    b = ls.draw_negatives(R, pairs % 20)
+    a = ls.draw_negatives(edge_type=C, pairs=pairs % 20)
+    b = ls.draw_negatives(edge_type=R, pairs=pairs % 20)
     assert not torch.equal(a, b)
 
 
 def test_per_source_negatives_are_shared_by_a_source_across_batches():
     g = typed_graph()
-    ls = HeteroLinkSampler(HeteroNeighborSampler(g, [2]), num_negatives=8,
+    ls = LinkSampler(HeteroNeighborSampler(g, [2]), num_negatives=8,
                            negatives="per_source", exclude_positive=False)
-    a = ls.draw_negatives(W, torch.tensor([[5, 9], [1, 2]]), epoch=3, batch_index=0)
-    b = ls.draw_negatives(W, torch.tensor([[9, 5], [4, 4]]), epoch=3, batch_index=17)
+    a = ls.draw_negatives(edge_type=W, pairs=torch.tensor([[5, 9], [1, 2]]), epoch=3, batch_index=0)
+    b = ls.draw_negatives(edge_type=W, pairs=torch.tensor([[9, 5], [4, 4]]), epoch=3, batch_index=17)
     assert torch.equal(a[0], b[1]) and torch.equal(a[1], b[0])
-    assert not torch.equal(a, ls.draw_negatives(W, torch.tensor([[5, 9], [1, 2]]), epoch=4))
+    assert not torch.equal(a, ls.draw_negatives(edge_type=W, pairs=torch.tensor([[5, 9], [1, 2]]), epoch=4))
 
 
 def _flat(mb):
@@ -196,7 +197,7 @@ def _flat(mb):
 def test_identical_across_thread_counts_and_calls():
     g = typed_graph(n_a=3000, n_p=6000)
     seeds = {W: pick(g, W, 500), C: pick(g, C, 500)}
-    ls = HeteroLinkSampler(HeteroNeighborSampler(g, [6, 4], seed=5), seed=5, num_negatives=2,
+    ls = LinkSampler(HeteroNeighborSampler(g, [6, 4], seed=5), seed=5, num_negatives=2,
                            exclude="reverse", reverse_edge_types=REV)
     ref = _flat(ls.sample(seeds, epoch=2, batch_index=4))
     old = torch.get_num_threads()
@@ -216,7 +217,7 @@ def test_identical_across_thread_counts_and_calls():
 def test_pair_table_positions_labels_and_fixed_negatives():
     g = typed_graph()
     tab = {C: pick(g, C, 40), W: pick(g, W, 30)}
-    base = HeteroLinkSampler(HeteroNeighborSampler(g, [3]), num_negatives=2)
+    base = LinkSampler(HeteroNeighborSampler(g, [3]), num_negatives=2)
     ls = base.with_pairs(tab, pair_labels={W: np.arange(30) % 2, C: np.ones(40)})
     assert ls.num_pairs == 70
     # table order: relation ids, so writes (relation 0) first, then cites
@@ -238,10 +239,10 @@ def test_bad_input_is_a_clear_error():
     g = typed_graph()
     ns = HeteroNeighborSampler(g, [2])
     with pytest.raises(GraphfeedError, match="reverse_edge_types"):
-        HeteroLinkSampler(ns, exclude="reverse")
+        LinkSampler(ns, exclude="reverse")
     with pytest.raises(GraphfeedError, match="cannot be the reverse"):
-        HeteroLinkSampler(ns, exclude="reverse", reverse_edge_types={W: C})
-    ls = HeteroLinkSampler(ns)
+        LinkSampler(ns, exclude="reverse", reverse_edge_types={W: C})
+    ls = LinkSampler(ns)
     with pytest.raises(GraphfeedError, match="unknown edge type"):
         ls.sample({("author", "cites", "paper"): np.zeros((2, 1), np.int64)})
     with pytest.raises(GraphfeedError, match="out of range \\[0, 150\\) of node type 'author'"):
@@ -253,24 +254,24 @@ def test_bad_input_is_a_clear_error():
     with pytest.raises(GraphfeedError, match="same k"):
         ls.with_pairs({W: pick(g, W, 2), C: pick(g, C, 2)},
                       fixed_negatives={W: np.zeros((2, 1), np.int64), C: np.zeros((2, 2), np.int64)})
-    with pytest.raises(GraphfeedError, match="HeteroGraph"):
+    with pytest.raises(GraphfeedError, match=r"seeds must be a \(2, P\) array"):
         from graphfeed.sampling.neighbor import NeighborSampler
 
-        HeteroLinkSampler(NeighborSampler(g.csc, [2]))
+        LinkSampler(NeighborSampler(g.csc, [2])).sample({W: pick(g, W, 2)})
 
 
 def test_the_loader_reads_type_features_of_every_endpoint():
     from graphfeed.features.memory import InMemoryFeature
-    from graphfeed.loader.hetero_link import HeteroLinkDataLoader
+    from graphfeed.loader.dataloader import DataLoader
     from graphfeed.loader.item_sampler import ItemSampler
 
     g = typed_graph()
     tab = {W: pick(g, W, 100), C: pick(g, C, 100)}
     feats = {t: {"feat": InMemoryFeature(np.repeat(np.arange(g.num_nodes_of(t), dtype=np.float32),
                                                    2).reshape(-1, 2))} for t in g.node_types}
-    ls = HeteroLinkSampler(HeteroNeighborSampler(g, [3, 2]), num_negatives=1).with_pairs(tab)
-    loader = HeteroLinkDataLoader(ItemSampler(200, 64, shuffle=True, seed=0), ls,
-                                  type_features=feats, num_threads=2)
+    ls = LinkSampler(HeteroNeighborSampler(g, [3, 2]), num_negatives=1).with_pairs(tab)
+    loader = DataLoader(ItemSampler(200, 64, shuffle=True, seed=0), ls, type_features=feats,
+                        num_threads=2)
     seen = 0
     try:
         for mb in loader:

@@ -16,7 +16,7 @@ from scipy.stats import chisquare
 from graphfeed.errors import DatasetError, GraphfeedError
 from graphfeed.graph.hetero import HeteroGraph
 from graphfeed.sampling import SAMPLERS, build_sampler
-from graphfeed.sampling.hetero_batch import HeteroMiniBatch
+from graphfeed.sampling.base import MiniBatch
 
 P_MIN = 1e-4
 NUM = {"paper": 300, "author": 150, "venue": 12}
@@ -58,9 +58,9 @@ def rel_degrees(g, et):
 
 
 def check_batch(g, mb, fanouts_dict, replace, sets=None):
-    """Every invariant of a HeteroMiniBatch against the graph."""
+    """Every invariant of a typed MiniBatch against the graph."""
     sets = sets if sets is not None else edge_sets(g)
-    assert isinstance(mb, HeteroMiniBatch)
+    assert isinstance(mb, MiniBatch) and mb.is_typed and not mb.is_link
     L = len(next(iter(fanouts_dict.values())))
     assert len(mb.blocks) == L
     seeds = mb.seed_dict

@@ -10,7 +10,7 @@ from scipy.stats import chisquare
 
 from graphfeed.errors import GraphfeedError
 from graphfeed.graph.csc import CSCGraph
-from graphfeed.sampling import LinkMiniBatch, LinkSampler
+from graphfeed.sampling import LinkSampler, MiniBatch
 from graphfeed.sampling.neighbor import NeighborSampler
 
 P_MIN = 1e-4
@@ -54,9 +54,9 @@ def block_pairs(block) -> set:
     return set(zip(sn[ei[0]].tolist(), sn[ei[1]].tolist()))
 
 
-def check_link_batch(g: CSCGraph, mb: LinkMiniBatch, pairs: np.ndarray, k: int, fanouts):
+def check_link_batch(g: CSCGraph, mb: MiniBatch, pairs: np.ndarray, k: int, fanouts):
     """Structure: endpoints are the seeds, local ids point at them, every edge exists."""
-    assert isinstance(mb, LinkMiniBatch)
+    assert isinstance(mb, MiniBatch) and mb.is_link and not mb.is_typed
     seeds = mb.seeds.cpu().numpy()
     nodes = np.unique(np.concatenate([pairs.ravel(), mb.pairs.cpu().numpy().ravel()]))
     assert np.array_equal(np.sort(seeds), seeds) and len(np.unique(seeds)) == len(seeds)
@@ -261,7 +261,7 @@ def test_the_loader_reads_features_of_every_endpoint():
         batches = list(loader)
         assert len(batches) == 5
         for mb in batches:
-            assert isinstance(mb, LinkMiniBatch)
+            assert isinstance(mb, MiniBatch) and mb.is_link and not mb.is_typed
             assert torch.equal(mb.x[:, 0].long(), mb.input_nodes)
         got[threads] = [(mb.neg_index, mb.blocks[0].edge_index) for mb in batches]
     assert all(torch.equal(a, b) for p, q in zip(got[0], got[3]) for a, b in zip(p, q))

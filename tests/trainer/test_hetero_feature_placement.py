@@ -171,7 +171,7 @@ def test_typed_link_trains_with_placed_features(builtin_root):
 @pytest.mark.parametrize("mode", ["cuda-cuda", "pinned-cuda"])
 def test_gpu_features_gather_on_the_device_without_a_host_sync(data_root, hetero, mode):  # noqa: F811
     from graphfeed.features.memory import InMemoryFeature
-    from graphfeed.loader.hetero import FetchHeteroFeatures
+    from graphfeed.loader.fetch import FetchFeatures
     from graphfeed.placement.typed import place_type_features, typed_placement, typed_sampler
 
     ds, tfeats, labels = hetero
@@ -185,7 +185,7 @@ def test_gpu_features_gather_on_the_device_without_a_host_sync(data_root, hetero
     s = typed_sampler(p, ds.hetero, (10, 5), "cuda:0")
     off = int(ds.hetero.node_offsets[ds.hetero.type_id("paper")])
     mb = s.sample(torch.arange(off, off + 256, device="cuda:0"), epoch=0, batch_index=0)
-    fetch = FetchHeteroFeatures({}, None, type_features=placed.features)
+    fetch = FetchFeatures({}, None, type_features=placed.features)
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")  # a .cpu() of the ids would sync
     try:

@@ -81,7 +81,7 @@ def test_typed_predictor_scores_every_relation_of_a_batch():
 
     from graphfeed.graph.hetero import HeteroGraph
     from graphfeed.sampling.hetero import HeteroNeighborSampler
-    from graphfeed.sampling.hetero_link import HeteroLinkSampler
+    from graphfeed.sampling.link import LinkSampler
     from graphfeed.models import HeteroRGCN, TypedLinkPredictor
 
     rng = np.random.default_rng(0)
@@ -90,7 +90,7 @@ def test_typed_predictor_scores_every_relation_of_a_batch():
     ets = [("a", "w", "p"), ("p", "wb", "a"), ("p", "c", "p")]
     g = HeteroGraph.from_edges({"a": 10, "p": 30}, {ets[0]: w, ets[1]: w[::-1], ets[2]: c},
                                drop_duplicates=True)
-    mb = HeteroLinkSampler(HeteroNeighborSampler(g, [3, 3]), num_negatives=2).sample(
+    mb = LinkSampler(HeteroNeighborSampler(g, [3, 3]), num_negatives=2).sample(
         {ets[0]: np.stack(g.edges_of(ets[0]))[:, :5], ets[2]: np.stack(g.edges_of(ets[2]))[:, :4]})
     x = {"a": torch.randn(mb.blocks[0].num_src["a"], 3),
          "p": torch.randn(mb.blocks[0].num_src["p"], 4)}

@@ -96,11 +96,11 @@ def _model(ds, layers=2, hidden=8, out=CLASSES, target="paper"):
 def _sampled(placed, ids, net, layers, batch_size=7):
     """Reference: the model's forward on typed blocks with every neighbour (fanouts -1):
     node type -> ``(rows, global ids)`` of the output types' seeds in ``ids``."""
-    from graphfeed.loader.hetero import HeteroDataLoader
+    from graphfeed.loader.dataloader import DataLoader
     from graphfeed.loader.item_sampler import ItemSampler
 
     sampler = placed.sampler.with_fanouts([-1] * layers)
-    ld = HeteroDataLoader(ItemSampler(np.asarray(ids), batch_size, shuffle=False), sampler,
+    ld = DataLoader(ItemSampler(np.asarray(ids), batch_size, shuffle=False), sampler,
                           type_features=placed.features, num_threads=1)
     off = {t: int(o) for t, o in zip(sampler.graph.node_types, sampler.graph.node_offsets)}
     rows, got = {}, {}
@@ -272,11 +272,11 @@ def test_training_forward_is_unchanged(typed_dataset):
             h = out
         return h[net.target]
 
-    from graphfeed.loader.hetero import HeteroDataLoader
+    from graphfeed.loader.dataloader import DataLoader
     from graphfeed.loader.item_sampler import ItemSampler
 
     off = int(ds.hetero.node_offsets[ds.hetero.type_id("paper")])
-    ld = HeteroDataLoader(ItemSampler(np.arange(off, off + 30), 30, shuffle=False),
+    ld = DataLoader(ItemSampler(np.arange(off, off + 30), 30, shuffle=False),
                           placed.sampler, type_features=placed.features, num_threads=1)
     try:
         mb = next(iter(ld))

@@ -1,5 +1,5 @@
 """``graphfeed bench sample --task link`` on a typed link dataset: typed link sampling
-(``HeteroLinkSampler`` over the ``HeteroNeighborSampler``, through ``HeteroLinkDataLoader``)
+(``LinkSampler`` over the ``HeteroNeighborSampler``, through the ``DataLoader``)
 next to homogeneous link sampling (``LinkSampler`` over the ``NeighborSampler``) of the same
 fused graph, the same seed pairs in global ids and the same fanouts, alternating in one run.
 
@@ -35,9 +35,8 @@ def bench_typed_link_sample(dataset, *, fanouts: Sequence[int] = (15, 10, 5),
     import torch
 
     from ..datasets.hetero_link import reverse_edge_types, typed_link_split
-    from ..loader.hetero_link import HeteroLinkDataLoader
+    from ..loader.dataloader import DataLoader
     from ..sampling.hetero import HeteroNeighborSampler
-    from ..sampling.hetero_link import HeteroLinkSampler
     from ..sampling.link import LinkSampler
     from ..sampling.neighbor import NeighborSampler
 
@@ -56,10 +55,9 @@ def bench_typed_link_sample(dataset, *, fanouts: Sequence[int] = (15, 10, 5),
                            for et in ets], axis=1)
     total = batch_size * (num_batches + warmup)
     pos = _seed_batches(np.arange(glob.shape[1]), total, 1, seed)
-    typed = HeteroLinkSampler(HeteroNeighborSampler(h, list(fanouts), replace=replace,
-                                                    seed=seed),
-                              num_negatives=num_negatives, exclude=exclude,
-                              reverse_edge_types=rev, seed=seed).with_pairs(train)
+    typed = LinkSampler(HeteroNeighborSampler(h, list(fanouts), replace=replace, seed=seed),
+                        num_negatives=num_negatives, exclude=exclude,
+                        reverse_edge_types=rev, seed=seed).with_pairs(train)
     # the homogeneous graph has no relations: its "reverse" is the reversed pair
     homo = LinkSampler(NeighborSampler(h.csc, list(fanouts), replace=replace, seed=seed),
                        num_negatives=num_negatives, exclude=exclude, seed=seed).with_pairs(glob)
@@ -69,7 +67,7 @@ def bench_typed_link_sample(dataset, *, fanouts: Sequence[int] = (15, 10, 5),
                         prefetch=prefetch)
         r["pairs_per_s"] = batch_size * r["batches"] / r["seconds"]
         hruns.append(r)
-        t = _run(HeteroLinkDataLoader, pos, batch_size, warmup, typed, num_threads=num_threads,
+        t = _run(DataLoader, pos, batch_size, warmup, typed, num_threads=num_threads,
                  prefetch=prefetch)
         t["pairs_per_s"] = batch_size * t["batches"] / t["seconds"]
         runs.append(t)

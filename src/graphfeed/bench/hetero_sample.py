@@ -30,7 +30,7 @@ def _run(loader_cls, items_ids, batch_size, warmup, sampler, **kw) -> dict:
         t0 = time.perf_counter()
         per_batch = [(int(mb.seeds.shape[0]), mb.num_sampled_edges,
                       sum(v.numel() * v.element_size()
-                          for feats in getattr(mb, "type_features", {}).values()
+                          for feats in mb.type_features.values()
                           for v in feats.values()))
                      for mb in it]
         dt = time.perf_counter() - t0
@@ -48,7 +48,6 @@ def bench_hetero_sample(dataset, *, fanouts: Sequence[int] = (15, 10, 5), batch_
     import torch
 
     from ..loader import DataLoader
-    from ..loader.hetero import HeteroDataLoader
     from ..sampling.hetero import HeteroNeighborSampler
     from ..sampling.neighbor import NeighborSampler
 
@@ -66,7 +65,7 @@ def bench_hetero_sample(dataset, *, fanouts: Sequence[int] = (15, 10, 5), batch_
     runs, homo = [], []
     for _ in range(max(1, int(rounds))):
         homo.append(_run(DataLoader, ids, batch_size, warmup, ns, **kw))
-        runs.append(_run(HeteroDataLoader, ids, batch_size, warmup, hs, **kw))
+        runs.append(_run(DataLoader, ids, batch_size, warmup, hs, **kw))
     ratios = [u["edges_per_s"] / r["edges_per_s"] for r, u in zip(runs, homo)]
     mid = int(np.argsort(ratios)[len(ratios) // 2])
     result = {
@@ -79,7 +78,7 @@ def bench_hetero_sample(dataset, *, fanouts: Sequence[int] = (15, 10, 5), batch_
         "per_edge_cost_ratio": float(np.median(ratios)), "per_edge_cost_ratios": ratios,
     }
     if features and dataset.type_features:
-        result["sample_fetch"] = _run(HeteroDataLoader, ids, batch_size, warmup, hs,
+        result["sample_fetch"] = _run(DataLoader, ids, batch_size, warmup, hs,
                                       type_features=dataset.type_features, **kw)
     result["peak_rss_bytes"] = peak_rss_bytes()
     return result

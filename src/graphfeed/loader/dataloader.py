@@ -77,6 +77,33 @@ def _named_features(node_features) -> dict[str, Feature]:
     )
 
 
+def _type_features(sampler: Sampler, type_features) -> dict:
+    """``{type: {name: Feature}}`` checked against the sampler's typed graph: known types, one
+    row per node of the type."""
+    if not type_features:
+        return {}
+    g = sampler.hetero
+    if g is None:
+        raise GraphfeedError(f"type_features are per node type: they need a typed sampler, got "
+                             f"{type(sampler).__name__}")
+    out = {}
+    for t, feats in type_features.items():
+        n = g.num_nodes_of(t)  # an unknown type is an error naming the graph's types
+        if not isinstance(feats, Mapping):
+            raise GraphfeedError(f"type_features[{t!r}] must map names to Features, got "
+                                 f"{type(feats).__name__}")
+        out[t] = {}
+        for name, f in feats.items():
+            if not isinstance(f, Feature):
+                raise GraphfeedError(f"type_features[{t!r}][{name!r}] must be a graphfeed "
+                                     f"Feature, got {type(f).__name__}")
+            if f.num_rows < n:
+                raise GraphfeedError(f"feature {name!r} of node type {t!r} has {f.num_rows} rows "
+                                     f"but the type has {n} nodes: every node needs a row")
+            out[t][str(name)] = f
+    return out
+
+
 def _check_rows(sampler: Sampler, node_features: dict, labels) -> None:
     """Every sampled id must be a row: a feature shorter than the graph would be read out of
     bounds (the loader reads with ``check=False`` for speed), so refuse it up front."""
@@ -153,7 +180,10 @@ class DataLoader:
       interface declares); ``node_features``: a ``Feature`` (named ``"feat"``)
       or a mapping name -> ``Feature``, read at ``minibatch.input_nodes`` into
       ``minibatch.node_features[name]``; ``labels``: a ``Feature`` read at ``minibatch.seeds``
-      into ``minibatch.labels``.
+      into ``minibatch.labels``; ``type_features`` (a typed sampler): node type -> name ->
+      ``Feature`` (one row per node of the type), read at the type-local
+      ``input_nodes_dict[type]`` into ``minibatch.type_features`` (``x_dict``). Typed batches
+      are made on the CPU (``device`` must be the CPU; move one with ``batch.to(device)``).
     - ``device``: ``"cpu"``, or a CUDA device: features are gathered into pinned buffers and
       copied on a side stream, overlapped with the caller's compute (see ``loader/device.py``).
     - ``num_threads`` background threads (0: everything in the caller's thread), each doing
@@ -179,6 +209,7 @@ class DataLoader:
         *,
         node_features: Union[Feature, Mapping[str, Feature], None] = None,
         labels: Optional[Feature] = None,
+        type_features: Optional[Mapping] = None,
         device="cpu",
         num_threads: int = 2,
         prefetch: int = 2,
@@ -210,12 +241,17 @@ class DataLoader:
             warn_num_workers("cpu-cuda" if gpu else "cpu-cpu", num_workers, on_gpu=gpu,
                              stacklevel=3)  # points at the caller's line
         _check_rows(sampler, self.node_features, labels)
+        self.type_features = _type_features(sampler, type_features)
+        if self.type_features and self.device.type != "cpu":
+            raise GraphfeedError(f"a typed loader produces CPU batches; got device="
+                                 f"{self.device} (call batch.to(device) in the loop)")
         self.stats = LoaderStats()
         cuda = self.device.type == "cuda"
         self._sample = SampleNeighbors(sampler, self.stats)
         self._fetch = FetchFeatures(
             self.node_features,
             labels,
+            type_features=self.type_features,
             reuse_buffers=self.reuse_buffers,
             pin_memory=cuda,
             # in flight: threads + prefetch, the caller's batch, one copying ahead, one margin

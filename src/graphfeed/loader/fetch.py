@@ -2,8 +2,15 @@
 
 Each step is a callable over one batch (what a worker thread runs, or ``MapStage`` in the
 caller's thread), given the loader's intra-batch executor. The sampler returns ids only;
-``FetchFeatures`` reads the rows of ``minibatch.input_nodes`` for every node feature and the
-labels of ``minibatch.seeds``.
+``FetchFeatures`` is the one feature join, keyed by ``(node type, name)``: the rows of
+``minibatch.input_nodes`` for every feature of the (fused) graph and the labels of
+``minibatch.seeds``, and, for a typed batch, each node type's features at that type's
+type-local ``input_nodes_dict[type]`` into ``minibatch.type_features[type][name]``.
+
+A feature that lives on a GPU (a copy in GPU memory, or a UVA view of pinned host rows, as
+``graphfeed.placement.apply`` places them) is read at the batch's own id tensors, which a GPU
+sampler left on that device: no copy to the host, no pooled host buffer. A feature on the CPU
+gets its ids on the CPU.
 """
 
 from __future__ import annotations
@@ -53,8 +60,9 @@ def _count_take(stats: LoaderStats, reused: bool) -> None:
 
 
 class FetchFeatures:
-    """Fills ``minibatch.node_features[name]`` (rows of ``input_nodes``) and ``labels`` (rows of
-    ``seeds``) in place.
+    """Fills ``minibatch.node_features[name]`` (rows of ``input_nodes``), ``labels`` (rows of
+    ``seeds``) and, for a typed batch, ``type_features[type][name]`` (rows of the type-local
+    ``input_nodes_dict[type]``) in place.
 
     With ``reuse_buffers``, CPU features are read into buffers from a per-feature
     ``BufferPool`` (``feature.read(ids, out=buffer, check=False, executor=)``, the loader's
@@ -69,6 +77,7 @@ class FetchFeatures:
         node_features: Mapping[str, Feature],
         labels: Optional[Feature] = None,
         *,
+        type_features: Optional[Mapping] = None,
         reuse_buffers: bool = True,
         pin_memory: bool = False,
         max_buffers: int = 8,
@@ -76,12 +85,15 @@ class FetchFeatures:
     ):
         self.node_features = dict(node_features)
         self.labels = labels
+        self.type_features = {t: dict(f) for t, f in (type_features or {}).items()}
         self.stats = stats if stats is not None else LoaderStats()
         self.pools: dict[str, BufferPool] = {}
         if reuse_buffers:
             named = [(f"node:{k}", f) for k, f in self.node_features.items()]
             if labels is not None:
                 named.append(("label", labels))
+            named += [(f"type:{t}:{k}", f) for t, fs in self.type_features.items()
+                      for k, f in fs.items()]
             for key, f in named:
                 if f.device.type == "cpu":
                     self.pools[key] = BufferPool(
@@ -104,8 +116,10 @@ class FetchFeatures:
         return feature.read(ids, out=out, check=False, executor=executor)
 
     def __call__(self, mb: MiniBatch, executor: Optional[Executor] = None) -> MiniBatch:
-        if not self.node_features and self.labels is None:
+        if not self.node_features and self.labels is None and not self.type_features:
             return mb
+        if self.type_features and not mb.is_typed:
+            raise TypeError("per-type features need the typed MiniBatch of a typed sampler")
         with self.stats.timer("fetch_s"):
             if self.node_features:
                 ids = mb.input_nodes
@@ -113,5 +127,11 @@ class FetchFeatures:
                     mb.node_features[name] = self._read(f"node:{name}", f, ids, executor)
             if self.labels is not None:
                 mb.labels = self._read("label", self.labels, mb.seeds, executor)
+            if self.type_features:
+                ids = mb.input_nodes_dict
+                for t, feats in self.type_features.items():
+                    mb.type_features[t] = {name: self._read(f"type:{t}:{name}", f, ids[t],
+                                                            executor)
+                                           for name, f in feats.items()}
         return mb
 

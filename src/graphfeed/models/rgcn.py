@@ -1,4 +1,4 @@
-"""R-GCN over typed sampled layers (``HeteroMiniBatch`` blocks): the model of node
+"""R-GCN over typed sampled layers (typed ``MiniBatch`` blocks): the model of node
 classification and link prediction on heterogeneous datasets."""
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ __all__ = ["TypedPlaced", "open_type_features", "typed_placement", "typed_sample
 
 @dataclass
 class TypedPlaced:
-    """A typed graph placed for training: ``sampler`` (typed, returns ``HeteroMiniBatch``),
+    """A typed graph placed for training: ``sampler`` (typed, returns typed ``MiniBatch``es),
     ``features`` node type -> name -> ``Feature``, ``labels`` (the target type's, or
     ``None``), ``device`` where batches end up, ``placement`` the decision (``mode``,
     ``reason``), ``keep_alive`` the pinned host tensors UVA views alias, ``where`` a phrase

@@ -159,17 +159,22 @@ def _shown(v):
 
 _lock = threading.Lock()
 _installed = False
+#: the sampler class whose loaders are checked (``GraphfeedSampler``, handed over by
+#: :func:`install_loader_checks`: this module never imports the sampler's)
+_sampler_cls: Optional[type] = None
 
 
-def install_loader_checks() -> None:
+def install_loader_checks(sampler_cls: type) -> None:
     """Put :func:`check_loader_call` in front of PyG's ``NeighborLoader.__init__`` and
-    ``LinkNeighborLoader.__init__`` (once per process; idempotent)."""
-    global _installed
+    ``LinkNeighborLoader.__init__`` for loaders given a ``sampler_cls`` (once per process;
+    idempotent)."""
+    global _installed, _sampler_cls
     if _installed:
         return
     with _lock:
         if _installed:
             return
+        _sampler_cls = sampler_cls
         from torch_geometric.loader import LinkNeighborLoader, NeighborLoader
 
         for cls in (NeighborLoader, LinkNeighborLoader):
@@ -186,13 +191,11 @@ def _guard(cls) -> None:
 
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
-        from .sampler import GraphfeedSampler
-
         try:
             given = signature.bind(self, *args, **kwargs).arguments
         except TypeError:  # a call PyG itself refuses: its own error says why
             given = {}
-        if isinstance(given.get("neighbor_sampler"), GraphfeedSampler):
+        if isinstance(given.get("neighbor_sampler"), _sampler_cls):
             check_loader_call(name, given, given["neighbor_sampler"])
         init(self, *args, **kwargs)
 

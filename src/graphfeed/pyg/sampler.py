@@ -7,7 +7,7 @@ What it does per batch:
 
 1. **seeds**: node seeds go to the graphfeed node sampler (``NeighborSampler``, or the typed
    ``HeteroNeighborSampler``, or any registered one); seed edges to graphfeed's
-   ``LinkSampler``/``HeteroLinkSampler`` around it (negatives drawn by graphfeed, see below);
+   ``LinkSampler`` around it (negatives drawn by graphfeed, see below);
 2. **layers**: graphfeed samples message-flow blocks, ``fanouts`` in GraphBolt order (last
    layer first): :func:`graphfeed_fanouts` reverses PyG's ``num_neighbors`` (hop 1 first);
 3. **PyG's subgraph**: a block samples every destination of its layer, the seeds again in the
@@ -142,7 +142,7 @@ class GraphfeedSampler(BaseSampler):
                  sample_direction: str = "forward", **options):
         # checked before the graph is built (O(E log E) for a Data): a wrong call fails fast
         check_one_order(fanouts, num_neighbors, "GraphfeedSampler")
-        install_loader_checks()
+        install_loader_checks(GraphfeedSampler)
         refuse_unsupported(share_memory=share_memory, sample_direction=sample_direction)
         subgraph_type = resolve_subgraph_type(subgraph_type, directed)
         disjoint = bool(disjoint)
@@ -385,17 +385,12 @@ class GraphfeedSampler(BaseSampler):
     def _link(self, k: int):
         """The link sampler with ``k`` negatives per pair around the node sampler (cached)."""
         if k not in self._links:
-            common = dict(num_negatives=k, negatives=self.negatives, exclude=self.exclude,
-                          seed=self.seed)
-            if self.is_hetero:
-                from ..sampling.hetero_link import HeteroLinkSampler
+            from ..sampling.link import LinkSampler
 
-                self._links[k] = HeteroLinkSampler(
-                    self._node, reverse_edge_types=self.reverse_edge_types, **common)
-            else:
-                from ..sampling.link import LinkSampler
-
-                self._links[k] = LinkSampler(self._node, **common)
+            rev = self.reverse_edge_types if self.is_hetero else None
+            self._links[k] = LinkSampler(self._node, num_negatives=k, negatives=self.negatives,
+                                         exclude=self.exclude, reverse_edge_types=rev,
+                                         seed=self.seed)
         return self._links[k]
 
     def close(self) -> None:
@@ -556,7 +551,7 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 
 def _output(mb) -> SamplerOutput:
-    """A homogeneous ``MiniBatch`` (or ``LinkMiniBatch``) as PyG's ``SamplerOutput``: the
+    """An untyped ``MiniBatch`` (node or link seeds) as PyG's ``SamplerOutput``: the
     edges of hop ``h`` kept only into the nodes first reached at hop ``h - 1`` (the module
     docstring, step 3); the seeds keep their local ids ``0..B-1``. In numpy, on the CPU:
     torch's indexing goes through its intra-op thread pool, which costs milliseconds per call
@@ -598,7 +593,7 @@ def _order(hop: np.ndarray, num_hops: int):
 
 
 def _hetero_output(mb, graph: HeteroGraph) -> HeteroSamplerOutput:
-    """A ``HeteroMiniBatch`` (or ``HeteroLinkMiniBatch``) as PyG's ``HeteroSamplerOutput``:
+    """A typed ``MiniBatch`` (node or link seeds) as PyG's ``HeteroSamplerOutput``:
     every node type and edge type present (empty where the batch has none); the rule and the
     numpy of :func:`_output`, per node type."""
     blocks = mb.blocks

@@ -12,12 +12,14 @@ Samplers are registered by name in :data:`SAMPLERS` and built alike with
   device (triton loads when it is built),
 - ``"gpu"``: the Triton sampler where it can run, else the torch sampler (the CUDA modes' entry),
 - ``"hetero"`` (``HeteroNeighborSampler``): numba kernels on CPU over a ``HeteroGraph``, per edge
-  type, returning ``HeteroMiniBatch`` (PyG ``edge_index_dict`` per layer),
+  type, returning typed ``MiniBatch``es (``HeteroBlock``: PyG ``edge_index_dict`` per layer),
 - ``"torch-hetero"`` (``TorchHeteroSampler``): the same batches in vectorised torch on the graph
   tensors' device (CUDA, or UVA views of the pinned graph): the GPU path of ``"hetero"``.
 
-A new sampler is one module with a ``Sampler`` subclass that has ``from_graph`` and one
-``SAMPLERS.add`` line here. Importing this package loads neither torch nor numba; the names
+``LinkSampler`` wraps any of them for link prediction (pairs keyed by edge type, ``None`` for an
+untyped graph). Every sampler returns one ``MiniBatch`` class, whose typed and link fields are
+optional. A new sampler is one module with a ``Sampler`` subclass that has ``from_graph`` and
+one ``SAMPLERS.add`` line here. Importing this package loads neither torch nor numba; the names
 below load on first use.
 """
 
@@ -57,10 +59,9 @@ def build_sampler(name: str, graph, fanouts: Optional[Sequence[int]] = None, *,
 
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    ".base": "Block MiniBatch Sampler",
-    ".link": "LinkMiniBatch LinkSampler",
+    ".base": "Block HeteroBlock MiniBatch Sampler SeedPairs",
+    ".link": "LinkSampler",
     ".hetero": "HeteroNeighborSampler",
-    ".hetero_batch": "HeteroBlock HeteroMiniBatch",
     ".method": "SamplingMethod",
     ".neighbor": "NeighborSampler",
     ".torch_sampler": "TorchNeighborSampler",
@@ -69,10 +70,9 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
 }, eager=("SAMPLERS", "build_sampler"))
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .base import Block, MiniBatch, Sampler
-    from .link import LinkMiniBatch, LinkSampler
+    from .base import Block, HeteroBlock, MiniBatch, Sampler, SeedPairs
+    from .link import LinkSampler
     from .hetero import HeteroNeighborSampler
-    from .hetero_batch import HeteroBlock, HeteroMiniBatch
     from .method import SamplingMethod
     from .neighbor import NeighborSampler
     from .torch_sampler import TorchNeighborSampler

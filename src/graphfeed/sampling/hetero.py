@@ -17,8 +17,7 @@ import torch
 from ..errors import GraphfeedError
 from ..graph.hetero import HeteroGraph
 from ._common import batch_key, check_fanouts, resolve_fanouts
-from .base import Sampler
-from .hetero_batch import HeteroBlock, HeteroMiniBatch
+from .base import HeteroBlock, MiniBatch, Sampler
 from ._cpu_common import MapPool, choose_node_map, readonly_view, seeds_to_numpy
 
 __all__ = ["HeteroNeighborSampler", "group_seeds", "make_block", "resolve_hetero_fanouts"]
@@ -168,6 +167,11 @@ class HeteroNeighborSampler(Sampler):
         return self.graph.num_nodes
 
     @property
+    def hetero(self) -> HeteroGraph:
+        """The typed graph sampled (its batches are typed ``MiniBatch``es)."""
+        return self.graph
+
+    @property
     def fanouts(self) -> tuple[int, ...]:
         """Per layer, the largest fanout over the edge types (``-1`` if one takes every
         neighbour); :attr:`fanouts_dict` has them all."""
@@ -191,8 +195,8 @@ class HeteroNeighborSampler(Sampler):
         return group_seeds(self.graph, seeds)
 
     def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0,
-               executor: Optional[Executor] = None) -> HeteroMiniBatch:
-        """The ``HeteroMiniBatch`` of one batch of distinct seeds (global ids or a dict of
+               executor: Optional[Executor] = None) -> MiniBatch:
+        """The typed ``MiniBatch`` of one batch of distinct seeds (global ids or a dict of
         type-local ids); ``executor`` is unused (a batch runs on the calling thread)."""
         from . import _hetero_kernels as HK
 
@@ -230,7 +234,7 @@ class HeteroNeighborSampler(Sampler):
             if clean:  # a map left dirty by an interrupted batch is dropped, not reused
                 self._maps.release(box[0])
         blocks.reverse()
-        return HeteroMiniBatch(
+        return MiniBatch(
             seeds=torch.from_numpy(seeds_np), blocks=blocks, epoch=int(epoch),
             batch_index=int(batch_index), node_types=g.node_types,
             node_offsets=self._offsets_t)

@@ -20,10 +20,9 @@ import torch
 
 from ..errors import GraphfeedError
 from ..graph.hetero import HeteroGraph
-from .base import Sampler
+from .base import MiniBatch, Sampler
 from ._common import batch_key, resolve_fanouts
 from .hetero import HeteroNeighborSampler, group_seeds, make_block, resolve_hetero_fanouts
-from .hetero_batch import HeteroMiniBatch
 from .torch_sampler import TorchNeighborSampler, _relabel
 
 __all__ = ["TorchHeteroSampler"]
@@ -36,7 +35,7 @@ class TorchHeteroSampler(Sampler):
     - Inputs and outputs are ``HeteroNeighborSampler``'s: ``fanouts`` one list for every edge
       type or a dict per edge type (or ``num_neighbors`` in PyG's order); seeds global ids or a
       dict node type -> type-local ids (grouped by type in the batch); a
-      :class:`HeteroMiniBatch` whose blocks give per edge type an ``edge_index`` in type-local
+      :class:`MiniBatch` whose blocks give per edge type an ``edge_index`` in type-local
       ids, destinations first per node type, new sources of a type in order of first
       appearance (relation-major). Tensors are on :attr:`device`.
     - ``replace=False``: per destination and relation, ``min(fanout, degree)`` distinct in-edges,
@@ -118,6 +117,7 @@ class TorchHeteroSampler(Sampler):
     # the numba sampler's views of the graph and the fanout table
     num_nodes = HeteroNeighborSampler.num_nodes
     fanouts = HeteroNeighborSampler.fanouts
+    hetero = HeteroNeighborSampler.hetero
     fanouts_dict = HeteroNeighborSampler.fanouts_dict
 
     def with_fanouts(self, fanouts) -> "TorchHeteroSampler":
@@ -128,8 +128,8 @@ class TorchHeteroSampler(Sampler):
         return other
 
     def sample(self, seeds, *, epoch: int = 0, batch_index: int = 0,
-               executor: Optional[Executor] = None) -> HeteroMiniBatch:
-        """The ``HeteroMiniBatch`` of one batch of distinct seeds (global ids or a dict of
+               executor: Optional[Executor] = None) -> MiniBatch:
+        """The typed ``MiniBatch`` of one batch of distinct seeds (global ids or a dict of
         type-local ids), on :attr:`device`; ``executor`` is unused."""
         del executor
         g = self.graph
@@ -150,9 +150,9 @@ class TorchHeteroSampler(Sampler):
             block, dst, counts = self._sample_layer(dst, counts, self._fanout_table[layer], gen)
             blocks.append(block)
         blocks.reverse()
-        return HeteroMiniBatch(seeds=seeds_t, blocks=blocks, epoch=int(epoch),
-                               batch_index=int(batch_index), node_types=g.node_types,
-                               node_offsets=self._offsets_cpu)
+        return MiniBatch(seeds=seeds_t, blocks=blocks, epoch=int(epoch),
+                         batch_index=int(batch_index), node_types=g.node_types,
+                         node_offsets=self._offsets_cpu)
 
     # ------------------------------------------------------------------ internals
     def _runs(self, v: torch.Tensor, rel: torch.Tensor):

@@ -64,7 +64,7 @@ def supports_typed_layerwise(model) -> bool:
 
 
 def _input_feature(feats: dict):
-    """The feature of a type the model reads (``HeteroMiniBatch.x_dict``'s choice): its
+    """The feature of a type the model reads (``MiniBatch.x_dict``'s choice): its
     ``"feat"``, else its only one, else ``None``."""
     if "feat" in feats:
         return feats["feat"]

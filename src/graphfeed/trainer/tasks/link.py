@@ -5,7 +5,7 @@ homogeneous or typed.
   runs on the graph without the valid and test pairs (and their reverses: the reverse edge of an
   undirected graph, or the relations whose edges are each other's transpose in a typed one),
   built once per process (``without_pairs`` / ``without_typed_pairs``, O(E)); each training
-  batch also loses its own seed pairs (``LinkSampler`` / ``HeteroLinkSampler`` exclusion), so
+  batch also loses its own seed pairs (``LinkSampler``'s exclusion, per relation), so
   the model never reads the edge it is asked about.
 - **Model.** ``graphfeed.models.LinkPredictor`` (a ``--model`` encoder) or
   ``TypedLinkPredictor`` (the R-GCN with every endpoint type of the predicted relations as
@@ -314,7 +314,7 @@ class LinkTask(Task):
                                              without_typed_pairs)
         from ...models import typed_in_dims
         from ...placement.typed import describe
-        from ...sampling.hetero_link import HeteroLinkSampler
+        from ...sampling.link import LinkSampler
 
         ets = check_typed_link_dataset(cfg, dataset)
         h = dataset.hetero
@@ -330,8 +330,8 @@ class LinkTask(Task):
         exclude = "reverse" if any(et in rev for et in ets) else "self"
         placed = plan.place_typed(dataset, list(cfg.fanouts), graph=mp, replace=cfg.replace,
                                   seed=cfg.seed, labels=False)
-        drawer = HeteroLinkSampler(placed.sampler, num_negatives=cfg.eval_negatives,
-                                   negatives="per_source", seed=cfg.seed)
+        drawer = LinkSampler(placed.sampler, num_negatives=cfg.eval_negatives,
+                             negatives="per_source", seed=cfg.seed)
         splits = {}
         for i, name in enumerate(("valid", "test")):
             out = {}
@@ -340,7 +340,7 @@ class LinkTask(Task):
                     continue
                 pairs = np.ascontiguousarray(pairs, dtype=np.int64)
                 neg = (np.asarray(fixed, dtype=np.int64) if fixed is not None else
-                       drawer.draw_negatives(et, torch.from_numpy(pairs),
+                       drawer.draw_negatives(torch.from_numpy(pairs), edge_type=et,
                                              epoch=i + 1).cpu().numpy())
                 out[et] = (pairs, neg)
             splits[name] = out
@@ -418,17 +418,15 @@ class LinkTask(Task):
         n = sum(int(p.shape[1]) for p in self.train_pairs.values())
         items = ItemSampler(n, cfg.batch_size, shuffle=True, seed=cfg.seed, rank=self.rank,
                             world_size=self.world_size)
-        if self.typed:
-            from ...loader.hetero_link import HeteroLinkDataLoader
-            from ...sampling.hetero_link import HeteroLinkSampler
-
-            s = HeteroLinkSampler(self.data.sampler, num_negatives=cfg.num_negatives,
-                                  exclude=self.exclude, reverse_edge_types=self.reverse,
-                                  seed=cfg.seed).with_pairs(self.train_pairs)
-            return HeteroLinkDataLoader(items, s, type_features=self.data.features,
-                                        num_threads=cfg.num_threads, prefetch=cfg.prefetch)
         from ...loader.dataloader import DataLoader
         from ...sampling.link import LinkSampler
+
+        if self.typed:
+            s = LinkSampler(self.data.sampler, num_negatives=cfg.num_negatives,
+                            exclude=self.exclude, reverse_edge_types=self.reverse,
+                            seed=cfg.seed).with_pairs(self.train_pairs)
+            return DataLoader(items, s, type_features=self.data.features,
+                              num_threads=cfg.num_threads, prefetch=cfg.prefetch)
 
         s = LinkSampler(self.data.sampler, num_negatives=cfg.num_negatives, exclude=self.exclude,
                         seed=cfg.seed).with_pairs(self.train_pairs[_HOMO])
@@ -531,17 +529,16 @@ class LinkTask(Task):
     def _typed_embeddings(self, net) -> dict:
         import torch
 
-        from ...loader.hetero import HeteroDataLoader
+        from ...loader.dataloader import DataLoader
         from ...loader.item_sampler import ItemSampler
 
         cfg, h = self.cfg, self.dataset.hetero
         was = net.training
         net.eval()
         emb = {t: torch.zeros(h.num_nodes_of(t), cfg.hidden) for t in self.out_types}
-        ld = HeteroDataLoader(ItemSampler(self.need, cfg.batch_size, shuffle=False,
-                                          seed=cfg.seed),
-                              self.eval_sampler, type_features=self.data.features,
-                              num_threads=cfg.num_threads, prefetch=cfg.prefetch)
+        ld = DataLoader(ItemSampler(self.need, cfg.batch_size, shuffle=False, seed=cfg.seed),
+                        self.eval_sampler, type_features=self.data.features,
+                        num_threads=cfg.num_threads, prefetch=cfg.prefetch)
         try:
             with torch.no_grad():
                 for mb in ld:

@@ -408,7 +408,7 @@ class NodeTask(Task):
                            num_threads=cfg.num_threads, prefetch=cfg.prefetch)
 
     def _typed_loader(self, ids, *, train: bool, sampler=None):
-        from ...loader.hetero import HeteroDataLoader
+        from ...loader.dataloader import DataLoader
         from ...loader.item_sampler import ItemSampler
 
         cfg = self.cfg
@@ -418,9 +418,9 @@ class NodeTask(Task):
         else:  # each rank scores its contiguous share once; the scores are gathered
             share = np.array_split(np.asarray(ids), self.world_size)[self.rank]
             items = ItemSampler(share, cfg.batch_size, shuffle=False, seed=cfg.seed)
-        return HeteroDataLoader(items, sampler or self.data.sampler,
-                                type_features=self.data.features, labels=self.data.labels,
-                                num_threads=cfg.num_threads, prefetch=cfg.prefetch)
+        return DataLoader(items, sampler or self.data.sampler,
+                          type_features=self.data.features, labels=self.data.labels,
+                          num_threads=cfg.num_threads, prefetch=cfg.prefetch)
 
     def _forward(self, model, batch):
         """``(logits, labels)`` of a batch on the training device."""
