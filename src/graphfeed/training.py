@@ -11,6 +11,7 @@ metrics, checkpoints, the PyG adapter); this module places the data for a run.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -236,12 +237,13 @@ def _train_loop(cfg: TrainConfig, dataset, plan, model=None, on_batch=None,
 
         cuda_alloc.start_cuda()  # the allocator setting first, then CUDA
         torch.cuda.set_device(torch.device(plan.device))
-    _check_outputs(cfg)
-    if dataset is None and not cfg.partitions:
-        dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=rank == 0)
-    task = TASKS.get(cfg.task).prepare(cfg, dataset, plan, rank=rank, world_size=world_size,
-                                       say=say, model=model)
-    return fit(task, on_batch=on_batch, on_epoch=on_epoch)
+    held = _check_outputs(cfg)  # rank 0 holds the checkpoint folder for the run's life
+    with held if rank == 0 else contextlib.nullcontext():
+        if dataset is None and not cfg.partitions:
+            dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=rank == 0)
+        task = TASKS.get(cfg.task).prepare(cfg, dataset, plan, rank=rank, world_size=world_size,
+                                           say=say, model=model)
+        return fit(task, on_batch=on_batch, on_epoch=on_epoch)
 
 
 # ---------------------------------------------------------------------------- checks before a run
@@ -255,23 +257,20 @@ def _check_output_path(flag: str, path) -> None:
         raise GraphfeedError(f"{flag} {path}: is a folder, expected a file name")
 
 
-def _check_outputs(cfg: TrainConfig) -> None:
-    """``--predict``, ``--log``, ``--save`` and ``--resume`` paths, before any data is read."""
+def _check_outputs(cfg: TrainConfig):
+    """``--predict``, ``--log``, ``--save`` and ``--resume`` paths, before any data is read.
+    Returns the run's :class:`~graphfeed.trainer.checkpoint.SaveFolder` (``--save`` created),
+    which the run enters to hold it (a context doing nothing without a checkpoint folder)."""
+    from .trainer.checkpoint import SaveFolder, checkpoint_path
+
     for flag, path in (("--predict", cfg.predict), ("--log", cfg.log)):
         if path:
             _check_output_path(flag, path)
+    if cfg.resume and not checkpoint_path(cfg.resume).is_file():
+        raise GraphfeedError(f"--resume {cfg.resume}: no checkpoint.pt there")
     if cfg.save:
-        try:
-            Path(cfg.save).mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise GraphfeedError(f"--save {cfg.save}: cannot create the folder ({e.strerror or e})") from None
-        if not os.access(cfg.save, os.W_OK):
-            raise GraphfeedError(f"--save {cfg.save}: folder is not writable")
-    if cfg.resume:
-        from .trainer.checkpoint import checkpoint_path
-
-        if not checkpoint_path(cfg.resume).is_file():
-            raise GraphfeedError(f"--resume {cfg.resume}: no checkpoint.pt there")
+        return SaveFolder(cfg.save, "--save")
+    return SaveFolder(cfg.resume, "--resume", create=False) if cfg.resume else contextlib.nullcontext()
 
 
 def check_run(cfg: TrainConfig, *, dataset=None) -> dict:

@@ -8,9 +8,15 @@ fields), ``epochs`` (``EpochStats`` dicts so far), ``best`` (best epoch, its mai
 test metrics), ``bad_epochs`` (early-stopping count), ``rng`` (torch's CPU generator, for dropout),
 ``partial`` (the running loss/accuracy sums of an interrupted epoch, else ``None``).
 Optional: ``trainer`` (the tag of the task and kind of data that wrote it, e.g. ``"node"``,
-``"link"``, ``"hetero"``, ``"hetero-link"``, ``"partitioned"``; absent: ``"node"``) and
+``"link"``, ``"hetero"``, ``"hetero-link"``, ``"partitioned"``; absent: ``"node"``),
 ``rank_rng`` (every rank's CPU and, when used, CUDA generator, so that each DDP rank resumes
-its own dropout masks; absent or from another rank count: every rank takes ``rng``).
+its own dropout masks; absent or from another rank count: every rank takes ``rng``) and
+``dataset`` (``{"name", "path", "fingerprint"}`` of the data it trained on,
+:func:`dataset_fingerprint`; a resume onto other data is refused; absent: not compared).
+
+:class:`SaveFolder` holds the folder a run checkpoints into for the run's life (a lock: a second
+run saving there is refused at once; a folder the run made is removed if it fails before its
+first checkpoint).
 
 :class:`RunState` holds this state during a run and takes the steps every trainer shares
 (resume, begin and end an epoch, save on rank 0, stop gracefully on a signal).
@@ -18,9 +24,12 @@ its own dropout masks; absent or from another rank count: every rank takes ``rng
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
 import re
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Optional
 
 from .._checks import shown
 from .._io import atomic_write
@@ -58,6 +67,88 @@ def save_checkpoint(folder, state: Mapping) -> Path:
     return final
 
 
+class SaveFolder:
+    """The folder a run checkpoints into (``--save``, else ``--resume``), held for the run.
+
+    Built before any data is read: ``--save``'s folder is created if missing (remembering the
+    first folder this made), ``GraphfeedError`` if it cannot be or is not writable. Entered for
+    the run's life (rank 0): an exclusive ``flock`` on the folder itself, taken without
+    waiting, so a second run saving there is refused at once in one line; the kernel drops it
+    when the process ends however it ends (a SIGKILL leaves no stale lock), and no lock file is
+    left in the folder beside the checkpoint. Left by an
+    exception (a full disk, Ctrl-C before the first checkpoint), a folder this run made that
+    holds no checkpoint is removed, with the folders made above it; a folder that existed
+    before stays, and so does one holding a checkpoint (it is what ``--resume`` continues)."""
+
+    def __init__(self, folder, flag: str = "--save", *, create: bool = True):
+        self.folder, self.flag = Path(folder).absolute(), flag
+        self.made = None  # the first folder on the way that this created
+        self._held = None
+        if create:
+            missing = [p for p in (self.folder, *self.folder.parents) if not p.exists()]
+            try:
+                self.folder.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise GraphfeedError(f"{flag} {folder}: cannot create the folder "
+                                     f"({e.strerror or e})") from None
+            self.made = missing[-1] if missing else None
+            if not os.access(self.folder, os.W_OK):
+                raise GraphfeedError(f"{flag} {folder}: folder is not writable")
+
+    def __enter__(self) -> "SaveFolder":
+        import fcntl
+
+        try:
+            fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as e:
+            raise GraphfeedError(f"{self.flag} {self.folder}: cannot open the folder "
+                                 f"({e.strerror or e})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # a folder removed (by a run that failed and cleaned up) between open and flock
+            if os.stat(self.folder).st_ino != os.fstat(fd).st_ino:
+                raise FileNotFoundError(self.folder)
+        except BlockingIOError:
+            os.close(fd)
+            raise GraphfeedError(f"{self.flag} {self.folder}: another graphfeed train is saving "
+                                 f"there right now; wait for it to end, or choose another "
+                                 f"folder") from None
+        except OSError as e:
+            os.close(fd)
+            raise GraphfeedError(f"{self.flag} {self.folder}: cannot lock the folder "
+                                 f"({e.strerror or e})") from None
+        self._held = fd
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        fd, self._held = self._held, None
+        try:
+            if exc_type is not None and self.made is not None and \
+                    not checkpoint_path(self.folder).exists():
+                self._remove_made()
+        finally:
+            if fd is not None:
+                os.close(fd)  # releases the lock
+        return False
+
+    def _remove_made(self) -> None:
+        """Remove a checkpoint's temporary files (``.checkpoint.pt.*``) and every folder from
+        ``folder`` up to ``made`` that is then empty (``rmdir``: anything else a user put there
+        stays, and so does its folder)."""
+        for p in self.folder.glob(f".{FILENAME}.*"):
+            with contextlib.suppress(OSError):
+                p.unlink()
+        d = self.folder
+        while True:
+            try:
+                d.rmdir()
+            except OSError:
+                return
+            if d == self.made:
+                return
+            d = d.parent
+
+
 def load_checkpoint(folder) -> dict:
     """The state saved by :func:`save_checkpoint` (on CPU); errors name the file."""
     import pickle
@@ -75,8 +166,8 @@ def load_checkpoint(folder) -> dict:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise GraphfeedError(f"{path}: not a readable graphfeed checkpoint ({first})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
-        got = state.get("format") if isinstance(state, dict) else type(state).__name__
-        raise GraphfeedError(f"{path}: checkpoint format {got!r}, expected {FORMAT}")
+        got = _shown(state.get("format")) if isinstance(state, dict) else type(state).__name__
+        raise GraphfeedError(f"{path}: checkpoint format {got}, expected {FORMAT}")
     missing = [k for k in KEYS if k not in state]
     if missing:
         raise GraphfeedError(f"{path}: checkpoint lacks {missing}")
@@ -101,9 +192,20 @@ class _Bad(Exception):
     """A field of a checkpoint with a value of the wrong type or range: ``(field, message)``."""
 
 
+def _shown(v) -> str:
+    """``v`` for a message; a dict, or a list or tuple holding more than a few scalars, by its
+    type and size, never its repr: a pickle's memo lets a 1 kB file hold a list of 9 references
+    to a list of 9 references ..., whose repr has billions of items (``torch.load`` builds it in
+    microseconds)."""
+    if isinstance(v, dict) or (isinstance(v, (list, tuple)) and (
+            len(v) > 16 or any(isinstance(x, (list, tuple, dict)) for x in v))):
+        return f"a {type(v).__name__} of {len(v)} items"
+    return shown(v)
+
+
 def _need(ok: bool, field: str, v, expected: str) -> None:
     if not ok:
-        raise _Bad(field, f"is {shown(v)}, expected {expected}")
+        raise _Bad(field, f"is {_shown(v)}, expected {expected}")
 
 
 def _check_metrics(field: str, v, optional: bool) -> None:
@@ -131,7 +233,7 @@ def _check_epoch_stats(i: int, e) -> None:
     fields = {f.name: f for f in dataclasses.fields(EpochStats)}
     unknown = [k for k in e if k not in fields]
     if unknown:
-        raise _Bad(field, f"has unknown keys {shown(unknown)}")
+        raise _Bad(field, f"has unknown keys {shown([str(k)[:40] for k in unknown[:5]])}")
     required = [n for n, f in fields.items()
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     lacking = [k for k in required if k not in e]
@@ -151,11 +253,57 @@ def _check_epoch_stats(i: int, e) -> None:
             _need(_is_num(v), sub, v, "a number")
 
 
+def _check_tensors(field: str, sd) -> None:
+    import torch
+
+    _need(isinstance(sd, dict), field, sd, "a state dict of tensors")
+    for k, t in sd.items():
+        _need(isinstance(k, str) and isinstance(t, torch.Tensor), f"{field}[{_shown(k)}]", t,
+              "a tensor under a parameter name")
+
+
+def _check_optimizer(opt) -> None:
+    """A torch optimizer's ``state_dict()``: ``state`` (parameter index -> name -> tensor or
+    number) and ``param_groups`` (dicts of plain settings with ``params``: parameter indices).
+    Whether it fits this run's model is :func:`_load_optimizer`'s."""
+    import torch
+
+    _need(isinstance(opt, dict) and {"state", "param_groups"} <= set(opt), "optimizer", opt,
+          "a state dict {'state': {...}, 'param_groups': [...]}")
+    st, groups = opt["state"], opt["param_groups"]
+    _need(isinstance(st, dict), "optimizer.state", st, "a dict of parameter index -> state")
+    _need(isinstance(groups, list) and groups, "optimizer.param_groups", groups,
+          "a non-empty list of parameter groups")
+    seen = set()
+    for i, g in enumerate(groups):
+        f = f"optimizer.param_groups[{i}]"
+        _need(isinstance(g, dict) and isinstance(g.get("params"), list), f, g,
+              "a dict of settings with 'params': a list of parameter indices")
+        for k, v in g.items():
+            if k == "params":
+                for j, p in enumerate(v):
+                    _need(_is_int(p) and p >= 0 and p not in seen, f"{f}.params[{j}]", p,
+                          "a parameter index >= 0, once")
+                    seen.add(p)
+            else:
+                plain = v is None or isinstance(v, (bool, str)) or _is_num(v) or (
+                    isinstance(v, (list, tuple)) and len(v) <= 8 and all(map(_is_num, v)))
+                _need(isinstance(k, str) and plain, f"{f}.{_shown(k)}", v,
+                      "a number, bool, string, None or a few numbers")
+    for k, d in st.items():
+        f = f"optimizer.state[{_shown(k)}]"
+        _need(_is_int(k) and k in seen, f, k, "the index of a parameter of param_groups")
+        _need(isinstance(d, dict), f, d, "a dict of name -> tensor or number")
+        for name, v in d.items():
+            _need(isinstance(name, str) and (isinstance(v, torch.Tensor) or _is_num(v)),
+                  f"{f}.{_shown(name)}", v, "a tensor or a number")
+
+
 def _check_fields(state: Mapping) -> None:
     import torch
 
-    _need(isinstance(state["model"], dict), "model", state["model"], "a state dict")
-    _need(isinstance(state["optimizer"], dict), "optimizer", state["optimizer"], "a state dict")
+    _check_tensors("model", state["model"])
+    _check_optimizer(state["optimizer"])
     bm = state["best_model"]
     _need(bm is None or (isinstance(bm, dict) and all(isinstance(k, str) and
                                                       isinstance(t, torch.Tensor)
@@ -209,6 +357,11 @@ def _check_fields(state: Mapping) -> None:
                 c = d["cuda"]
                 _need(isinstance(c, torch.Tensor) and c.dtype == torch.uint8 and c.dim() == 1,
                       f"rank_rng[{i}].cuda", c, "a uint8 tensor")
+    ds = state.get("dataset")
+    if ds is not None:
+        _need(isinstance(ds, dict) and all(isinstance(ds.get(k), str) and len(ds[k]) <= 4096
+                                           for k in ("name", "path", "fingerprint")),
+              "dataset", ds, "None or {'name': str, 'path': str, 'fingerprint': str}")
 
 
 def check_state(path, state: Mapping) -> None:
@@ -234,8 +387,8 @@ def check_compatible(path, saved: Mapping, current: Mapping, keys) -> None:
             b = list(b)
         if a != b:
             raise GraphfeedError(
-                f"{checkpoint_path(path)} was written with {k}={a!r}, but this run has {k}={b!r}; "
-                f"resume with the same {k}"
+                f"{checkpoint_path(path)} was written with {k}={_shown(a)}, but this run has "
+                f"{k}={_shown(b)}; resume with the same {k}"
             )
 
 
@@ -296,7 +449,7 @@ class RunState:
     ``[loss sum, correct, seen]``."""
 
     def __init__(self, cfg, net, opt, result, *, trainer: str, keys, rank: int = 0,
-                 world_size: int = 1, say=print, scaler=None):
+                 world_size: int = 1, say=print, scaler=None, dataset=None):
         assert _TAG.fullmatch(trainer), trainer
         self.cfg, self.net, self.opt, self.result = cfg, net, opt, result
         self.scaler = scaler  # fp16's GradScaler: its scale goes on with the run
@@ -309,6 +462,30 @@ class RunState:
         self.partial = None  # an interrupted epoch's sums, until begin_epoch takes them
         self.start_epoch = 0
         self.stop = GracefulStop(world_size == 1 and self.save_dir is not None, say)
+        # the data the run trains on, recorded in its checkpoints and compared on resume
+        self.data_name, self.data_folder = _data_folder(cfg, dataset)
+        self._data_record = None
+
+    def data_record(self) -> Optional[dict]:
+        """``{"name", "path", "fingerprint"}`` of the run's data (computed once), or ``None``
+        where its folder is unknown (a dataset built in memory)."""
+        if self._data_record is None and self.data_folder is not None:
+            self._data_record = {"name": self.data_name, "path": str(self.data_folder),
+                                 "fingerprint": dataset_fingerprint(self.data_folder)}
+        return self._data_record
+
+    def _check_same_data(self, path, saved) -> None:
+        """Refuse to resume a checkpoint trained on other data than this run's (a re-prepared
+        or edited dataset of the same name): its test figures and weights belong to that data.
+        A checkpoint without the record (older), or a run whose data has no folder, passes."""
+        mine = self.data_record() if saved is not None else None
+        if mine is None or saved["fingerprint"] == mine["fingerprint"]:
+            return
+        raise GraphfeedError(
+            f"{path} was trained on dataset {shown(saved['name'])} ({shown(saved['path'])}, "
+            f"fingerprint {saved['fingerprint'][:12]}), but this run's dataset "
+            f"{shown(mine['name'])} ({mine['path']}) holds other data (fingerprint "
+            f"{mine['fingerprint'][:12]}); resume on the same data, or start a new run")
 
     # ------------------------------------------------------------------ resume
     def resume(self, loader) -> None:
@@ -331,13 +508,18 @@ class RunState:
                 f"this run is {_TRAINER_NAMES.get(self.trainer, self.trainer)}: resume with the same dataset and "
                 f"--task")
         check_compatible(cfg.resume, state["config"], cfg.to_dict(), self.keys)
+        self._check_same_data(path, state.get("dataset"))
+        own = self.net.state_dict()
+        _check_fits(path, "model", state["model"], own)
+        if state["best_model"] is not None:
+            _check_fits(path, "best_model", state["best_model"], own)
         try:
             self.net.load_state_dict(state["model"])
-            self.opt.load_state_dict(state["optimizer"])
-        except (RuntimeError, ValueError, KeyError) as e:
+        except (RuntimeError, ValueError, KeyError, TypeError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise GraphfeedError(f"{path}: its model does not fit this run (another dataset?): "
-                                 f"{first}") from None
+                                 f"{first[:200]}") from None
+        _load_optimizer(path, self.opt, state["optimizer"])
         if self.scaler is not None and state.get("scaler") is not None:
             self.scaler.load_state_dict(state["scaler"])
         loader.load_state_dict(state["loader"])
@@ -479,6 +661,7 @@ class RunState:
             "bad_epochs": self.bad_epochs, "rng": torch.get_rng_state(), "partial": partial,
             "rank_rng": rank_rng,
             "scaler": None if self.scaler is None else self.scaler.state_dict(),
+            "dataset": self.data_record(),
         })
 
     @property
@@ -491,6 +674,116 @@ _TRAINER_NAMES = {"node": "node-classification", "link": "link-prediction",
                   "hetero": "heterogeneous node-classification",
                   "hetero-link": "typed link-prediction",
                   "partitioned": "partitioned node-classification"}
+
+
+def _check_fits(path, field: str, sd: Mapping, own: Mapping) -> None:
+    """Refuse a state dict whose names or shapes differ from this run's model, before it is
+    loaded (``best_model`` is loaded only at the end, for ``--predict``)."""
+    missing = [k for k in own if k not in sd]
+    extra = [k for k in sd if k not in own]
+    if missing or extra:
+        which = f"lacks {shown(missing[:3])}" if missing else f"has unknown {shown(extra[:3])}"
+        raise GraphfeedError(f"{path}: checkpoint field {field} {which}: its model does not fit "
+                             f"this run (another dataset or --model?)")
+    for k, t in own.items():
+        if tuple(sd[k].shape) != tuple(t.shape):
+            raise GraphfeedError(f"{path}: checkpoint field {field}[{shown(k)}] has shape "
+                                 f"{tuple(sd[k].shape)}, this run's model {tuple(t.shape)} "
+                                 f"(another dataset or --hidden?)")
+
+
+def _load_optimizer(path, opt, saved: Mapping) -> None:
+    """Load the optimizer state (its structure checked by :func:`check_state`), then refuse one
+    that does not fit the model: ``load_state_dict`` accepts a moment tensor of another shape or
+    dtype, which fails later, in the first step."""
+    import torch
+
+    try:
+        opt.load_state_dict(saved)
+    except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise GraphfeedError(f"{path}: checkpoint field optimizer does not fit this run's model "
+                             f"({first[:200]})") from None
+    index = 0
+    for g in opt.param_groups:
+        for p in g["params"]:
+            for name, v in opt.state.get(p, {}).items():
+                f = f"optimizer.state[{index}].{shown(name)}"
+                if name == "step":
+                    ok = (not isinstance(v, torch.Tensor) or v.numel() == 1) and float(v) >= 0
+                    want = "a count >= 0"
+                else:
+                    ok = not isinstance(v, torch.Tensor) or (
+                        v.is_floating_point() and tuple(v.shape) == tuple(p.shape))
+                    want = f"a float tensor of its parameter's shape {tuple(p.shape)}"
+                if not ok:
+                    got = (f"a {v.dtype} tensor of shape {tuple(v.shape)}"
+                           if isinstance(v, torch.Tensor) else shown(v))
+                    raise GraphfeedError(f"{path}: checkpoint field {f} is {got}, expected "
+                                         f"{want}")
+            index += 1
+
+
+# ---------------------------------------------------------------- the data a run trains on
+#: a dataset's fingerprint reads each array file whole up to this size (labels and splits of
+#: any ordinary dataset, which decide the test figures), else this many chunks of this size
+#: spread over it: at most about 1 MiB a file, once per run
+FINGERPRINT_WHOLE = 1 << 20
+FINGERPRINT_CHUNKS = 64
+FINGERPRINT_CHUNK = 16 << 10
+
+
+def dataset_fingerprint(folder) -> str:
+    """A hex digest of the data in dataset (or partitions) folder ``folder``: each ``.json``
+    (the metadata) and ``.npy`` file's relative path and size, and its bytes (whole up to
+    :data:`FINGERPRINT_WHOLE`, else :data:`FINGERPRINT_CHUNKS` evenly spread chunks and the
+    last one). Content rather than modification times, so a copied or re-generated identical
+    dataset keeps its fingerprint while a re-prepared or edited one (other sizes, metadata,
+    labels or splits) does not; sampling keeps it cheap on a 28 GB feature file, at the price
+    of missing an edit that changes no size and falls between the samples of a large file.
+    Hidden entries (locks, temporary folders) and the LMDB copies that ``features=lmdb``
+    builds beside the arrays are left out: they change without the data changing."""
+    folder = Path(folder)
+    h = hashlib.blake2b(digest_size=16)
+    files = []
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not d.endswith(".lmdb"))
+        files += [Path(root, n) for n in names
+                  if not n.startswith(".") and n.endswith((".npy", ".json"))]
+    for f in sorted(files):
+        try:
+            with open(f, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                h.update(f"{f.relative_to(folder).as_posix()}\0{size}\0".encode())
+                if size <= FINGERPRINT_WHOLE:
+                    h.update(fh.read())
+                    continue
+                last = size - FINGERPRINT_CHUNK
+                for i in range(FINGERPRINT_CHUNKS + 1):
+                    h.update(os.pread(fh.fileno(), FINGERPRINT_CHUNK,
+                                      last * i // FINGERPRINT_CHUNKS))
+        except OSError as e:
+            raise GraphfeedError(f"cannot read {f} to fingerprint the dataset: "
+                                 f"{e.strerror or e}") from None
+    return h.hexdigest()
+
+
+def _data_folder(cfg, dataset) -> tuple:
+    """``(name, folder)`` of the data a run of ``cfg`` trains on: ``dataset``'s folder when the
+    caller has it open, else ``--partitions``, else ``--dataset`` (a folder, or a built-in
+    name's cache folder, without generating it); ``folder`` ``None`` where none exists."""
+    if dataset is not None:  # a Dataset (datasets.format): opened from its folder
+        return str(dataset.name), Path(dataset.path)
+    if cfg.partitions:
+        return str(cfg.partitions), Path(cfg.partitions)
+    from ..datasets import synthetic
+
+    spec = str(cfg.dataset)
+    if spec in synthetic.SPECS and not Path(spec).is_dir():
+        folder = synthetic.builtin_path(spec, Path(cfg.data_root) if cfg.data_root else None)
+    else:
+        folder = Path(spec)
+    return spec, (folder if folder.is_dir() else None)
 
 
 def _rng_states(world_size: int) -> list:
