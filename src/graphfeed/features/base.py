@@ -18,24 +18,51 @@ import torch
 from ..errors import GraphfeedError
 
 
-def as_id_tensor(ids, *, name: str = "ids") -> torch.Tensor:
-    """Normalise ids (tensor, ndarray, list) to a 1-D int64 CPU tensor without copying when
-    they already are one."""
+#: integer dtypes ids may come in (as int64 after :func:`as_id_tensor`)
+_ID_DTYPES = (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8)
+#: torch's wider unsigned dtypes (torch >= 2.3), read through numpy: torch has few ops for them
+_UNSIGNED = tuple(d for d in (getattr(torch, n, None) for n in ("uint16", "uint32", "uint64"))
+                  if d is not None)
+_INT64_MAX = (1 << 63) - 1
+
+
+def as_id_tensor(ids, *, name: str = "ids", num_rows: Optional[int] = None,
+                 what: Optional[str] = None) -> torch.Tensor:
+    """Normalise ids (tensor, ndarray, list) to a 1-D int64 tensor without copying when they
+    already are one (a tensor stays on its device). Unsigned ids are accepted; one past int64
+    is refused with the value given (not its wrapped negative), in ``[0, num_rows)`` ``for
+    what`` when the caller names them."""
+    if isinstance(ids, torch.Tensor) and ids.dtype in _UNSIGNED:
+        ids = ids.detach().cpu().numpy()
     if isinstance(ids, torch.Tensor):
         t = ids
     else:
-        a = np.asarray(ids)
+        if isinstance(ids, (str, bytes)) or ids is None:
+            raise GraphfeedError(f"{name} must be 1-D integers, got {type(ids).__name__}")
+        try:
+            a = np.asarray(ids)
+        except (ValueError, TypeError):  # a ragged list
+            raise GraphfeedError(f"{name} must be 1-D integers, got a {type(ids).__name__} "
+                                 f"numpy cannot make an array of") from None
         if a.size == 0:
             a = a.astype(np.int64)
         if a.dtype.kind not in "iu":
             raise GraphfeedError(f"{name} must be integers, got dtype {a.dtype}")
+        if a.ndim != 1:
+            raise GraphfeedError(f"{name} must be 1-D, got shape {a.shape}")
+        if a.dtype.kind == "u" and a.dtype.itemsize == 8 and a.size and int(a.max()) > _INT64_MAX:
+            bound = f"[0, {num_rows})" if num_rows is not None else "[0, 2**63)"
+            raise GraphfeedError(f"id {int(a.max())} is out of range {bound}"
+                                 + (f" for {what}" if what else f" ({name} are int64)"))
+        if a.dtype.kind == "u" and a.dtype.itemsize >= 2:  # torch lacks most ops on these
+            a = a.astype(np.int64)
         a = np.ascontiguousarray(a)
         if not a.flags.writeable:  # a read-only map (a part's splits): torch wants writable
             a = a.copy()
         t = torch.from_numpy(a)
     if t.dim() != 1:
         raise GraphfeedError(f"{name} must be 1-D, got shape {tuple(t.shape)}")
-    if t.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
+    if t.dtype not in _ID_DTYPES:
         raise GraphfeedError(f"{name} must be an integer tensor, got {t.dtype}")
     if t.dtype != torch.int64:
         t = t.to(torch.int64)
@@ -105,24 +132,35 @@ class Feature(abc.ABC):
              executor: Optional[Executor] = None) -> torch.Tensor:
         """Rows for ``ids`` (1-D integers), shape ``(len(ids), *row_shape)``.
 
-        ``out``, if given, must be a contiguous tensor of exactly that shape and this dtype; the
-        rows are written into it (lets the loader reuse buffers). ``check=False`` skips the id
+        ``out``, if given, must be a contiguous torch tensor of exactly that shape, this dtype and
+        on this feature's device; the rows are written into it (lets the loader reuse buffers).
+        Ids on a GPU given to a CPU feature are read through a CPU copy. ``check=False`` skips the id
         range check when the caller already guarantees it (the sampler's ids always are in range).
         ``executor``: where a backend that splits a large read into chunks runs them (the
         loader's intra-batch executor; chunks never submit further work). ``None``: the
         feature's own threads (``num_threads``), started on first use, or the calling thread.
         """
-        ids = as_id_tensor(ids)
+        what = f"{self.kind} feature of {self.num_rows} rows"
+        ids = as_id_tensor(ids, num_rows=self.num_rows, what=what)
+        if not isinstance(check, bool):
+            raise GraphfeedError(f"check must be True or False, got {type(check).__name__}")
+        if executor is not None and not isinstance(executor, Executor):
+            raise GraphfeedError(f"executor must be a concurrent.futures.Executor or None, got "
+                                 f"{type(executor).__name__}")
+        if ids.device != self.device and self.device.type == "cpu":
+            ids = ids.cpu()  # a GPU sampler's ids for a CPU feature (the hook reads CPU ids)
         if check:
-            check_id_range(ids, self.num_rows, what=f"{self.kind} feature of {self.num_rows} rows")
+            check_id_range(ids, self.num_rows, what=what)
         if out is not None:
             want = (ids.shape[0], *self.row_shape)
-            if tuple(out.shape) != want or out.dtype != self.dtype or not out.is_contiguous():
-                raise GraphfeedError(
-                    f"out must be a contiguous {self.dtype} tensor of shape {want}, "
-                    f"got {'' if out.is_contiguous() else 'a non-contiguous '}{out.dtype} "
-                    f"{tuple(out.shape)}"
-                )
+            if not isinstance(out, torch.Tensor) or tuple(out.shape) != want or \
+                    out.dtype != self.dtype or out.device != self.device or \
+                    not out.is_contiguous():
+                got = (f"{'' if out.is_contiguous() else 'a non-contiguous '}{out.dtype} "
+                       f"{tuple(out.shape)} on {out.device}" if isinstance(out, torch.Tensor)
+                       else f"a {type(out).__module__}.{type(out).__name__}")
+                raise GraphfeedError(f"out must be a contiguous torch tensor of dtype "
+                                     f"{self.dtype}, shape {want} on {self.device}, got {got}")
         return self._read(ids, out, executor)
 
     @abc.abstractmethod

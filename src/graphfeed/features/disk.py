@@ -258,6 +258,11 @@ class DiskFeature(StoredFeature):
         io_engine: str = "auto",
         dtype=None,
     ):
+        if not isinstance(path, (str, os.PathLike)):
+            raise GraphfeedError(f"path must be a str or os.PathLike to a .npy file, got "
+                                 f"{type(path).__name__}")
+        if not isinstance(sort_ids, bool):
+            raise GraphfeedError(f"sort_ids must be True or False, got {type(sort_ids).__name__}")
         self.path = Path(path)
         np_dtype, shape, _, self._offset = read_npy_header(self.path)
         self._set_layout(np_dtype, shape, str(self.path), dtype)
@@ -270,7 +275,7 @@ class DiskFeature(StoredFeature):
         elif not isinstance(direct_io, bool):
             raise GraphfeedError(f"direct_io must be True, False or 'auto', got {direct_io!r}")
         self.direct_io = direct_io
-        self.sort_ids = bool(sort_ids)
+        self.sort_ids = sort_ids
         self.max_gap = check_int("max_gap", max_gap, 0)
         self.max_read = check_int("max_read", max_read, DIRECT_ALIGN)
         self.queue_depth = check_int("queue_depth", queue_depth, 1, 4096)

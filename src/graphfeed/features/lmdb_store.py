@@ -71,6 +71,17 @@ def _lmdb():
     return lmdb
 
 
+def _check_path(name: str, path) -> None:
+    if not isinstance(path, (str, os.PathLike)):
+        raise GraphfeedError(f"{name} must be a str or os.PathLike, got {type(path).__name__}")
+
+
+def _check_rows_per_chunk(rows_per_chunk) -> Optional[int]:
+    """``None`` (the default, about 512 KiB a chunk) or an int ``>= 1``: ``0`` is not the
+    default, ``"5"`` not a count."""
+    return None if rows_per_chunk is None else check_int("rows_per_chunk", rows_per_chunk, 1)
+
+
 def _chunk_key(c: int) -> bytes:
     return struct.pack(">Q", c)
 
@@ -248,8 +259,11 @@ class LMDBFeature(StoredFeature):
 
     def __init__(self, path: str | os.PathLike, *, readonly: bool = True, num_threads: int = 2,
                  dtype=None):
+        _check_path("path", path)
+        if not isinstance(readonly, bool):
+            raise GraphfeedError(f"readonly must be True or False, got {type(readonly).__name__}")
         self.path = Path(path)
-        self.readonly = bool(readonly)
+        self.readonly = readonly
         self._pool = ChunkPool(check_int("num_threads", num_threads, 1), "gf-lmdb")
         _lmdb()  # fail early and clearly when the extra is missing
         if not (self.path / "data.mdb").is_file():
@@ -411,6 +425,13 @@ class LMDBFeature(StoredFeature):
         complete, so an interrupted build never leaves a store that opens.
         ``rows_per_chunk`` defaults to about 512 KiB per chunk.
         """
+        _check_path("path", path)
+        for name, v in (("overwrite", overwrite), ("readonly", readonly)):
+            if not isinstance(v, bool):
+                raise GraphfeedError(f"{name} must be True or False, got {type(v).__name__}")
+        rows_per_chunk = _check_rows_per_chunk(rows_per_chunk)
+        if map_size is not None:
+            map_size = check_int("map_size", map_size, 1)
         lmdb = _lmdb()
         path = Path(path)
         with _ENVS_LOCK:
@@ -425,9 +446,7 @@ class LMDBFeature(StoredFeature):
         np_dtype = first.dtype
         torch_dtype(np_dtype, source=str(path), as_dtype=dtype)
         row_nbytes = int(np.prod(row_shape, dtype=np.int64)) * np_dtype.itemsize
-        rpc = int(rows_per_chunk) if rows_per_chunk else default_rows_per_chunk(row_nbytes)
-        if rpc < 1:
-            raise GraphfeedError(f"rows_per_chunk must be >= 1, got {rows_per_chunk}")
+        rpc = rows_per_chunk if rows_per_chunk is not None else default_rows_per_chunk(row_nbytes)
         with atomic_dir(path, overwrite=overwrite, markers=("data.mdb",)) as tmp, \
                 _claim_build(tmp):
             env = lmdb.open(
@@ -707,6 +726,11 @@ def open_npy(
     :func:`lmdb_path_for`), built on first use and rebuilt when the ``.npy`` changed (shape,
     dtype, or the size and mtime recorded at the build). ``dtype``: as :class:`LMDBFeature`'s
     (``"bfloat16"`` for a file of bf16 bits)."""
+    _check_path("npy_path", npy_path)
+    if lmdb_path is not None:
+        _check_path("lmdb_path", lmdb_path)
+    rows_per_chunk = _check_rows_per_chunk(rows_per_chunk)
+    check_int("num_threads", num_threads, 1)
     path = Path(npy_path)
     store_path = Path(lmdb_path) if lmdb_path is not None else lmdb_path_for(path)
     # several ranks may open the same store first: one builds, the others wait and reuse it;

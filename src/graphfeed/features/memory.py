@@ -80,7 +80,15 @@ class InMemoryFeature(PoolOwner, Feature):
     kind = "in-memory"
 
     def __init__(self, data, *, num_threads: int = 2, huge_pages: bool = True, dtype=None):
+        if not isinstance(huge_pages, bool):
+            raise GraphfeedError(f"huge_pages must be True or False, got "
+                                 f"{type(huge_pages).__name__}")
         t = to_tensor(data, dtype)
+        if t.layout != torch.strided:  # reads gather rows of a dense table
+            raise GraphfeedError(f"data must be a dense tensor, got a "
+                                 f"{str(t.layout).removeprefix('torch.')} one; call .to_dense()")
+        if t.device.type == "meta":
+            raise GraphfeedError("data is on the meta device: it holds no values to read")
         if t.dim() == 0:
             raise GraphfeedError("a feature needs at least one dimension (rows)")
         self._data = t

@@ -35,6 +35,9 @@ class PinnedFeature(WrappedFeature):
     def __init__(self, feature: Feature, *, pin_outputs: bool = True):
         if not isinstance(feature, Feature):
             raise GraphfeedError(f"PinnedFeature wraps a graphfeed Feature, got {type(feature).__name__}")
+        if not isinstance(pin_outputs, bool):
+            raise GraphfeedError(f"pin_outputs must be True or False, got "
+                                 f"{type(pin_outputs).__name__}")
         self.feature = feature
         self._cuda = cuda_available()
         self.pin_outputs = bool(pin_outputs) and self._cuda

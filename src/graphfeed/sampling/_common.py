@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
-from .._checks import check_int
+from .._checks import check_int, shown
 from ..errors import GraphfeedError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,6 +54,72 @@ def check_fanouts(fanouts, *, name: str = "fanouts",
                 f"{name} must be ints {bound}, or -1 for every neighbour; got {f!r} in {vals}")
         out.append(v)
     return tuple(out)
+
+
+#: a sampler's seed is any uint64 (the key space of the counters; ``graphfeed train --seed``
+#: takes its lower half); a negative one would alias one of them (``-1`` is ``2**64 - 1``)
+MAX_SEED = _M64
+#: bytes an edge sampled with replacement takes in a layer's outputs (edge_index, source, id)
+EDGE_OUTPUT_BYTES = 32
+
+
+def check_flag(name: str, value) -> bool:
+    """``value`` when it is ``True`` or ``False``; ``bool("no")`` would be ``True``."""
+    if not isinstance(value, bool):
+        raise GraphfeedError(f"{name} must be True or False, got {type(value).__name__} "
+                             f"{shown(value)}")
+    return value
+
+
+def check_seed(seed) -> int:
+    """A sampler's seed: an int in ``[0, 2**64 - 1]`` (refused below 0, as the CLI does)."""
+    return check_int("seed", seed, 0, MAX_SEED)
+
+
+def check_batch_position(epoch, batch_index, executor) -> tuple[int, int]:
+    """``sample``'s ``(epoch, batch_index)`` as ints of 64 bits (the batch's randomness derives
+    from their 64 bits: ``1.5`` would be batch 1, ``2**64 + 1`` batch 1 too); ``executor`` an
+    ``Executor`` or ``None``."""
+    from concurrent.futures import Executor
+
+    if executor is not None and not isinstance(executor, Executor):
+        raise GraphfeedError(f"executor must be a concurrent.futures.Executor or None, got "
+                             f"{type(executor).__name__}")
+    return (check_int("epoch", epoch, -(1 << 63), MAX_SEED),
+            check_int("batch_index", batch_index, -(1 << 63), MAX_SEED))
+
+
+def kernel_fanouts(fanouts: tuple, graph, replace: bool) -> tuple:
+    """The fanouts the kernels get. Without replacement, a fanout above the graph's largest
+    in-degree takes every in-edge of every node, as that in-degree does, while the kernels size
+    a per-destination table by the fanout (``2 * fanout`` slots past ``FLOYD_MAX_K``:
+    ``10**12`` was a ``MemoryError``): such fanouts are capped there, which gives the same
+    batches. ``graph.in_degrees`` (O(N) once) is only read when a fanout exceeds
+    ``FLOYD_MAX_K``."""
+    from ._kernels import FLOYD_MAX_K
+
+    if replace or max(fanouts) <= FLOYD_MAX_K:
+        return fanouts
+    degrees = graph.in_degrees
+    top = max(int(degrees.max()) if degrees.shape[0] else 0, 1)
+    return tuple(min(f, top) for f in fanouts)
+
+
+def check_draws(fanouts: tuple, n_dst: int, replace: bool, memory: int) -> None:
+    """Refuse a layer of ``n_dst`` destinations whose draws with replacement (``fanout`` each,
+    whatever their degree) would need more than ``memory`` bytes of outputs, before the kernels
+    allocate them (``n_dst=1``: the fanouts themselves, at construction)."""
+    if not replace or not memory:
+        return
+    from .._units import format_bytes
+
+    for f in fanouts:
+        need = n_dst * f * EDGE_OUTPUT_BYTES
+        if need > memory:
+            raise GraphfeedError(
+                f"fanouts: {f:,} draws with replacement for each of {n_dst:,} destinations "
+                f"need {format_bytes(need)} of outputs, more than this machine's "
+                f"{format_bytes(memory)}; use a smaller fanout")
 
 
 def reverse_hops(num_neighbors, *, name: str = "num_neighbors"):

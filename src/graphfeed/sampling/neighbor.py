@@ -15,7 +15,8 @@ from .._checks import check_int
 from .._threads import ChunkPool, run_chunks
 from ..errors import GraphfeedError
 from ..graph.csc import CSCGraph
-from ._common import (batch_key, check_fanouts, check_method, labor_key, labor_rotation,
+from ._common import (batch_key, check_batch_position, check_draws, check_fanouts, check_flag,
+                      check_method, check_seed, kernel_fanouts, labor_key, labor_rotation,
                       resolve_fanouts)
 from ._cpu_common import (DENSE_MAP_MAX_BYTES, MapPool,  # noqa: F401 (named in the docstring)
                           choose_node_map, readonly_view, seeds_to_numpy)
@@ -90,10 +91,15 @@ class NeighborSampler(Sampler):
             raise GraphfeedError(f"graph must be a CSCGraph, got {type(graph).__name__}")
         self.graph = graph
         self._fanouts = check_fanouts(resolve_fanouts(fanouts, num_neighbors, "NeighborSampler"))
-        self.replace = bool(replace)
-        self.seed = int(seed)
+        self.replace = check_flag("replace", replace)
+        self.seed = check_seed(seed)
         self.num_threads = check_int("num_threads", num_threads, 1)
-        self.return_edge_ids = bool(return_edge_ids)
+        self.return_edge_ids = check_flag("return_edge_ids", return_edge_ids)
+        from .._memory import host_memory
+
+        self._memory = host_memory()[0]  # what a layer's draws with replacement may take
+        check_draws(self._fanouts, 1, self.replace, self._memory)
+        self._kfanouts = kernel_fanouts(self._fanouts, graph, self.replace)
         self.method = check_method(resolve_method(method), self.replace, "NeighborSampler")
         self._arrays = method_arrays(self.method, graph, "NeighborSampler")
         self._prep: Optional[dict] = None
@@ -146,8 +152,7 @@ class NeighborSampler(Sampler):
         ``executor`` runs the chunks of large layers (see the class docstring).
         ``seed_times`` (temporal method only): one time per seed; default the seeds' node
         times."""
-        from . import _kernels as K
-
+        epoch, batch_index = check_batch_position(epoch, batch_index, executor)
         seeds_np = seeds_to_numpy(seeds, self._num_nodes)
         times = None
         if self.method.kind == "temporal":
@@ -175,15 +180,16 @@ class NeighborSampler(Sampler):
             blocks = []
             dst = seeds_np
             for layer in range(len(self._fanouts) - 1, -1, -1):
+                fanout = self._kfanouts[layer]
+                check_draws((fanout,), int(dst.shape[0]), self.replace, self._memory)
                 key = np.uint64(batch_key(self.seed, epoch, batch_index, layer))
                 ew = None
                 if self.method.is_uniform:
-                    edge_index, eids, src = self._sample_layer(
-                        dst, self._fanouts[layer], key, box, executor)
+                    edge_index, eids, src = self._sample_layer(dst, fanout, key, box, executor)
                 else:
                     nkey = np.uint64(labor_key(self.seed, epoch, batch_index, layer, self.method))
                     edge_index, eids, src, ew, times = self._sample_layer_method(
-                        dst, self._fanouts[layer], key, nkey, times, box, executor)
+                        dst, fanout, key, nkey, times, box, executor)
                 blocks.append(
                     Block(
                         edge_index=torch.from_numpy(edge_index),
