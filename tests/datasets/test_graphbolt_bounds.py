@@ -279,3 +279,23 @@ def test_a_sparse_tensor_with_indices_outside_its_shape_is_refused(tmp_path, cap
     rc, _, err = run_cli(["prepare", "graphbolt", src, tmp_path / "out", "--task", "0",
                           "--no-progress"], capsys)
     assert_one_line_error(rc, err, "node-feat-1.pt", "not a tensor file")
+
+
+@pytest.mark.parametrize("which", ["train", "validation"])
+def test_2d_node_seeds_are_refused_as_what_they_are(tmp_path, capsys, which):
+    # a node classification set with (50, 2) seeds was taken for link prediction and refused
+    # as "link labels must be one 0 or 1 per pair"
+    src = tmp_path / "gb"
+    meta = homogeneous(src)["meta"]
+    del meta["feature_data"][2]  # edge features do not come with the link task below
+    (src / "metadata.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+    np.save(src / f"nc-{which}-seeds.npy", np.arange(100).reshape(50, 2))
+    np.save(src / f"nc-{which}-labels.npy", np.arange(50) % 10)
+    rc, _, err = run_cli(["prepare", "graphbolt", src, tmp_path / "out", "--task", "0",
+                          "--no-progress"], capsys)
+    assert_one_line_error(rc, err, f"tasks[0].{which}_set[0]",
+                          "seeds must be 1-D node ids, got shape (50, 2)")
+    # pairs with 0/1 labels in every set stay a link prediction task
+    rc, _, err = run_cli(["prepare", "graphbolt", src, tmp_path / "link", "--task", "1",
+                          "--no-progress"], capsys)
+    assert rc == 0, err

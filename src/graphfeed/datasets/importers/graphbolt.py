@@ -568,20 +568,25 @@ def _set_arrays(meta, s) -> dict:
 
 
 def _kind(meta, task) -> str:
-    kinds = set()
+    """``"link"`` or ``"node"``: link data (``node_pairs``, ``negative_dsts``, ``indexes``) in
+    any set, or ``(N, 2)`` seeds in every set whose labels (if any) are 0/1 and the task's
+    ``num_classes`` (if any) at most 2, make a link prediction task; anything else is node
+    classification, whose checks then refuse seeds that are not 1-D ids as such."""
     for sets in task["sets"].values():
         for s in sets:
             for d in s["data"]:
                 if d["name"] in ("node_pairs", "negative_dsts", "indexes"):
-                    kinds.add("link")
-    if not kinds:
-        first = next((s for sets in task["sets"].values() for s in sets), None)
-        if first is None:
-            raise meta.err(task["where"], "the task has no train_set, validation_set or "
-                                          "test_set")
-        seeds = _set_arrays(meta, first)["seeds"]
-        kinds.add("link" if seeds.ndim == 2 else "node")
-    return kinds.pop()
+                    return "link"
+    every = [s for sets in task["sets"].values() for s in sets]
+    if not every:
+        raise meta.err(task["where"], "the task has no train_set, validation_set or test_set")
+    arrays = [_set_arrays(meta, s) for s in every]
+    if any(a["seeds"].ndim != 2 for a in arrays):
+        return "node"
+    nc = task["num_classes"]
+    classes = (nc is not None and nc > 2) or any(
+        "labels" in a and not np.isin(np.asarray(a["labels"]), (0, 1)).all() for a in arrays)
+    return "node" if classes else "link"
 
 
 def _node_task(meta: GraphBoltMetadata, task, label_feature) -> tuple:
@@ -630,8 +635,8 @@ def _node_task(meta: GraphBoltMetadata, task, label_feature) -> tuple:
                                            f"classification set")
             seeds = arr["seeds"]
             if seeds.ndim != 1:
-                raise meta.err(s["where"], f"node seeds must be 1-D ids, got shape "
-                                           f"{seeds.shape}")
+                raise meta.err(s["where"], f"seeds must be 1-D node ids, got shape "
+                                           f"{tuple(seeds.shape)}")
             seeds = _ints(seeds, s["where"], "seeds")
             _in_range(seeds, n, f"{meta.file}: {s['where']}", "seed")
             ids = seeds + off
