@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+from load_scale import ENV as SLOWNESS_ENV
+from load_scale import current_factor
 from shared_paths import shared_datasets_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,3 +113,19 @@ def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs a CUDA device")
     for it in cuda_items:
         it.add_marker(skip)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_timeout_set_timer(item, settings):
+    """Every pytest-timeout limit (the ini's 300 s, a ``timeout`` marker) times how much slower
+    the machine runs than a quiet one when the test starts (``tests/load_scale.py``): the
+    limits are a quiet machine's, and a test beside other work is not a hung one. The factor
+    is exported for the test's inner deadlines and its child processes. Where
+    pytest-timeout is missing this hook is never called."""
+    import pytest_timeout
+
+    f = current_factor()
+    os.environ[SLOWNESS_ENV] = f"{f:.3f}"
+    item.user_properties.append(("time_limit_factor", round(f, 3)))
+    return pytest_timeout.pytest_timeout_set_timer(
+        item=item, settings=settings._replace(timeout=settings.timeout * f))

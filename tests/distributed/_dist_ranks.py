@@ -165,8 +165,9 @@ def share_dataset_everywhere(path: str):
     private copies; report where things live and checksums."""
     from graphfeed.datasets.format import Dataset
     from graphfeed.distributed import World, init, list_segments, share_dataset
+    from load_scale import scaled  # the parent test's factor (its environment)
 
-    w = init(World.from_env(), timeout_s=60)
+    w = init(World.from_env(), timeout_s=scaled(60))
     out = {"rank": w.rank}
     for label, kw, sd_kw in (
         ("mapped", {}, {}),

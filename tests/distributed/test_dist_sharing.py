@@ -8,6 +8,7 @@ import pytest
 
 import _dist_ranks as ranks
 from graphfeed.distributed import launch
+from load_scale import scaled
 from graphfeed.distributed.sharing import share_arrays, share_dataset
 from graphfeed.distributed.world import World
 
@@ -18,7 +19,7 @@ MB = 1 << 20
 
 def test_two_ranks_share_one_copy_and_a_private_copy_costs_double(no_leftover_segments):
     size = 48 * MB
-    out = launch(ranks.share_then_private, 2, size, timeout_s=60)
+    out = launch(ranks.share_then_private, 2, size, timeout_s=scaled(60))
     # launch: results in rank order, torchrun's variables, a working process group
     assert [r["world"].rank for r in out] == [0, 1]
     assert [r["world"].local_rank for r in out] == [0, 1]
@@ -58,7 +59,7 @@ def test_share_dataset_places_each_array_once_per_machine(tiny_path, no_leftover
     want_graph = (int(ds.graph.indptr.sum()), int(ds.graph.indices.astype(np.int64).sum()))
     target = ds.target
 
-    out = launch(ranks.share_dataset_everywhere, 2, tiny_path, timeout_s=60)
+    out = launch(ranks.share_dataset_everywhere, 2, tiny_path, timeout_s=scaled(60))
     for r in out:
         for label in ("mapped", "in_memory", "private", "disk"):
             rec = r[label]
@@ -105,7 +106,7 @@ def test_unknown_backend_is_rejected(tiny_path):
 def test_ranks_agree_on_rank_0s_automatic_mode():
     """Ranks with different free GPU memory would pick different modes on their own numbers;
     the plan makes rank 0's choice everyone's, checked against each rank's hardware."""
-    out = launch(ranks.decide_with_rank_hardware, 2, [40 * 10**9, 12 * 10**9], timeout_s=60)
+    out = launch(ranks.decide_with_rank_hardware, 2, [40 * 10**9, 12 * 10**9], timeout_s=scaled(60))
     (own0, mode0, _), (own1, mode1, reason1) = out
     assert (own0, own1) == ("cuda-cuda", "pinned-cuda")  # what each would choose alone
     assert mode0 == mode1 == "cuda-cuda"

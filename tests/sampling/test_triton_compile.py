@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from load_scale import scaled
 from sampling_helpers import random_graph
 from triton_specs import recording, to_json
 
@@ -129,7 +130,7 @@ def test_every_launched_variant_compiles_for_sm90(runs, tmp_path):
     index_types = {args[0][1] for name, args, _ in specs if name == "sample_kernel"}
     assert index_types == {"int32", "int64"}
 
-    compiled, tail = _compile_for_sm90(specs, tmp_path, timeout=1700)
+    compiled, tail = _compile_for_sm90(specs, tmp_path, timeout=scaled(1700))
     assert compiled >= len(specs), tail
 
 
@@ -212,5 +213,5 @@ def test_gpu_cache_gather_kernel_compiles_for_sm90(tmp_path):
             cache.read(ids[1:], out=buf[1:])  # a slice: not 16-byte aligned
             assert cache.uses_gather_kernel
     assert seen and seen <= listed, seen - listed
-    compiled, tail = _compile_for_sm90(listed, tmp_path, timeout=850)
+    compiled, tail = _compile_for_sm90(listed, tmp_path, timeout=scaled(850))
     assert compiled == len(listed), tail
