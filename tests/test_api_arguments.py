@@ -77,6 +77,10 @@ SAMPLER = {
     "seed-times": (lambda g: S(g, [5]).sample(SEEDS, seed_times=[1.0] * 10),
                    "seed_times is for temporal sampling"),
     "with-fanouts": (lambda g: S(g, [5]).with_fanouts([0]), "fanouts must be ints"),
+    "prepare-share": (lambda g: S(g, [5]).prepare(share=5), "share must be a callable"),
+    "check-tables": (lambda g: S(g, [5]).check_tables([1]), "tables must be a mapping"),
+    "from-graph-device": (lambda g: S.from_graph(g, [5], device="meta"), "device"),
+    "from-graph-seed": (lambda g: S.from_graph(g, [5], seed=-3), "seed must be an integer"),
 }
 
 
@@ -142,6 +146,7 @@ READ = {
 }
 
 
+@pytest.mark.filterwarnings("ignore:pin_memory:RuntimeWarning")  # no CUDA here
 def test_feature_read_arguments(tmp_path):
     feats = _features(tmp_path)
     try:
@@ -232,6 +237,7 @@ def _backends(tmp_path):
     }
 
 
+@pytest.mark.filterwarnings("ignore:pin_memory:RuntimeWarning")  # no CUDA here
 def test_feature_backend_constructor_arguments(tmp_path):
     for case, (call, phrase) in sorted(_backends(tmp_path).items()):
         try:

@@ -134,8 +134,9 @@ class Feature(abc.ABC):
 
         ``out``, if given, must be a contiguous torch tensor of exactly that shape, this dtype and
         on this feature's device; the rows are written into it (lets the loader reuse buffers).
-        Ids on a GPU given to a CPU feature are read through a CPU copy. ``check=False`` skips the id
-        range check when the caller already guarantees it (the sampler's ids always are in range).
+        Ids on a GPU given to a CPU feature are read through a CPU copy. ``check=False`` skips
+        the id range check when the caller already guarantees it (the sampler's ids always are
+        in range).
         ``executor``: where a backend that splits a large read into chunks runs them (the
         loader's intra-batch executor; chunks never submit further work). ``None``: the
         feature's own threads (``num_threads``), started on first use, or the calling thread.

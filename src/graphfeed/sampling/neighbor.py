@@ -374,6 +374,9 @@ class NeighborSampler(Sampler):
         With ``share``, the tables are replaced by what it returns even when they exist, so
         that every rank runs the same collectives. Copies made by :meth:`with_fanouts`
         afterwards hold the same tables."""
+        if share is not None and not callable(share):
+            raise GraphfeedError(f"share must be a callable share(build, inputs) -> tables or "
+                                 f"None, got {type(share).__name__}")
         if not self.needs_tables:
             return types.MappingProxyType({})
         return types.MappingProxyType(self._prepared(share))
@@ -409,6 +412,11 @@ class NeighborSampler(Sampler):
         (bases, times, weight sums and counts) equal to them, and each column's order. The
         kernels index with these tables unchecked, so tables from outside must pass this first.
         O(E) reads, no O(E) allocation; far cheaper than a build."""
+        from collections.abc import Mapping
+
+        if not isinstance(tables, Mapping):
+            raise GraphfeedError(f"tables must be a mapping of name -> array, got "
+                                 f"{type(tables).__name__}")
         _check_tables(self.method, self._indptr, self._indices, self._arrays, self.seed, tables)
 
     def _table_inputs(self) -> dict:

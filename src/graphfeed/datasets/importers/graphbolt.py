@@ -386,7 +386,8 @@ def read_graphbolt_metadata(src) -> GraphBoltMetadata:
             features.append(dict(
                 where=where, domain=_choice(f["domain"], ("node", "edge", "graph"), where,
                                             "domain", file),
-                type=_opt_text(f.get("type"), where, "type", file), name=_text(f["name"], where, "name", file),
+                type=_opt_text(f.get("type"), where, "type", file),
+                name=_text(f["name"], where, "name", file),
                 format=_choice(f["format"], FORMATS, where, "format", file),
                 path=_text(f["path"], where, "path", file)))
     tasks = []
@@ -782,8 +783,8 @@ def _features(meta: GraphBoltMetadata, feature_dtype=None) -> tuple:
             if a.ndim == 2 and a.shape[1] == 1:
                 a = a[:, 0]
             if a.ndim != 1:
-                raise meta.err(where, f"edge feature {_short(name)} has shape {tuple(a.shape)}; graphfeed "
-                                      f"stores 1-D edge features (weights, times)")
+                raise meta.err(where, f"edge feature {_short(name)} has shape {tuple(a.shape)}; "
+                                      f"graphfeed stores 1-D edge features (weights, times)")
             if name in edge:
                 raise meta.err(where, f"edge feature {_short(name)} is given twice")
             edge[name] = a
@@ -802,8 +803,8 @@ def _features(meta: GraphBoltMetadata, feature_dtype=None) -> tuple:
             continue
         table = node.setdefault(t, {}) if meta.hetero else node
         if name in table:
-            raise meta.err(where, f"node feature {_short(name)}" + (f" of type {_short(t)}" if t else "")
-                           + " is given twice")
+            raise meta.err(where, f"node feature {_short(name)}"
+                           + (f" of type {_short(t)}" if t else "") + " is given twice")
         if f["format"] == "numpy" and not meta.hetero and feature_dtype is None:
             path = resolve_inside(meta.root, f["path"], f"{meta.file}: {where}")
             a = _array(meta, f["path"], "numpy", where)  # checks the file now
@@ -906,8 +907,8 @@ def _prepare_homogeneous(meta, out, node, edge, labels, splits, nc, name, overwr
         src, dst = _edges(meta, None, fmt, rel, 0)
         for fname, a in edge.items():
             if a.shape[0] != src.shape[0]:
-                raise DatasetError(f"{meta.file}: edge feature {_short(fname)} has {a.shape[0]} rows, "
-                                   f"the graph {src.shape[0]} edges")
+                raise DatasetError(f"{meta.file}: edge feature {_short(fname)} has {a.shape[0]} "
+                                   f"rows, the graph {src.shape[0]} edges")
         edges = EdgeSource(arrays=(src, dst), values=edge, **kw)
     return prepare(out, edges=edges, features=node, labels=labels, splits=splits,
                    num_classes=nc, num_nodes=n, undirected=undirected, dedupe=dedupe,
