@@ -299,3 +299,13 @@ def test_2d_node_seeds_are_refused_as_what_they_are(tmp_path, capsys, which):
     rc, _, err = run_cli(["prepare", "graphbolt", src, tmp_path / "link", "--task", "1",
                           "--no-progress"], capsys)
     assert rc == 0, err
+
+
+@pytest.mark.parametrize("flag", [["--feature-dtype", "float16"], ["--drop-self-loops"]])
+def test_options_a_typed_graph_cannot_honour_are_refused(tmp_path, capsys, flag):
+    # --feature-dtype float16 on a typed graph was stored float32 without a word
+    typed(tmp_path / "gb")
+    rc, _, err = run_cli(["prepare", "graphbolt", tmp_path / "gb", tmp_path / "out", "--task",
+                          "0", "--no-progress", *flag], capsys)
+    assert_one_line_error(rc, err, flag[0], "does not apply to a typed graph")
+    assert not (tmp_path / "out").exists()

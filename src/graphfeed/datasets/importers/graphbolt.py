@@ -862,6 +862,14 @@ def prepare_graphbolt(src, out, *, task=None, split=None, undirected: bool = Fal
         return _prepare_homogeneous(meta, out, node, edge, labels, splits, nc, name, overwrite,
                                     undirected, dedupe, drop_self_loops, feature_dtype, extra,
                                     common)
+    # the typed writer stores the features as given and has no self-loop pass: refused, not
+    # ignored (a float16 request silently stored float32)
+    for flag, value in (("--feature-dtype", feature_dtype), ("--drop-self-loops",
+                                                             drop_self_loops or None)):
+        if value is not None:
+            raise DatasetError(f"prepare graphbolt: {flag} does not apply to a typed graph "
+                               f"(its features are stored as the files hold them, its relations "
+                               f"as given)")
     return _prepare_typed(meta, out, node, labels, splits, target, nc, name, overwrite,
                           undirected, dedupe, extra, t0)
 
