@@ -242,6 +242,31 @@ def test_a_second_run_saving_into_a_held_folder_is_refused_at_once(tmp_path, cap
     assert sorted(p.name for p in ck.iterdir()) == ["checkpoint.pt"]  # no lock file left
 
 
+def test_two_train_runs_saving_into_one_folder(tmp_path, capsys, run):
+    """The issue's case end to end: a second ``graphfeed train --save DIR`` while a first runs
+    into DIR is refused at once; killed, the first leaves no lock behind."""
+    _, data, argv = run
+    ck = tmp_path / "ck"
+    first = subprocess.Popen([sys.executable, "-m", "graphfeed", *argv[:1], "--dataset",
+                              str(data), *ARGS, "--epochs", "100000", "--patience", "0",
+                              "--save", str(ck)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not checkpoint_path(ck).exists():  # it runs: its first epoch is saved
+            assert first.poll() is None, first.stderr.read()
+            assert time.monotonic() < deadline, "the first run saved nothing in 120 s"
+            time.sleep(0.2)
+        rc, _, err = _cli(argv + ["--epochs", "1", "--save", ck], capsys)
+        _one_line(rc, err, f"--save {ck}", "another graphfeed train is saving there")
+        assert first.poll() is None  # untouched
+    finally:
+        first.kill()
+        first.wait()
+    rc, _, err = _cli(argv + ["--epochs", "1", "--save", ck], capsys)
+    assert rc == 0, err
+
+
 def test_the_folder_is_held_for_the_run_and_released_after(tmp_path, run):
     _, data, _ = run
     ck = tmp_path / "ck"
