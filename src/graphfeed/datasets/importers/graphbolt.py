@@ -101,9 +101,6 @@ MAX_SCALAR_CHARS = 4096
 MAX_INT_CHARS = 40
 #: node ids are int64
 MAX_NODES = (1 << 63) - 1
-#: bytes a node costs the importer at least, whatever the path: its int64 label, the flag of a
-#: labelled node and the graph's int64 indptr entry
-BYTES_PER_NODE = 17
 
 
 def _load_yaml(path: Path):
@@ -838,7 +835,7 @@ def prepare_graphbolt(src, out, *, task=None, split=None, undirected: bool = Fal
         raise DatasetError("prepare graphbolt: the splits are the task's train/validation/test "
                            "sets; --split does not apply")
     meta = read_graphbolt_metadata(src)
-    _check_node_memory(meta)
+    _check_node_memory(meta, undirected or dedupe)
     chosen = _pick_task(meta, task)
     kind = _kind(meta, chosen)
     name = name or meta.name or meta.root.name
@@ -874,18 +871,17 @@ def prepare_graphbolt(src, out, *, task=None, split=None, undirected: bool = Fal
                           undirected, dedupe, extra, t0)
 
 
-def _check_node_memory(meta: GraphBoltMetadata) -> None:
-    """Refuse node counts whose per-node arrays cannot be held, before any is allocated."""
-    from ..._memory import host_memory
-    from ..._units import format_bytes
+def _check_node_memory(meta: GraphBoltMetadata, compact: bool) -> None:
+    """Refuse node counts whose per-node arrays cannot be held (``build.check_prepare_memory``,
+    the rule every ``prepare`` applies) before any is allocated, and a sum of typed counts past
+    int64 ids."""
+    from ..build import check_prepare_memory
 
     total = sum(meta.nodes.values())
-    need = total * BYTES_PER_NODE
-    have = host_memory()[0]
-    if total > MAX_NODES or (have and need > have):
-        raise DatasetError(f"{meta.file}: graph.nodes: {total} nodes; importing them holds "
-                           f"{BYTES_PER_NODE} bytes a node ({format_bytes(need)}), more than this "
-                           f"machine's {format_bytes(have)} of memory")
+    if total > MAX_NODES:
+        raise DatasetError(f"{meta.file}: graph.nodes: {total} nodes in all, more than int64 "
+                           f"ids hold")
+    check_prepare_memory(total, compact, f"{meta.file}: graph.nodes")
 
 
 def _target_label(meta, task, label):
