@@ -259,7 +259,8 @@ def test_a_tensor_too_large_once_dense_is_refused_naming_the_file(tmp_path, caps
     _set_torch(src, "node-feat-1.pt", make())
     rc, _, err = run_cli(["prepare", "graphbolt", src, tmp_path / "out", "--task", "0",
                           "--no-progress"], capsys)
-    assert_one_line_error(rc, err, "node-feat-1.pt", fragment, "dense it is")
+    assert_one_line_error(rc, err, "node-feat-1.pt", fragment, "made dense would need",
+                          "save it dense in numpy format")
     assert not (tmp_path / "out").exists()
 
 

@@ -453,14 +453,12 @@ def _array(meta: GraphBoltMetadata, rel: str, fmt: str, where: str, *, feature: 
 def _tensor_rows(t, path: Path, feature: bool):
     """A loaded tensor as a dense numpy array (a bfloat16 feature: the dense CPU tensor). A
     sparse tensor is densified, and a broadcast view (``expand``: stride 0) made contiguous, only
-    when the dense array fits in half the memory available: both are small on disk and may be
-    large once dense, so the size comes from the shape before anything is allocated."""
+    when the dense array fits the memory left (``build.check_allocation``): both are small on
+    disk and may be large once dense, so the size comes from the shape before anything is
+    allocated."""
     import math
 
     import torch
-
-    from ..._memory import host_memory
-    from ..._units import format_bytes
 
     t = t.detach()
     try:
@@ -471,14 +469,12 @@ def _tensor_rows(t, path: Path, feature: bool):
         raise DatasetError(f"{path}: a {t.dtype} tensor graphfeed cannot read "
                            f"({str(e).strip()[:120]})") from None
     if sparse or dense > stored:
+        from ..build import check_allocation
+
         what = f"a sparse ({str(t.layout).removeprefix('torch.')}) tensor" if sparse else \
             "a broadcast (expanded) tensor"
-        avail = host_memory()[1]
-        if dense > avail // 2:
-            raise DatasetError(f"{path}: {what} of shape {tuple(t.shape)}: dense it is "
-                               f"{format_bytes(dense)}, more than half the "
-                               f"{format_bytes(avail)} of memory available; save it dense in "
-                               f"numpy format")
+        check_allocation(dense, f"{path}: {what} of shape {tuple(t.shape)} made dense",
+                         "save it dense in numpy format")
     try:
         t = (t.to_dense() if sparse else t).resolve_conj().resolve_neg().contiguous()
         if t.dtype == torch.bfloat16:
