@@ -246,3 +246,56 @@ def test_feature_backend_constructor_arguments(tmp_path):
             raise AssertionError(f"{case}: {e}") from None
     assert issubclass(DatasetError, GraphfeedError) and issubclass(GraphfeedError, ValueError)
     assert not (tmp_path / "o").exists() and not (tmp_path / "b").exists()
+
+
+# ----------------------------------------------------------------------- every other sampler
+def _hetero(g):
+    from graphfeed.graph.hetero import HeteroGraph
+
+    return HeteroGraph.from_edges({"a": N, "b": N}, {("a", "r", "b"): (np.arange(N), np.arange(N)),
+                                                     ("b", "s", "a"): (np.arange(N), np.arange(N))})
+
+
+def _make(name, g, **kw):
+    from graphfeed.sampling import HeteroNeighborSampler, TorchHeteroSampler, TorchNeighborSampler
+
+    if name == "torch":
+        return TorchNeighborSampler.from_graph(g, [5], **kw)
+    if name == "triton":
+        from graphfeed.sampling import _triton_kernels as K
+        from graphfeed.sampling import TritonNeighborSampler
+
+        if not K.INTERPRETED:
+            pytest.skip("the Triton sampler needs a GPU or TRITON_INTERPRET=1")
+        return TritonNeighborSampler.from_graph(g, [5], device="cpu", **kw)
+    cls = HeteroNeighborSampler if name == "hetero" else TorchHeteroSampler
+    return cls(_hetero(g), [5], **kw)
+
+
+def _seeds(name):
+    return SEEDS if name in ("torch", "triton") else {"b": SEEDS}
+
+
+#: the checks every sampler shares with NeighborSampler (``sampling._common``), one wording
+COMMON = {
+    "replace-str": (dict(replace="no"), None, "replace must be True or False, got str"),
+    "seed-negative": (dict(seed=-1), None, "seed must be an integer between 0 and"),
+    "seed-float": (dict(seed=1.5), None, "seed must be an integer, got 1.5"),
+    "return-edge-ids": (dict(return_edge_ids="yes"), None, "return_edge_ids must be True or False"),
+    "epoch-float": ({}, dict(epoch=1.5), "epoch must be an integer"),
+    "epoch-huge": ({}, dict(epoch=2 ** 64), "epoch must be an integer between"),
+    "batch-index-str": ({}, dict(batch_index="3"), "batch_index must be an integer"),
+    "executor": ({}, dict(executor=4), "executor must be a concurrent.futures.Executor or None"),
+}
+
+
+@pytest.mark.parametrize("name", ["torch", "triton", "hetero", "torch-hetero"])
+@pytest.mark.parametrize("case", sorted(COMMON))
+def test_every_sampler_checks_the_common_arguments(graph, name, case):
+    built, sample, phrase = COMMON[case]
+    if sample is None:
+        _refused(lambda: _make(name, graph, **built), GraphfeedError, phrase)
+    else:
+        s = _make(name, graph)
+        s.sample(_seeds(name))  # good arguments sample
+        _refused(lambda: s.sample(_seeds(name), **sample), GraphfeedError, phrase)

@@ -48,8 +48,25 @@ def check_float(name: str, value, lo: float, hi: float, *, lo_open: bool = False
     return v
 
 
+#: a container with more items than this, or holding a container, is shown by its size
+_SHOWN_ITEMS = 16
+
+
 def shown(value, limit: int = 60) -> str:
-    """``repr(value)`` cut to ``limit`` characters, for naming a bad value in an error message
-    (a corrupt file can hold a value of any size)."""
+    """``value`` for naming a bad value in an error message, at most ``limit`` characters: its
+    ``repr`` cut, or for a list, tuple, set or mapping that holds more than a few items or any
+    container, its type and size, never its ``repr`` (a corrupt file can hold a value of any
+    size: a pickle's memo or a YAML alias makes a 1 kB file hold a list of 9 references to a
+    list of 9 references ..., whose ``repr`` has billions of items)."""
+    if isinstance(value, (list, tuple, set, frozenset, dict)):
+        items = list(value.items()) if isinstance(value, dict) else list(value)
+        flat = [x for kv in items for x in (kv if isinstance(value, dict) else (kv,))]
+        if len(items) > _SHOWN_ITEMS or any(
+                isinstance(x, (list, tuple, set, frozenset, dict)) or
+                (isinstance(x, (str, bytes)) and len(x) > limit) for x in flat):
+            kind = "mapping" if isinstance(value, dict) else type(value).__name__
+            return f"a {kind} of {len(items)} item{'' if len(items) == 1 else 's'}"
+    elif isinstance(value, (str, bytes)) and len(value) > limit:
+        value = value[:limit]
     r = repr(value)
     return r if len(r) <= limit else r[:limit - 3] + "..."

@@ -17,8 +17,8 @@ import torch
 
 from ..errors import GraphfeedError
 from ..graph.csc import CSCGraph
-from ._common import (batch_key, check_fanouts, check_method, labor_key, labor_rotation,
-                      resolve_fanouts)
+from ._common import (batch_key, check_batch_position, check_fanouts, check_flag, check_method,
+                      check_seed, labor_key, labor_rotation, resolve_fanouts)
 from .base import Block, MiniBatch, Sampler
 from .method import SamplingMethod, method_arrays, resolve_method
 
@@ -126,9 +126,9 @@ class TorchNeighborSampler(Sampler):
         self.indices = indices
         self._fanouts = check_fanouts(resolve_fanouts(fanouts, num_neighbors,
                                                       "TorchNeighborSampler"))
-        self.replace = bool(replace)
-        self.seed = int(seed)
-        self.return_edge_ids = bool(return_edge_ids)
+        self.replace = check_flag("replace", replace)
+        self.seed = check_seed(seed)
+        self.return_edge_ids = check_flag("return_edge_ids", return_edge_ids)
         self.method = check_method(resolve_method(method), self.replace, "TorchNeighborSampler")
         self._marrays: dict = {}
         if not self.method.is_uniform:
@@ -197,6 +197,7 @@ class TorchNeighborSampler(Sampler):
         """Sample the blocks of one batch of seed ids; every output tensor is on ``self.device``
         (``executor`` is unused, see the class docstring). ``seed_times`` (temporal method
         only): one time per seed, default the seeds' node times."""
+        epoch, batch_index = check_batch_position(epoch, batch_index, executor)
         seeds = self._check_seeds(seeds)
         kind = self.method.kind
         times = None

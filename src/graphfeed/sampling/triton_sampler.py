@@ -20,7 +20,7 @@ import torch
 from .._checks import check_int
 from ..errors import GraphfeedError
 from ..graph.csc import CSCGraph
-from ._common import batch_key, check_fanouts
+from ._common import batch_key, check_batch_position, check_fanouts
 from .base import Block, MiniBatch, Sampler
 from .torch_sampler import TorchNeighborSampler
 
@@ -159,7 +159,8 @@ class TritonNeighborSampler(TorchNeighborSampler):
                executor: Optional[Executor] = None) -> MiniBatch:
         """The blocks of one batch of distinct seed ids; every output tensor is on
         ``self.device`` (``executor`` is unused: the work is a few kernels per layer)."""
-        return self.sample_many([seeds], epoch=epoch, first_batch_index=batch_index)[0]
+        return self.sample_many([seeds], epoch=epoch, first_batch_index=batch_index,
+                                executor=executor)[0]
 
     def _seeds_tensor(self, seeds) -> torch.Tensor:
         """Seeds as a contiguous int64 tensor on the device. A 1-D signed integer tensor is
@@ -189,6 +190,7 @@ class TritonNeighborSampler(TorchNeighborSampler):
         batch queued layer by layer and one host sync per layer for all of them (instead of one
         per layer and batch), so the host launches the next batch's kernels while the device
         runs the previous one's."""
+        epoch, first_batch_index = check_batch_position(epoch, first_batch_index, executor)
         seeds = [self._seeds_tensor(b) for b in seed_batches]
         if not seeds:
             return []

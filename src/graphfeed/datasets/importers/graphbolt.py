@@ -241,7 +241,7 @@ def _locate(src) -> tuple:
 def _text(v, where, what, file) -> str:
     if not isinstance(v, str) or not v:
         raise DatasetError(f"{file}: {where}: {what} must be a non-empty string, got "
-                           f"{_short(v)}")
+                           f"{shown(v)}")
     return v
 
 
@@ -252,14 +252,14 @@ def _opt_text(v, where, what, file):
 
 def _mapping(v, where, file, required=(), optional=(), extra: bool = False) -> dict:
     if not isinstance(v, dict):
-        raise DatasetError(f"{file}: {where}: expected a mapping, got {_short(v)}")
+        raise DatasetError(f"{file}: {where}: expected a mapping, got {shown(v)}")
     for k in required:
         if k not in v:
             raise DatasetError(f"{file}: {where}: missing {k!r}")
     if not extra:
         unknown = sorted(str(k) for k in v if k not in (*required, *optional))
         if unknown:
-            raise DatasetError(f"{file}: {where}: unknown key {_short(unknown[0])} (expected "
+            raise DatasetError(f"{file}: {where}: unknown key {shown(unknown[0])} (expected "
                                f"{', '.join((*required, *optional))})")
     return v
 
@@ -267,31 +267,20 @@ def _mapping(v, where, file, required=(), optional=(), extra: bool = False) -> d
 def _list(v, where, file, nonempty: bool = True) -> list:
     if not isinstance(v, list) or (nonempty and not v):
         raise DatasetError(f"{file}: {where}: expected a{' non-empty' if nonempty else ''} list, "
-                           f"got {_short(v)}")
+                           f"got {shown(v)}")
     return v
-
-
-def _short(v) -> str:
-    """``v`` for an error message: a scalar's repr, cut; a list or mapping by its size, never its
-    repr (an alias makes a 1 kB value of billions of items; :func:`_load_yaml` bounds the
-    scalars)."""
-    if isinstance(v, list):
-        return f"a list of {len(v)} items"
-    if isinstance(v, dict):
-        return f"a mapping of {len(v)} keys"
-    return shown(v)
 
 
 def _names(names, k: int = 8) -> str:
     """Up to ``k`` of ``names`` (strings or ``None``), each cut, for an error message."""
     names = list(names)
-    return "[" + ", ".join(_short(n) for n in names[:k]) + (", ...]" if len(names) > k else "]")
+    return "[" + ", ".join(shown(n) for n in names[:k]) + (", ...]" if len(names) > k else "]")
 
 
 def _choice(v, choices, where, what, file) -> str:
     if v not in choices:
         raise DatasetError(f"{file}: {where}: {what} must be one of {', '.join(choices)}, got "
-                           f"{_short(v)}")
+                           f"{shown(v)}")
     return v
 
 
@@ -300,11 +289,11 @@ def _edge_type(text, where, file, node_types) -> tuple:
     parts = t.split(":")
     if len(parts) != 3 or not all(parts):
         raise DatasetError(f"{file}: {where}: an edge type is 'src_type:relation:dst_type', got "
-                           f"{_short(t)}")
+                           f"{shown(t)}")
     for side, nt in (("source", parts[0]), ("destination", parts[2])):
         if nt not in node_types:
-            raise DatasetError(f"{file}: {where}: edge type {_short(t)} names {side} node type "
-                               f"{_short(nt)}, which graph.nodes does not declare "
+            raise DatasetError(f"{file}: {where}: edge type {shown(t)} names {side} node type "
+                               f"{shown(nt)}, which graph.nodes does not declare "
                                f"({_names(sorted(node_types))})")
     return tuple(parts)
 
@@ -315,7 +304,7 @@ def read_graphbolt_metadata(src) -> GraphBoltMetadata:
     root, file = _locate(src)
     raw = _load_yaml(file)
     if not isinstance(raw, dict):
-        raise DatasetError(f"{file}: expected a mapping at the top, got {_short(raw)}")
+        raise DatasetError(f"{file}: expected a mapping at the top, got {shown(raw)}")
     if "graph" not in raw:
         if "graph_topology" in raw:
             raise DatasetError(f"{file}: a GraphBolt-preprocessed metadata (graph_topology: a "
@@ -337,12 +326,12 @@ def read_graphbolt_metadata(src) -> GraphBoltMetadata:
         num = n["num"]
         if isinstance(num, bool) or not isinstance(num, int) or not 0 <= num <= MAX_NODES:
             raise DatasetError(f"{file}: {where}: num must be an integer >= 0 and < 2**63 (int64 "
-                               f"ids), got {_short(num)}")
+                               f"ids), got {shown(num)}")
         t = n.get("type")
         if t is not None:
             t = _text(t, where, "type", file)
         if t in nodes:
-            raise DatasetError(f"{file}: {where}: node type {_short(t)} is declared twice"
+            raise DatasetError(f"{file}: {where}: node type {shown(t)} is declared twice"
                                if t is not None else
                                f"{file}: {where}: a second node entry without type; a typed "
                                f"graph names the type of every entry")
@@ -369,7 +358,7 @@ def read_graphbolt_metadata(src) -> GraphBoltMetadata:
                                    f"are typed")
             et = _edge_type(e["type"], where, file, nodes)
             if any(et == x[0] for x in edges):
-                raise DatasetError(f"{file}: {where}: edge type {_short(e['type'])} is given "
+                raise DatasetError(f"{file}: {where}: edge type {shown(e['type'])} is given "
                                    f"twice")
         edges.append((et, fmt, path))
     features = []
@@ -412,7 +401,7 @@ def read_graphbolt_metadata(src) -> GraphBoltMetadata:
         nc = t.get("num_classes")
         if nc is not None and (isinstance(nc, bool) or not isinstance(nc, int) or nc < 1):
             raise DatasetError(f"{file}: {where}: num_classes must be an integer >= 1, got "
-                               f"{_short(nc)}")
+                               f"{shown(nc)}")
         tasks.append(dict(where=where, name=_opt_text(t.get("name"), where, "name", file),
                           num_classes=nc, sets=sets))
     order = sorted(nodes, key=lambda t: (t is not None, t or ""))  # GraphBolt numbers by name
@@ -540,7 +529,7 @@ def _pick_task(meta: GraphBoltMetadata, task) -> dict:
             raise DatasetError(f"{meta.file}: no task {i}; it has {len(tasks)}")
         return tasks[i]
     if task not in names:
-        raise DatasetError(f"{meta.file}: no task named {_short(task)}; tasks: {_names(names)}")
+        raise DatasetError(f"{meta.file}: no task named {shown(task)}; tasks: {_names(names)}")
     return tasks[names.index(task)]
 
 
@@ -551,7 +540,7 @@ def _set_arrays(meta, s) -> dict:
     for d in s["data"]:
         name = {"seed_nodes": "seeds", "node_pairs": "seeds"}.get(d["name"], d["name"])
         if name in out:
-            raise meta.err(d["where"], f"{_short(d['name'])} given twice in one set")
+            raise meta.err(d["where"], f"{shown(d['name'])} given twice in one set")
         a = _array(meta, d["path"], d["format"], d["where"])
         if d["name"] == "node_pairs" and a.ndim == 2 and a.shape[0] == 2 and a.shape[1] != 2:
             a = a.T  # the older layout also came as (2, N)
@@ -600,10 +589,10 @@ def _node_task(meta: GraphBoltMetadata, task, label_feature) -> tuple:
                 if t is None:
                     raise meta.err(s["where"], "missing 'type' (the node type of the seeds)")
                 if t not in meta.nodes:
-                    raise meta.err(s["where"], f"type {_short(t)} is no node type "
+                    raise meta.err(s["where"], f"type {shown(t)} is no node type "
                                                f"({_names(sorted(meta.nodes))})")
             elif t is not None:
-                raise meta.err(s["where"], f"a typed set ({_short(t)}) on a homogeneous graph")
+                raise meta.err(s["where"], f"a typed set ({shown(t)}) on a homogeneous graph")
             seen_types.add(t)
     if len(seen_types) > 1:
         raise meta.err(task["where"], f"sets of several node types {_names(sorted(seen_types))}; "
@@ -625,7 +614,7 @@ def _node_task(meta: GraphBoltMetadata, task, label_feature) -> tuple:
             arr = _set_arrays(meta, s)
             extra = sorted(set(arr) - {"seeds", "labels"})
             if extra:
-                raise meta.err(s["where"], f"{_short(extra[0])} is link prediction data in a node "
+                raise meta.err(s["where"], f"{shown(extra[0])} is link prediction data in a node "
                                            f"classification set")
             seeds = arr["seeds"]
             if seeds.ndim != 1:
@@ -677,10 +666,10 @@ def _link_task(meta: GraphBoltMetadata, task) -> tuple:
                     raise meta.err(s["where"], "missing 'type' (the edge type 'src:rel:dst')")
                 et = _edge_type(et, s["where"], meta.file, meta.nodes)
                 if et not in [e[0] for e in meta.edges]:
-                    raise meta.err(s["where"], f"edge type {_short(s['type'])} is not in "
+                    raise meta.err(s["where"], f"edge type {shown(s['type'])} is not in "
                                                f"graph.edges")
             elif et is not None:
-                raise meta.err(s["where"], f"a typed set ({_short(et)}) on a homogeneous graph")
+                raise meta.err(s["where"], f"a typed set ({shown(et)}) on a homogeneous graph")
             arr = _set_arrays(meta, s)
             seeds = arr["seeds"]
             if seeds.ndim != 2 or seeds.shape[1] != 2:
@@ -769,35 +758,35 @@ def _features(meta: GraphBoltMetadata, feature_dtype=None) -> tuple:
             if meta.hetero:
                 raise meta.err(where, "edge features of a typed graph are not imported yet")
             if t is not None:
-                raise meta.err(where, f"a typed feature ({_short(t)}) on a homogeneous graph")
+                raise meta.err(where, f"a typed feature ({shown(t)}) on a homogeneous graph")
             a = _array(meta, f["path"], f["format"], where, feature=True)
             if not isinstance(a, np.ndarray):  # bfloat16
                 a = a.float().numpy()
             if a.ndim == 2 and a.shape[1] == 1:
                 a = a[:, 0]
             if a.ndim != 1:
-                raise meta.err(where, f"edge feature {_short(name)} has shape {tuple(a.shape)}; "
+                raise meta.err(where, f"edge feature {shown(name)} has shape {tuple(a.shape)}; "
                                       f"graphfeed stores 1-D edge features (weights, times)")
             if name in edge:
-                raise meta.err(where, f"edge feature {_short(name)} is given twice")
+                raise meta.err(where, f"edge feature {shown(name)} is given twice")
             edge[name] = a
             continue
         if meta.hetero:
             if t is None:
                 raise meta.err(where, "missing 'type' (the node type of the feature)")
             if t not in meta.nodes:
-                raise meta.err(where, f"type {_short(t)} is no node type "
+                raise meta.err(where, f"type {shown(t)} is no node type "
                                       f"({_names(sorted(meta.nodes))})")
         elif t is not None:
-            raise meta.err(where, f"a typed feature ({_short(t)}) on a homogeneous graph")
+            raise meta.err(where, f"a typed feature ({shown(t)}) on a homogeneous graph")
         n = meta.nodes[t]
         if name == "label":
             label = (_array(meta, f["path"], f["format"], where), where, t)
             continue
         table = node.setdefault(t, {}) if meta.hetero else node
         if name in table:
-            raise meta.err(where, f"node feature {_short(name)}"
-                           + (f" of type {_short(t)}" if t else "") + " is given twice")
+            raise meta.err(where, f"node feature {shown(name)}"
+                           + (f" of type {shown(t)}" if t else "") + " is given twice")
         if f["format"] == "numpy" and not meta.hetero and feature_dtype is None:
             path = resolve_inside(meta.root, f["path"], f"{meta.file}: {where}")
             a = _array(meta, f["path"], "numpy", where)  # checks the file now
@@ -806,8 +795,8 @@ def _features(meta: GraphBoltMetadata, feature_dtype=None) -> tuple:
             a = _array(meta, f["path"], f["format"], where, feature=True)
             table[name] = a
         if a.ndim == 0 or a.shape[0] != n:
-            raise meta.err(where, f"node feature {_short(name)} has {a.shape[0] if a.ndim else 0} "
-                                  f"rows; " + (f"node type {_short(t)}" if t else "the graph")
+            raise meta.err(where, f"node feature {shown(name)} has {a.shape[0] if a.ndim else 0} "
+                                  f"rows; " + (f"node type {shown(t)}" if t else "the graph")
                            + f" has {n} nodes")
     return node, edge, label
 
@@ -886,7 +875,7 @@ def _target_label(meta, task, label):
     a, where, t = label
     targets = {s["type"] for sets in task["sets"].values() for s in sets}
     if t not in targets:
-        raise meta.err(where, f"a node feature 'label' of type {_short(t)}, but the task's sets "
+        raise meta.err(where, f"a node feature 'label' of type {shown(t)}, but the task's sets "
                               f"are of type {_names(sorted(map(str, targets)))}")
     return a, where
 
@@ -907,7 +896,7 @@ def _prepare_homogeneous(meta, out, node, edge, labels, splits, nc, name, overwr
         src, dst = _edges(meta, None, fmt, rel, 0)
         for fname, a in edge.items():
             if a.shape[0] != src.shape[0]:
-                raise DatasetError(f"{meta.file}: edge feature {_short(fname)} has {a.shape[0]} "
+                raise DatasetError(f"{meta.file}: edge feature {shown(fname)} has {a.shape[0]} "
                                    f"rows, the graph {src.shape[0]} edges")
         edges = EdgeSource(arrays=(src, dst), values=edge, **kw)
     return prepare(out, edges=edges, features=node, labels=labels, splits=splits,
@@ -928,8 +917,8 @@ def _streamed_features(meta, node: dict, feature_dtype) -> tuple:
     if feature_dtype is None:
         other = next((k for k in node if k not in bf16), None)
         if other is not None:
-            raise DatasetError(f"{meta.file}: node feature {_short(bf16[0])} is bfloat16 and "
-                               f"{_short(other)} is not; a homogeneous dataset is prepared with "
+            raise DatasetError(f"{meta.file}: node feature {shown(bf16[0])} is bfloat16 and "
+                               f"{shown(other)} is not; a homogeneous dataset is prepared with "
                                f"one feature dtype: choose it with --feature-dtype")
         feature_dtype = "bfloat16"
     return {k: a.float().numpy() if k in bf16 else a for k, a in node.items()}, feature_dtype
