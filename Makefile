@@ -1,12 +1,16 @@
 # graphfeed: two set-up commands on a fresh machine.
-#   make demo   creates .venv, installs graphfeed with what the demo needs, trains on the default dataset
-#   make test   same environment, the whole test suite
+#   make demo   creates .venv, installs graphfeed and what the demo needs (torch, numpy, numba,
+#               tqdm, PyG), trains on the default dataset
+#   make test   the same environment plus the tests' packages (LMDB, pytest, hypothesis, pymetis,
+#               scipy, matplotlib, pyyaml, triton on a CPU torch), the whole test suite
+#   make test-quick   the suite without the tests measured slow (tests/slow_tests.txt), a few minutes
 # Re-running skips work already done (the environment is rebuilt only when pyproject.toml changes).
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.graphfeed-installed
+TEST_STAMP := $(VENV)/.graphfeed-test-installed
 # torch: an interpreter that already has torch keeps it (the venv then sees the system site-packages).
 # Otherwise a machine without an NVIDIA driver gets the CPU build; a machine with one gets pip's default.
 TORCH_CPU_SPEC ?= torch==2.13.0
@@ -21,10 +25,12 @@ TRITON_TEST_NUMPY ?= numpy<2.4
 TRITON ?= 3.9.0
 PYTEST_ARGS ?=
 
-.PHONY: demo test venv bench clean triton-compile
+.PHONY: demo test test-quick venv bench clean triton-compile
 
 venv: $(STAMP)
 
+# the demo's environment: torch (the machine's build, or the one the interpreter has), and
+# graphfeed with its own dependencies and PyG (the reference models' layers) only
 $(STAMP): pyproject.toml Makefile
 	@set -e; \
 	if [ ! -x "$(PY)" ]; then \
@@ -44,26 +50,36 @@ $(STAMP): pyproject.toml Makefile
 	    $(PY) -m pip install -q "$(TORCH_CPU_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)); \
 	  fi; \
 	fi; \
+	$(PY) -m pip install -q -e ".[pyg]"; \
+	touch $(STAMP)
+
+# the tests' environment on top: PyG, LMDB, the report's matplotlib, the test tools, and on a
+# CPU torch build the Triton release of the GPU machines (its interpreter runs the kernels)
+$(TEST_STAMP): $(STAMP)
+	@set -e; \
 	if [ "$$(uname -s)-$$(uname -m)" = "Linux-x86_64" ] && \
 	   $(PY) -c "import sys, torch; sys.exit(torch.version.cuda is not None)" >/dev/null 2>&1; then \
 	  echo "graphfeed: CPU torch: installing $(TRITON_TEST_SPEC) for the Triton kernel tests"; \
 	  $(PY) -m pip install -q "$(TRITON_TEST_SPEC)" "$(TRITON_TEST_NUMPY)"; \
 	fi; \
 	$(PY) -m pip install -q -e ".[pyg,lmdb,report,dev]"; \
-	touch $(STAMP)
+	touch $(TEST_STAMP)
 
 demo: $(STAMP)
 	$(PY) -m graphfeed train
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-quick: $(TEST_STAMP)
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m graphfeed bench sample --dataset medium
 
 # compile every Triton kernel variant the sampler launches for sm_90 with another triton release
 # (installed beside the venv in .triton-envs/, not into it): make triton-compile TRITON=3.9.0
-triton-compile: $(STAMP)
+triton-compile: $(TEST_STAMP)
 	$(PY) -m pip install -q --target .triton-envs/$(TRITON) "triton==$(TRITON)"
 	GRAPHFEED_COMPILE_TRITON=.triton-envs/$(TRITON) $(PY) -m pytest -q -p no:cacheprovider \
 	  tests/sampling/test_triton_compile.py -k sm90

@@ -54,12 +54,12 @@ def split_rule(text: str) -> str:
 #: ``ogbl`` and ``link-split`` (link prediction: the options that shape node-classification data
 #: or tune the streamed build do not apply, so they are not offered), ``synthetic`` (a generated
 #: dataset: only --overwrite and --progress)
-COMMON_KINDS = ("node", "ogbl", "link-split", "synthetic")
+COMMON_KINDS = ("node", "graphbolt", "ogbl", "link-split", "synthetic")
 
 
 def _common(p: argparse.ArgumentParser, kind: str) -> None:
     assert kind in COMMON_KINDS, kind
-    node = kind == "node"
+    node = kind in ("node", "graphbolt")  # graphbolt: the node options but its own splits
     g = p.add_argument_group("graph and output options")
     if kind == "synthetic":
         g.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
@@ -75,6 +75,7 @@ def _common(p: argparse.ArgumentParser, kind: str) -> None:
                        help="remove edges v -> v (default: keep them)")
         g.add_argument("--dedupe", action="store_true",
                        help="remove repeated (src, dst) pairs, keeping the first")
+    if kind == "node":
         g.add_argument("--split", type=split_rule,
                        help="seeded split of labelled nodes: fractions 0.8,0.1,0.1 or "
                             "per-class:20,500,1000 (default for generic: 0.8,0.1,0.1)")
@@ -82,11 +83,11 @@ def _common(p: argparse.ArgumentParser, kind: str) -> None:
         g.add_argument("--undirected", action="store_true",
                        help="store every edge in both directions (ogbl-collab, ppa and ddi are "
                             "undirected; default: as in the files)")
-    else:
+    elif kind == "link-split":
         g.add_argument("--split", type=split_rule,
                        help="seeded split of the edges: fractions train,valid,test (default "
                             "0.85,0.05,0.1)")
-    if kind != "ogbl":
+    if kind not in ("ogbl", "graphbolt"):
         g.add_argument("--seed", type=_args.int_range(0, 2**63 - 1), default=0,
                        help="seed of --split [%(default)s]")
     if node:
@@ -288,7 +289,7 @@ def _graphbolt_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _graphbolt_kwargs(args) -> dict:
-    return dict(src=args.src, out=args.out, task=args.task, split=_split(args.split, args.seed))
+    return dict(src=args.src, out=args.out, task=args.task)
 
 
 class Format(NamedTuple):
@@ -366,12 +367,15 @@ FORMATS = {
         "about 1.616 billion edges, 128 bfloat16 features (35 GB in all), generated straight into "
         "its CSC arrays on every core; --scale 0.01 makes a 1.1M-node version of it."),
     "graphbolt": Format(
-        _graphbolt_arguments, _graphbolt_kwargs, "node",
+        _graphbolt_arguments, _graphbolt_kwargs, "graphbolt",
         "A DGL GraphBolt OnDiskDataset folder: SRC/metadata.yaml naming the graph's nodes and "
         "edges (csv or numpy), its feature_data (numpy, or torch files read with "
         "weights_only=True) and its tasks (train_set, validation_set, test_set; node "
         "classification or link prediction), homogeneous or typed. --task picks one task when "
-        "there are several."),
+        "there are several. Defaults: edges are kept only in their stored direction "
+        "(--undirected adds the reverse of every edge that the input does not hold already); "
+        "self loops and repeated edges are kept (--drop-self-loops, --dedupe); the splits are "
+        "the task's own sets (no re-split)."),
 }
 
 

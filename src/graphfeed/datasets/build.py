@@ -556,6 +556,31 @@ def write_feature(source, out_path: Path, *, dtype=None, progress: Optional[Prog
     return shape, want
 
 
+def compact_binary(path: Path, block_bytes: int = 1 << 26) -> bool:
+    """Rewrite the floating-point ``.npy`` at ``path`` as uint8 when every value is 0 or 1 (a
+    bag of words, a one-hot encoding): the same values in a quarter (float32) of the bytes, read
+    back as float 0/1 by the model's input. True when it did; the file is replaced atomically
+    (a temporary beside it, then a rename). Reads the file block by block (two passes)."""
+    from .._io import load_npy
+
+    src = load_npy(path, mmap=True)
+    if not np.issubdtype(src.dtype, np.floating) or src.size == 0:
+        return False
+    rows = max(1, block_bytes // max(1, src.itemsize * int(np.prod(src.shape[1:], dtype=np.int64))))
+    for a in range(0, src.shape[0], rows):
+        block = np.asarray(src[a:a + rows])
+        if not np.all((block == 0) | (block == 1)):
+            return False
+    tmp = path.with_name(path.name + ".uint8.tmp")
+    out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8, shape=src.shape)
+    for a in range(0, src.shape[0], rows):
+        out[a:a + rows] = src[a:a + rows]
+    out.flush()
+    del out, src
+    os.replace(tmp, path)
+    return True
+
+
 def write_dense_from_csr(sp, out_path: Path, want, where: str, block_bytes: int,
                          progress: Progress) -> tuple[tuple[int, int], np.dtype]:
     """Write sparse rows ``sp`` (:class:`~graphfeed.datasets._readers.SparseRows`) as a dense

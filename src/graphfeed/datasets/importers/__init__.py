@@ -31,7 +31,7 @@ from ..._registry import Registry
 from ..._memory import peak_rss_bytes
 from ..._units import format_bytes
 from ..build import (DEFAULT_MEMORY_BUDGET, Progress, build_csc_streaming, check_prepare_memory,
-                     write_feature)
+                     compact_binary, write_feature)
 from ..build import feature_dtype as as_feature_dtype
 
 __all__ = ["IMPORTERS", "Labels", "MAX_NUM_CLASSES", "PrepareReport", "SplitRule", "prepare", "load_labels",
@@ -207,6 +207,7 @@ class PrepareReport:
             + (f"\n{self.num_split_sets} split sets (choose one with Dataset.open(path, split=i))"
                if self.num_split_sets > 1 else "")
             + (f"\n--undirected: {self._reverses_note()}" if self.reverses_present else "")
+            + "".join(f"\n{n}" for n in self.notes)
         )
 
 
@@ -580,12 +581,19 @@ def _prepare(out, *, edges, features, labels, splits, num_classes, num_nodes, un
     known = num_nodes if num_nodes is not None else _rows_in_header(features, labels)
     if known is not None:  # before anything is written: what no --memory-budget can window
         check_prepare_memory(known, undirected or dedupe, str(out))
+    notes = []
     with DatasetWriter(out, overwrite=overwrite) as w:
         specs = {}
         for fname, src in features.items():
             rel = feature_path(fname)
             shape, dt = write_feature(src, w.path_for(rel), dtype=feature_dtype, progress=progress,
                                       num_nodes=num_nodes)
+            if (feature_dtype is None and isinstance(dt, np.dtype)
+                    and np.issubdtype(dt, np.floating) and compact_binary(w.path_for(rel))):
+                notes.append(f"feature {fname!r} holds only 0 and 1: stored as uint8, "
+                             f"{dt.itemsize}x smaller, read back as the same 0/1 values "
+                             f"(--feature-dtype float32 keeps floats)")
+                dt = np.dtype(np.uint8)
             specs[fname] = ArraySpec(rel, dtype_name(dt), tuple(int(x) for x in shape))
             what = _source_name(src, f"feature {fname!r}")
             if num_nodes is None:
@@ -659,7 +667,7 @@ def _prepare(out, *, edges, features, labels, splits, num_classes, num_nodes, un
         split_sizes={k: int(v[0].shape[0]) for k, v in split_sets.items()},
         seconds=time.perf_counter() - t0, peak_rss_bytes=peak_rss_bytes(), dataset_bytes=size,
         windows=res.windows, num_split_sets=num_sets, reverses_present=res.reverses_present,
-        budget_capped=res.budget_capped,
+        budget_capped=res.budget_capped, notes=notes,
     )
 
 
