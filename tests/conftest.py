@@ -100,9 +100,21 @@ def cpu_only(no_gpu):
     the ``cuda`` tests and ``benchmarks/gpu_check.sh``."""
 
 
+def _slow_ids() -> set:
+    """The node ids of ``tests/slow_tests.txt`` (measured; ``make test-quick`` leaves them out)."""
+    path = Path(__file__).with_name("slow_tests.txt")
+    return {line.strip() for line in path.read_text().splitlines()
+            if line.strip() and not line.startswith("#")}
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``cuda`` run only where a CUDA device is visible. Asked through NVML
-    (graphfeed._cuda), so collecting the tests does not initialise CUDA in this process."""
+    """Tests listed in ``slow_tests.txt`` are marked ``slow``. Tests marked ``cuda`` run only
+    where a CUDA device is visible. Asked through NVML (graphfeed._cuda), so collecting the
+    tests does not initialise CUDA in this process."""
+    slow = _slow_ids()
+    for it in items:
+        if it.nodeid in slow:
+            it.add_marker(pytest.mark.slow)
     cuda_items = [it for it in items if it.get_closest_marker("cuda")]
     if not cuda_items:
         return

@@ -56,6 +56,8 @@ def cuda_build(monkeypatch):
 def test_asking_never_starts_cuda(cuda_build, monkeypatch):
     assert _cuda.device_count() == 2 and _cuda.cuda_available()
     assert _cuda.resolve_device("auto") == torch.device("cuda", 0)
+    assert _cuda.resolve_device("auto", "cpu-cpu") == torch.device("cpu")  # the mode decides
+    assert _cuda.resolve_device("auto", "pinned-cuda") == torch.device("cuda", 0)
     monkeypatch.setenv("LOCAL_RANK", "3")
     assert _cuda.resolve_device("cuda") == torch.device("cuda", 1)  # one rank per GPU
     assert _cuda.resolve_device("cuda:1") == torch.device("cuda", 1)

@@ -119,11 +119,13 @@ def cuda_available() -> bool:
     return device_count() > 0
 
 
-def resolve_device(device="auto"):
+def resolve_device(device="auto", mode: str = "auto"):
     """``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a ``torch.device`` -> a concrete
-    ``torch.device``, validated, without initialising CUDA.
+    ``torch.device``, validated, without initialising CUDA: the one resolution of a device
+    (the loader's output, the placement plan, ``graphfeed train --device``).
 
-    ``"auto"`` is ``cuda`` when a device is visible, else ``cpu``. A bare ``cuda`` is torch's
+    ``"auto"`` is ``cuda`` when a device is visible, else ``cpu`` (the CPU whatever the
+    machine when the placement ``mode`` is ``cpu-cpu``). A bare ``cuda`` is torch's
     current device once CUDA runs in this process, else ``LOCAL_RANK`` modulo the visible devices
     (one rank per GPU under torchrun), else 0. Raises ``GraphfeedError`` (a ``ValueError``)
     naming the value for an unknown device, a CUDA device on a machine or build without one, or
@@ -134,7 +136,7 @@ def resolve_device(device="auto"):
     from .errors import GraphfeedError
 
     if isinstance(device, str) and device.strip().lower() == "auto":
-        device = "cuda" if cuda_available() else "cpu"
+        device = "cuda" if mode != "cpu-cpu" and cuda_available() else "cpu"
     try:
         d = torch.device(device)
     except (RuntimeError, TypeError, ValueError):

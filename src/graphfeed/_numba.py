@@ -8,6 +8,7 @@ imported when a kernel module is first imported, never by ``import graphfeed``.
 from __future__ import annotations
 
 import numba
+import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
@@ -40,3 +41,31 @@ def prefetch(typingctx, arr, idx):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+_MIX_C1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX_C2 = np.uint64(0x94D049BB133111EB)
+_MIX_S30, _MIX_S27, _MIX_S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+
+
+@kernel
+def mix64(z):
+    """splitmix64's finaliser (a bijection on uint64): every counter-based draw's hash."""
+    z = (z ^ (z >> _MIX_S30)) * _MIX_C1
+    z = (z ^ (z >> _MIX_S27)) * _MIX_C2
+    return z ^ (z >> _MIX_S31)
+
+
+@kernel
+def bucket_of(bounds, v):
+    """The ``t`` with ``bounds[t] <= v < bounds[t + 1]`` (``bounds`` ascending, ``bounds[0] <= v
+    < bounds[-1]``): a binary search over a few bounds (node type offsets, class ranges)."""
+    lo = 0
+    hi = bounds.shape[0] - 1
+    while hi - lo > 1:
+        mid = (lo + hi) >> 1
+        if bounds[mid] <= v:
+            lo = mid
+        else:
+            hi = mid
+    return lo

@@ -27,22 +27,10 @@ from .trainer.evaluate import EVAL_BATCH_SIZE
 from .trainer.result import EpochStats, RunsResult, TrainResult
 
 __all__ = ["TrainConfig", "EpochStats", "TrainResult", "RunsResult", "train", "train_runs",
-           "open_dataset", "resolve_device", "check_run", "EVAL_BATCH_SIZE"]
+           "open_dataset", "check_run", "EVAL_BATCH_SIZE"]
 
 
 # ---------------------------------------------------------------------------- helpers
-def resolve_device(device: str, mode: str = "auto") -> str:
-    """``auto``/``cpu``/``cuda``/``cuda:N`` -> the concrete device a run in ``mode`` trains on,
-    without starting CUDA (:meth:`graphfeed.placement.DataPlan.device_for`: asking NVML keeps
-    the launcher safe to fork from); errors name ``--device``."""
-    from .placement.plan import DataPlan
-
-    try:
-        return DataPlan.device_for(device, mode)
-    except GraphfeedError as e:
-        raise GraphfeedError(f"{e} (--device)") from None
-
-
 #: what the ranks' fork server imports beyond graphfeed's core, so every rank shares those pages
 PRELOAD = ("graphfeed.training", "graphfeed.models.gnn", "graphfeed.trainer.fit",
            "graphfeed.trainer.tasks.node")
@@ -117,6 +105,8 @@ def train_runs(cfg: TrainConfig, *, dataset=None, model: Optional[Callable] = No
             _say(cfg)(f"graphfeed train: run {len(results) + 1}/{cfg.runs} (seed {spec.seed}"
                       + (f", split {spec.split})" if spec.split is not None else ")"))
         results.append(train(one, dataset=dataset, model=model))
+        if results[-1].interrupted:  # its summary is printed; the runs after it are not run
+            raise KeyboardInterrupt
         # the run's loaders are closed and freed by reference counting; hand their freed heap
         # pages back before the next run places its data
         release_free_memory()
@@ -164,15 +154,25 @@ def _say(cfg: TrainConfig):
     return say
 
 
-def _device(cfg: TrainConfig) -> str:
+def _device(cfg: TrainConfig, device=None) -> str:
     """Where the run trains: ``--partitions`` on the CPU (its exchanges run on gloo).
 
     The exchange itself can run on GPU ranks (``partition.dist.Exchange(device=, backend=)``:
     NCCL on the rank's GPU, ``distributed.world.exchange_backend``), but the rest of the
     partitioned path is CPU-only still, hence the pin: ``placement.partitioned`` makes its
     ``Exchange`` without the ranks' device and reports ``device`` cpu, and the node task's
-    partitioned branch (``trainer.tasks.node``) builds the model on ``"cpu"``."""
-    return "cpu" if cfg.partitions else resolve_device(cfg.device, cfg.mode)
+    partitioned branch (``trainer.tasks.node``) builds the model on ``"cpu"``. Else
+    ``device`` (default ``--device``) in ``--mode``: :func:`graphfeed._cuda.resolve_device`
+    (asking NVML, not starting CUDA, keeps the launcher safe to fork from), its errors naming
+    ``--device``."""
+    from . import _cuda
+
+    if cfg.partitions:
+        return "cpu"
+    try:
+        return str(_cuda.resolve_device(cfg.device if device is None else device, cfg.mode))
+    except GraphfeedError as e:
+        raise GraphfeedError(f"{e} (--device)") from None
 
 
 def _plan(cfg: TrainConfig, world):
@@ -185,7 +185,7 @@ def _plan(cfg: TrainConfig, world):
         device = "cuda"
     return DataPlan.resolve(features=cfg.features, cache_size=cfg.cache_size,
                             cache_policy=cfg.cache_policy, mode=cfg.mode,
-                            device="cpu" if cfg.partitions else resolve_device(device, cfg.mode),
+                            device=_device(cfg, device),
                             world=world, private_copy=cfg.private_copy)
 
 
@@ -227,7 +227,7 @@ def _train_loop(cfg: TrainConfig, dataset, plan, model=None, on_batch=None,
     """Check, place (the task's ``prepare`` through ``plan``) and :func:`~graphfeed.trainer.fit.fit`."""
     import torch
 
-    from .trainer.fit import fit
+    from .trainer.fit import compile_notice, fit
     from .trainer.tasks import TASKS
 
     rank, world_size = _dist_world()
@@ -238,7 +238,7 @@ def _train_loop(cfg: TrainConfig, dataset, plan, model=None, on_batch=None,
         cuda_alloc.start_cuda()  # the allocator setting first, then CUDA
         torch.cuda.set_device(torch.device(plan.device))
     held = _check_outputs(cfg)  # rank 0 holds the checkpoint folder for the run's life
-    with held if rank == 0 else contextlib.nullcontext():
+    with held if rank == 0 else contextlib.nullcontext(), compile_notice(say):
         if dataset is None and not cfg.partitions:
             dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=rank == 0)
         task = TASKS.get(cfg.task).prepare(cfg, dataset, plan, rank=rank, world_size=world_size,
@@ -259,8 +259,9 @@ def _check_output_path(flag: str, path) -> None:
 
 def _check_outputs(cfg: TrainConfig):
     """``--predict``, ``--log``, ``--save`` and ``--resume`` paths, before any data is read.
-    Returns the run's :class:`~graphfeed.trainer.checkpoint.SaveFolder` (``--save`` created),
-    which the run enters to hold it (a context doing nothing without a checkpoint folder)."""
+    Returns the run's :class:`~graphfeed.trainer.checkpoint.SaveFolder` (checked; ``--save``
+    is created when the run enters it to hold it), or a context doing nothing without a
+    checkpoint folder."""
     from .trainer.checkpoint import SaveFolder, checkpoint_path
 
     for flag, path in (("--predict", cfg.predict), ("--log", cfg.log)):
@@ -270,7 +271,9 @@ def _check_outputs(cfg: TrainConfig):
         raise GraphfeedError(f"--resume {cfg.resume}: no checkpoint.pt there")
     if cfg.save:
         return SaveFolder(cfg.save, "--save")
-    return SaveFolder(cfg.resume, "--resume", create=False) if cfg.resume else contextlib.nullcontext()
+    if cfg.resume:
+        return SaveFolder(cfg.resume, "--resume", create=False)
+    return contextlib.nullcontext()
 
 
 def check_run(cfg: TrainConfig, *, dataset=None) -> dict:
@@ -284,7 +287,7 @@ def check_run(cfg: TrainConfig, *, dataset=None) -> dict:
     cfg.validate()
     if cfg.partitions:
         return _check_partitions_run(cfg)
-    device = resolve_device(cfg.device, cfg.mode)
+    device = _device(cfg)
     _check_outputs(cfg)
     ds = open_dataset(cfg.dataset, cfg.data_root) if dataset is None else dataset
     info = TASKS.get(cfg.task).check(cfg, ds, device)
@@ -299,19 +302,12 @@ def _check_placement(cfg: TrainConfig, dataset) -> dict:
 
     n = max(1, cfg.nproc)
     plan = _plan(cfg, World(world_size=n, local_world_size=n))
-    if getattr(dataset, "hetero", None) is not None:
-        from .features.memory import InMemoryFeature
-        from .placement.typed import open_type_features, typed_placement
-
-        tfeats = open_type_features(dataset, "ram" if cfg.features == "auto" else cfg.features)
-        p = typed_placement(plan.mode, dataset.hetero, tfeats, plan.device,
-                            labels=None if cfg.task == "link" else InMemoryFeature(dataset.labels),
-                            ranks_per_machine=n)
-    else:
-        names = ["feat"] + ([getattr(dataset, "target", "label")] if cfg.task == "node" else [])
-        plan = plan.for_dataset(dataset, [k for k in names if k in dataset.features])
-        p = plan.decide(int(dataset.graph.nbytes),
-                        sum(int(dataset.features[k].nbytes) for k in names if k in dataset.features))
+    typed = dataset.hetero is not None  # typed: its per-type features
+    names = ([] if typed else ["feat"]) + ([getattr(dataset, "target", "label")]
+                                           if cfg.task == "node" else [])
+    names = [k for k in names if k in dataset.features]
+    plan = plan.for_dataset(dataset, names)
+    p = plan.decide(*plan.data_bytes(dataset, names))
     return {"mode": p.mode, "placement": p.reason}
 
 

@@ -93,7 +93,7 @@ def test_the_cli_prepares_bfloat16_and_inspect_counts_two_bytes(tmp_path, capsys
     assert info["features"]["feat"] == {"dtype": "bfloat16", "shape": [N, F], "bytes": N * F * 2}
     assert main(["inspect", str(tmp_path / "bfloat16")]) == 0
     assert "bfloat16" in capsys.readouterr().out
-    from graphfeed.datasets.estimate import estimate_memory
+    from graphfeed.placement.estimate import estimate_memory
 
     half = estimate_memory(tmp_path / "bfloat16").feature_bytes
     full = estimate_memory(tmp_path / "float32").feature_bytes

@@ -95,18 +95,23 @@ def test_writer_without_finish_publishes_nothing(tmp_path):
 
 
 def test_memory_estimate(dataset_dir):
-    from graphfeed.datasets.estimate import estimate_memory
+    from graphfeed.placement.estimate import estimate_memory
 
     ds = Dataset.open(dataset_dir)
     est = estimate_memory(dataset_dir, nproc=4, cache_bytes=100)
     assert est.graph_bytes == ds.graph.indptr.nbytes + ds.graph.indices.nbytes
     assert est.feature_bytes == 12 * 5 * 4 + 12 * 8
     d = est.data_bytes
-    assert est.placement("ram-shared").host_bytes == d
+    assert est.placement("cpu-cpu").host_bytes == d
     assert est.placement("ram-private").host_bytes == 4 * d
     assert est.placement("disk-cache").host_bytes == est.graph_bytes + 4 * 100
     assert est.placement("cuda-cuda").gpu_bytes == d and est.placement("cuda-cuda").host_bytes == 0
     assert est.placement("pinned-cuda").gpu_bytes == 0
+    assert est.placement("pinned-cuda").host_bytes == d
+    # one row per placement mode, from the modes table, then the CPU modes' storage rows
+    from graphfeed.placement.modes import MODES
+
+    assert [p.placement for p in est.placements] == [*MODES, "ram-private", "disk-cache"]
     assert estimate_memory(ds).graph_bytes == est.graph_bytes
     # arrays already opened are used as they are (inspect opens the folder once)
     from graphfeed.datasets.validate import load_folder

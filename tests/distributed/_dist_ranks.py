@@ -195,6 +195,45 @@ def share_dataset_everywhere(path: str):
     return out
 
 
+def place_typed_everywhere(path: str, free_gpu_bytes: list):
+    """A typed dataset placed by ``DataPlan.place_dataset`` with ``--mode auto`` on ranks that
+    each see their own (faked) free GPU memory: report the mode each would choose alone, the
+    one placed, where the per-type features live and the shared memory (PSS) they added."""
+    import warnings
+
+    import torch
+
+    from graphfeed.datasets.format import Dataset
+    from graphfeed.distributed import World, barrier, init
+    from graphfeed.distributed.pss import memory_breakdown
+    from graphfeed.placement import Hardware, hardware, plan, plan_placement
+    from load_scale import scaled
+
+    w = init(World.from_env(), timeout_s=scaled(60))
+    ds = Dataset.open(path)
+    gb = 10**9
+    hw = Hardware(host_total_bytes=64 * gb, host_free_bytes=60 * gb, gpu_name="fake",
+                  gpu_total_bytes=80 * gb, gpu_free_bytes=free_gpu_bytes[w.rank], gpu_count=2,
+                  ranks_per_machine=2, cuda_available=True, supports_uva=True, device="cuda:0")
+    own = plan_placement(*plan.DataPlan.data_bytes(ds, [ds.target]), hw).mode
+    # the decision on this rank's fake hardware; the CPU device keeps the GPU mode's logic
+    p = plan.DataPlan(features="ram", mode="auto", device="cpu", world=w)
+    before = memory_breakdown()["Pss_Shmem"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        placed = p.place_dataset(ds, [5, 5], hw=hw)
+    feats = placed.input_features
+    sums = {t: float(f.read(torch.arange(f.num_rows)).double().sum())  # every page touched
+            for t, f in feats.items()}
+    barrier()
+    after = memory_breakdown()["Pss_Shmem"]
+    maps = {t: _mapping_names(f.data.numpy()) for t, f in feats.items()}
+    barrier()  # nobody unmaps before everyone measured
+    return {"own": own, "mode": placed.mode, "reason": placed.placement.reason, "sums": sums,
+            "maps": maps, "shmem_added": after - before,
+            "bytes": sum(int(f.nbytes) for f in feats.values())}
+
+
 def pin_shared_in_place():
     """CUDA: each rank page-locks the one shared copy in place (no pinned copy per rank)."""
     import torch

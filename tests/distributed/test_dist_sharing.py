@@ -111,3 +111,55 @@ def test_ranks_agree_on_rank_0s_automatic_mode():
     assert (own0, own1) == ("cuda-cuda", "pinned-cuda")  # what each would choose alone
     assert mode0 == mode1 == "cuda-cuda"
     assert "rank 0 chose cuda-cuda" in reason1
+
+
+@pytest.fixture(scope="module")
+def typed_path(tmp_path_factory):
+    """A typed dataset whose per-type features (12 MB) dwarf its graph."""
+    from graphfeed.datasets import write_dataset
+    from graphfeed.datasets.hetero import HeteroParts
+    from graphfeed.graph.hetero import HeteroGraph
+
+    rng = np.random.default_rng(0)
+    num = {"paper": 20_000, "author": 15_000, "venue": 50}
+    et = {("author", "writes", "paper"): (rng.integers(0, 15_000, 40_000),
+                                          rng.integers(0, 20_000, 40_000)),
+          ("paper", "cites", "paper"): (rng.integers(0, 20_000, 40_000),
+                                        rng.integers(0, 20_000, 40_000)),
+          ("venue", "hosts", "paper"): (rng.integers(0, 50, 20_000), np.arange(20_000))}
+    g = HeteroGraph.from_edges(num, et, drop_duplicates=True)
+    labels = np.full(g.num_nodes, -1, dtype=np.int64)
+    off = int(g.node_offsets[g.type_id("paper")])
+    labels[off:off + num["paper"]] = rng.integers(0, 4, num["paper"])
+    ids = rng.permutation(num["paper"]) + off
+    feats = {"paper": rng.normal(size=(20_000, 96)).astype(np.float32),
+             "author": rng.normal(size=(15_000, 72)).astype(np.float32)}
+    path = tmp_path_factory.mktemp("typed-share") / "typed"
+    write_dataset(path, graph=g.csc, node_features={"label": labels},
+                  splits={"train": np.sort(ids[:10_000]), "valid": np.sort(ids[10_000:15_000]),
+                          "test": np.sort(ids[15_000:])},
+                  num_classes=4, target="label", name="typed-share",
+                  hetero=HeteroParts(g, {t: {"feat": a} for t, a in feats.items()},
+                                     target_type="paper"))
+    return str(path)
+
+
+def test_typed_data_takes_rank_0s_mode_and_one_copy_per_machine(typed_path,
+                                                                no_leftover_segments):
+    """A typed dataset placed by the one data plan: ranks whose own numbers would choose
+    different modes take rank 0's, and the per-type features are one shared segment per
+    machine, counted once in the ranks' summed shared-memory PSS."""
+    out = launch(ranks.place_typed_everywhere, 2, typed_path, [40 * 10**9, 10**9],
+                 timeout_s=120)
+    (r0, r1) = out
+    assert (r0["own"], r1["own"]) == ("cuda-cuda", "pinned-cuda")  # what each would choose
+    assert r0["mode"] == r1["mode"] == "cuda-cuda"
+    assert "rank 0 chose cuda-cuda" in r1["reason"]
+    assert r0["sums"] == r1["sums"] and set(r0["sums"]) == {"paper", "author"}
+    for r in out:
+        for t, maps in r["maps"].items():
+            assert any("graphfeed-" in m and "(deleted)" in m for m in maps), (t, maps)
+    size = r0["bytes"]
+    assert size >= 12 * 10**6
+    assert all(r["shmem_added"] < 0.75 * size for r in out), [r["shmem_added"] for r in out]
+    assert 0.8 * size < sum(r["shmem_added"] for r in out) < 1.3 * size

@@ -173,7 +173,9 @@ def test_resume_of_state_that_does_not_fit_is_one_line(run, tmp_path, capsys, ke
 def test_a_checkpoint_records_its_data_and_refuses_other_data(run, tmp_path, capsys):
     d, data, argv = run
     state = load_checkpoint(d / "ck")
-    assert state["dataset"] == {"name": str(data), "path": str(data.absolute()),
+    from graphfeed.datasets import open_dataset
+
+    assert state["dataset"] == {"name": open_dataset(data).name, "path": str(data.absolute()),
                                 "fingerprint": dataset_fingerprint(data)}
     # a copy of the same data elsewhere is the same data
     copy = shutil.copytree(data, tmp_path / "copy")
@@ -321,6 +323,19 @@ def test_a_failed_run_removes_the_folder_it_made(tmp_path, run, monkeypatch, cap
             (tmp_path / "x" / "new" / "theirs.txt").write_text("x")
             raise RuntimeError
     assert (tmp_path / "x" / "new" / "theirs.txt").exists()
+
+
+def test_a_dry_run_or_a_refused_run_creates_no_folder(tmp_path, run, capsys):
+    _, data, argv = run
+    made = tmp_path / "a" / "ck"
+    rc, out, _ = _cli(argv + ["--dry-run", "--save", made], capsys)
+    assert rc == 0 and "graphfeed train --dry-run" in out
+    rc, _, err = _cli(argv + ["--save", made, "--dataset", tmp_path / "none"], capsys)
+    _one_line(rc, err, "none")
+    assert not (tmp_path / "a").exists()
+    (tmp_path / "file").write_text("x")
+    rc, _, err = _cli(argv + ["--dry-run", "--save", tmp_path / "file" / "ck"], capsys)
+    _one_line(rc, err, "is a file, not a folder")
 
 
 def test_a_failed_run_keeps_a_folder_holding_a_checkpoint(tmp_path, run):

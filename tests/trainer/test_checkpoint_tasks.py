@@ -110,9 +110,9 @@ def test_signal_mid_epoch_checkpoints_and_resumes_with_the_same_batches(kind, si
         if (epoch, batch_index) == (1, 1):
             os.kill(os.getpid(), sig)  # the loop stops after this batch
 
-    with pytest.raises(KeyboardInterrupt):
-        train(_cfg(kind, datasets[kind], save=str(tmp_path / "ck")), dataset=ds,
-              on_batch=interrupt)
+    stopped = train(_cfg(kind, datasets[kind], save=str(tmp_path / "ck")), dataset=ds,
+                    on_batch=interrupt)
+    assert stopped.interrupted == "in epoch 1" and len(stopped.epochs) == 1
     state = load_checkpoint(tmp_path / "ck")
     assert state["loader"] == {"epoch": 1, "next_batch": 2} and state["partial"] is not None
     assert len(state["epochs"]) == 1
@@ -135,9 +135,9 @@ def test_a_signal_on_an_epochs_last_batch_ends_that_epoch_first(datasets, uninte
         if (epoch, batch_index) == (1, last):
             os.kill(os.getpid(), signal.SIGINT)
 
-    with pytest.raises(KeyboardInterrupt):
-        train(_cfg("hetero", datasets["hetero"], save=str(tmp_path / "ck")), dataset=ds,
-              on_batch=interrupt)
+    stopped = train(_cfg("hetero", datasets["hetero"], save=str(tmp_path / "ck")), dataset=ds,
+                    on_batch=interrupt)
+    assert stopped.interrupted == "after epoch 1" and len(stopped.epochs) == 2
     state = load_checkpoint(tmp_path / "ck")
     # epoch 1 evaluated and checkpointed whole, not skipped
     assert state["loader"] == {"epoch": 2, "next_batch": 0} and state["partial"] is None

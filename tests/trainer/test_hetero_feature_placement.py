@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import warnings
 
-import numpy as np
 import pytest
 import torch
 
@@ -43,15 +42,17 @@ def hetero(data_root):  # noqa: F811
 
 def test_the_cpu_sampling_modes_leave_the_features_alone(data_root, hetero):  # noqa: F811
     from graphfeed.placement.planner import plan_placement
-    from graphfeed.placement.typed import place_type_features, typed_placement
+    from graphfeed.placement.plan import typed_placement
+    from graphfeed.placement.typed import place_type_features
+    from graphfeed.sampling import TYPED
 
     ds, tfeats, labels = hetero
     for mode in ("cpu-cpu", "cpu-cuda"):
         p = typed_placement(mode, ds.hetero, tfeats, "cuda:0", labels=labels, hw=_hw())
-        assert p.mode == mode and p.spec.features == "host" and p.spec.typed_sampler == "hetero"
+        assert p.mode == mode and p.spec.features == "host" and TYPED[p.spec.sampler] == "hetero"
         placed = place_type_features(p, tfeats, "cuda:0", labels=labels)
         assert placed.labels is labels and placed.where == "read by the CPU"
-        assert all(placed.features[t][n] is f for t, fs in tfeats.items() for n, f in fs.items())
+        assert all(placed.type_features[t][n] is f for t, fs in tfeats.items() for n, f in fs.items())
     # auto decides as for a homogeneous graph of the same bytes
     need = sum(int(f.nbytes) for fs in tfeats.values() for f in fs.values()) + labels.nbytes
     p = typed_placement("auto", ds.hetero, tfeats, "cuda:0", labels=labels, hw=_hw())
@@ -61,7 +62,7 @@ def test_the_cpu_sampling_modes_leave_the_features_alone(data_root, hetero):  # 
 
 
 def test_the_decision_counts_the_graph_every_type_and_the_labels(data_root, hetero):  # noqa: F811
-    from graphfeed.placement.typed import typed_placement
+    from graphfeed.placement.plan import typed_placement
 
     ds, tfeats, labels = hetero
     feat_bytes = sum(int(f.nbytes) for fs in tfeats.values() for f in fs.values())
@@ -82,7 +83,7 @@ def test_the_decision_counts_the_graph_every_type_and_the_labels(data_root, hete
 def test_refusals_name_the_numbers(data_root, hetero):  # noqa: F811
     from graphfeed.errors import GraphfeedError
     from graphfeed.placement.planner import PlacementWarning
-    from graphfeed.placement.typed import typed_placement
+    from graphfeed.placement.plan import typed_placement
 
     ds, tfeats, labels = hetero
     need = ds.hetero.nbytes + labels.nbytes + sum(int(f.nbytes) for fs in tfeats.values()
@@ -114,7 +115,8 @@ def test_the_cpu_device_keeps_the_rows_in_memory(data_root, hetero, builtin_root
     """The GPU modes' logic with the device forced to the CPU: no memory check, and every
     array (a disk one too) an in-memory feature with the same rows."""
     from graphfeed.features.memory import InMemoryFeature
-    from graphfeed.placement.typed import open_type_features, place_type_features, typed_placement
+    from graphfeed.placement.plan import typed_placement
+    from graphfeed.placement.typed import open_type_features, place_type_features
 
     ds, tfeats, labels = hetero
     disk = open_type_features(ds, "disk", 0, "sieve")
@@ -123,10 +125,10 @@ def test_the_cpu_device_keeps_the_rows_in_memory(data_root, hetero, builtin_root
         assert p.mode == mode and p.device == "cpu" and "no GPU memory to check" in p.reason
         placed = place_type_features(p, disk, "cpu", labels=labels)
         assert placed.where == "in memory on the CPU (no GPU)" and placed.keep_alive == []
-        assert set(placed.features) == set(disk)
+        assert set(placed.type_features) == set(disk)
         for t, fs in disk.items():
             for n, f in fs.items():
-                g = placed.features[t][n]
+                g = placed.type_features[t][n]
                 assert isinstance(g, InMemoryFeature) and g.device.type == "cpu"
                 ids = torch.arange(f.num_rows)
                 assert torch.equal(g.read(ids), f.read(ids)), (t, n)
@@ -145,8 +147,8 @@ def test_node_classification_reports_where_the_features_are(data_root):  # noqa:
         assert r.mode == mode
         assert r.placement_reason == (
             f"{mode}: the torch typed sampler on cpu, per-type features in memory on the CPU "
-            f"(no GPU) (--mode {mode} on the CPU device: the torch typed sampler on the CPU, "
-            f"per-type features in memory on the CPU (no GPU memory to check))")
+            f"(no GPU) (--mode {mode} on the CPU device: its sampler and features on the CPU "
+            f"(no GPU memory to check))")
         assert f"graphfeed: placement {r.placement_reason}" in lines
 
 
@@ -172,12 +174,13 @@ def test_typed_link_trains_with_placed_features(builtin_root):
 def test_gpu_features_gather_on_the_device_without_a_host_sync(data_root, hetero, mode):  # noqa: F811
     from graphfeed.features.memory import InMemoryFeature
     from graphfeed.loader.fetch import FetchFeatures
-    from graphfeed.placement.typed import place_type_features, typed_placement, typed_sampler
+    from graphfeed.placement.plan import typed_placement
+    from graphfeed.placement.typed import place_type_features, typed_sampler
 
     ds, tfeats, labels = hetero
     p = typed_placement(mode, ds.hetero, tfeats, "cuda:0")
     placed = place_type_features(p, tfeats, "cuda:0")
-    for fs in placed.features.values():
+    for fs in placed.type_features.values():
         for f in fs.values():
             assert isinstance(f, InMemoryFeature) and f.device.type == "cuda"
     if mode == "pinned-cuda":  # UVA views of page-locked host rows, kept alive
@@ -185,7 +188,7 @@ def test_gpu_features_gather_on_the_device_without_a_host_sync(data_root, hetero
     s = typed_sampler(p, ds.hetero, (10, 5), "cuda:0")
     off = int(ds.hetero.node_offsets[ds.hetero.type_id("paper")])
     mb = s.sample(torch.arange(off, off + 256, device="cuda:0"), epoch=0, batch_index=0)
-    fetch = FetchFeatures({}, None, type_features=placed.features)
+    fetch = FetchFeatures({}, None, type_features=placed.type_features)
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")  # a .cpu() of the ids would sync
     try:

@@ -13,7 +13,8 @@ pytestmark = pytest.mark.timeout(300)
 def test_modes_pick_the_sampler(data_root):
     from graphfeed.sampling.hetero import HeteroNeighborSampler
     from graphfeed.sampling.torch_hetero import TorchHeteroSampler
-    from graphfeed.placement.typed import open_type_features, typed_placement, typed_sampler
+    from graphfeed.placement.plan import typed_placement
+    from graphfeed.placement.typed import open_type_features, typed_sampler
     from graphfeed.training import open_dataset
 
     ds = open_dataset("hetero", data_root, verbose=False)

@@ -48,7 +48,7 @@ def test_dry_run_and_refusals(data_root, tmp_path):
     with pytest.raises(GraphfeedError, match="uniformly"):
         train(_cfg(data_root, sampler="labor"))
     from graphfeed.datasets.open import open_dataset
-    from graphfeed.trainer.tasks.link import check_typed_link_dataset
+    from graphfeed.trainer.tasks.link import check_link_dataset as check_typed_link_dataset
 
     ds = open_dataset("hetero-link", data_root)
     with pytest.raises(GraphfeedError, match="ending in .npz"):  # one array per relation
@@ -174,8 +174,8 @@ def test_typed_signal_mid_epoch_checkpoints_and_resumes(data_root, typed_uninter
         if (epoch, batch_index) == (1, 1):
             os.kill(os.getpid(), signal.SIGINT)  # the loop stops after this batch
 
-    with pytest.raises(KeyboardInterrupt):
-        train(_cfg(data_root, save=str(tmp_path / "ck"), **_CK), on_batch=interrupt)
+    stopped = train(_cfg(data_root, save=str(tmp_path / "ck"), **_CK), on_batch=interrupt)
+    assert stopped.interrupted == "in epoch 1"
     state = load_checkpoint(tmp_path / "ck")
     assert state["loader"] == {"epoch": 1, "next_batch": 2} and state["partial"] is not None
     resumed = []

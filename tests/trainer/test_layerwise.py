@@ -87,7 +87,7 @@ def test_layerwise_equals_full_neighbour_sampled_evaluation(varied_dataset, name
     """Every node, and a small set whose receptive field is not the whole graph: batches (and
     source-table chunks) of 7 nodes (157 = 22 x 7 + 3), or batches cut by in-edges (the hub
     alone)."""
-    from graphfeed.trainer.layerwise import direct_layer
+    from graphfeed.models.layerwise import direct_layer
 
     ds = varied_dataset
     placed = _placed(ds)
@@ -185,7 +185,7 @@ def test_direct_and_block_paths_agree_on_a_multigraph(multigraph_dataset, name, 
     """The direct layers and the model's own code on sampled blocks (forced by a forward hook,
     which a direct layer would skip) give the full-neighbour logits, self-loops and repeated
     edges included; the block path's loaders are reused by a second evaluation."""
-    from graphfeed.trainer.layerwise import direct_layer
+    from graphfeed.models.layerwise import direct_layer
 
     ds = multigraph_dataset
     n = ds.graph.num_nodes
@@ -220,7 +220,7 @@ def test_only_the_reference_layers_run_directly(varied_dataset):
     from torch_geometric.nn import SAGEConv
 
     from graphfeed.models import BlockGNN
-    from graphfeed.trainer.layerwise import direct_layer
+    from graphfeed.models.layerwise import direct_layer
 
     class Custom(BlockGNN):
         pass
@@ -245,7 +245,7 @@ def test_only_the_reference_layers_run_directly(varied_dataset):
 
 
 def test_csr_sum_rows_weights_per_edge_and_per_head():
-    from graphfeed.trainer.layerwise import csr_sum_rows
+    from graphfeed.models.layerwise import csr_sum_rows
 
     rng = np.random.default_rng(0)
     crow = np.array([0, 3, 3, 7], dtype=np.int64)  # the middle row has no edge
@@ -273,7 +273,7 @@ def test_host_and_sparse_aggregations_agree(heads):
     int64 rows, rows without edges."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from graphfeed.trainer import layerwise as lw
+    from graphfeed.models import layerwise as lw
 
     rng = np.random.default_rng(1)
     deg = rng.integers(0, 5, size=40)
@@ -285,10 +285,10 @@ def test_host_and_sparse_aggregations_agree(heads):
     dst = np.arange(40, dtype=np.int64)
     for col in (rng.integers(0, 30, size=int(crow[-1])).astype(np.int32),
                 rng.integers(0, 30, size=int(crow[-1])).astype(np.int64)):
-        edges = lw._Edges(dst, dst, crow, col, col)
-        want = lw._aggregate(edges, table, values)
+        edges = lw.Edges(dst, dst, crow, col, col)
+        want = lw.aggregate(edges, table, values)
         with ThreadPoolExecutor(2) as pool:
-            split = lw._aggregate(edges, table, values, threads=lw._Threads(pool, 3))
+            split = lw.aggregate(edges, table, values, threads=lw.Threads(pool, 3))
         sparse = lw._sparse_sum_rows(edges, table, values, 6)
         torch.testing.assert_close(split, want, rtol=0, atol=0)
         torch.testing.assert_close(sparse, want, rtol=1e-5, atol=1e-5)
@@ -296,7 +296,7 @@ def test_host_and_sparse_aggregations_agree(heads):
 
 
 def test_edge_batches_bound_every_batch(varied_dataset):
-    from graphfeed.trainer.layerwise import edge_batches
+    from graphfeed.graph.neighbourhood import edge_batches
 
     deg = np.asarray(varied_dataset.graph.in_degrees, dtype=np.int64)
     runs = edge_batches(deg, max_edges=23, max_rows=9)
@@ -310,7 +310,7 @@ def test_edge_batches_bound_every_batch(varied_dataset):
 
 
 def test_needed_nodes_is_the_in_neighbourhood(varied_dataset):
-    from graphfeed.trainer.layerwise import needed_nodes
+    from graphfeed.graph.neighbourhood import needed_nodes
 
     g = varied_dataset.graph
     targets = np.array([20, 5, 33])
@@ -328,15 +328,15 @@ def test_needed_nodes_is_the_in_neighbourhood(varied_dataset):
     assert sets[0].tolist() == sorted(expand(hop1))
     assert len(sets[0]) < N  # a small set does not need every node
     # the in-neighbours are gathered in chunks when there are many edges
-    from graphfeed.trainer import layerwise
+    from graphfeed.graph import neighbourhood
 
     mask = np.zeros(N, dtype=bool)
-    layerwise._in_neighbours(g.indptr, g.indices, np.arange(N), mask, chunk_edges=5)
+    neighbourhood._in_neighbours(g.indptr, g.indices, np.arange(N), mask, chunk_edges=5)
     assert np.flatnonzero(mask).tolist() == sorted(set(g.indices.tolist()))
 
 
 def test_degree_groups_bound_every_batch(varied_dataset):
-    from graphfeed.trainer.layerwise import degree_groups
+    from graphfeed.graph.neighbourhood import degree_groups
 
     deg = varied_dataset.graph.in_degrees
     groups = degree_groups(np.arange(N), deg, max_batch_edges=40, max_batch=9)
@@ -352,7 +352,7 @@ def test_stock_gcn_is_not_exact_layer_by_layer(varied_dataset):
     from graphfeed.errors import GraphfeedError
     from graphfeed.trainer.config import TrainConfig
     from graphfeed.trainer.evaluate import resolve_eval_method
-    from graphfeed.trainer.layerwise import supports_layerwise
+    from graphfeed.models.layerwise import supports_layerwise
 
     from graphfeed.models import BlockGNN, build_model
 

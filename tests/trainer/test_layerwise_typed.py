@@ -1,4 +1,4 @@
-"""Layer-wise inference of the R-GCN on typed graphs (trainer/layerwise_typed.py): equal to the
+"""Layer-wise inference of the R-GCN on typed graphs (trainer/layerwise.py, on a typed graph): equal to the
 model's forward with every neighbour sampled, whatever the batches, threads, widths (projected
 first or not) or layers, with a featureless type, relations that reach only some destinations
 and one with no edge at all; ``--eval auto`` evaluates typed node classification and typed link
@@ -101,7 +101,7 @@ def _sampled(placed, ids, net, layers, batch_size=7):
 
     sampler = placed.sampler.with_fanouts([-1] * layers)
     ld = DataLoader(ItemSampler(np.asarray(ids), batch_size, shuffle=False), sampler,
-                          type_features=placed.features, num_threads=1)
+                          type_features=placed.type_features, num_threads=1)
     off = {t: int(o) for t, o in zip(sampler.graph.node_types, sampler.graph.node_offsets)}
     rows, got = {}, {}
     net.eval()
@@ -120,9 +120,9 @@ def _sampled(placed, ids, net, layers, batch_size=7):
 
 
 def _layerwise(placed, graph, sets, net, layers, **kw):
-    from graphfeed.trainer.layerwise_typed import TypedLayerwiseEvaluator
+    from graphfeed.trainer.layerwise import LayerwiseEvaluator
 
-    ev = TypedLayerwiseEvaluator(placed, graph, sets, layers, **kw)
+    ev = LayerwiseEvaluator(placed, graph, sets, layers, **kw)
     try:
         return ev.evaluate(net)
     finally:
@@ -158,18 +158,18 @@ def test_equals_every_neighbour_sampled(typed_dataset, layers, hidden, max_batch
 def test_a_small_set_the_labels_and_argmax(typed_dataset):
     """A few targets (layer 0 runs on their 2-hop neighbourhood only), in an unsorted order with
     a repeat; the labels and the predicted classes follow the set's order."""
-    from graphfeed.trainer.layerwise_typed import TypedLayerwiseEvaluator
+    from graphfeed.trainer.layerwise import LayerwiseEvaluator
 
     ds = typed_dataset
     placed = _placed(ds)
     net = _model(ds)
     off = int(ds.hetero.node_offsets[ds.hetero.type_id("paper")])
     ids = np.array([off + 50, off + 7, off + 2, off + 7])
-    ev = TypedLayerwiseEvaluator(placed, ds.hetero, {"s": ids}, 2, num_threads=1)
+    ev = LayerwiseEvaluator(placed, ds.hetero, {"s": ids}, 2, num_threads=1)
     try:
         logits, y = ev.logits(net, "s")
         classes, _ = ev.logits(net, "s", argmax=True)
-        sets = ev._needed(("s",))
+        sets = ev._plan(("s",)).sets
     finally:
         ev.close()
     assert sets[0].shape[0] < ds.hetero.num_nodes  # not the whole graph
@@ -277,7 +277,7 @@ def test_training_forward_is_unchanged(typed_dataset):
 
     off = int(ds.hetero.node_offsets[ds.hetero.type_id("paper")])
     ld = DataLoader(ItemSampler(np.arange(off, off + 30), 30, shuffle=False),
-                          placed.sampler, type_features=placed.features, num_threads=1)
+                          placed.sampler, type_features=placed.type_features, num_threads=1)
     try:
         mb = next(iter(ld))
     finally:
@@ -363,7 +363,7 @@ def rank_logits(path: str, max_batch: int):
     function: spawned ranks import it from this module)."""
     import graphfeed as gf
     from graphfeed.distributed import World, init
-    from graphfeed.trainer.layerwise_typed import TypedLayerwiseEvaluator
+    from graphfeed.trainer.layerwise import LayerwiseEvaluator
 
     w = init(World.from_env(), timeout_s=60) if World.from_env().world_size > 1 else None
     rank, world = (w.rank, w.world_size) if w is not None else (0, 1)
@@ -371,7 +371,7 @@ def rank_logits(path: str, max_batch: int):
     net = _model(ds, 3, 8)
     off = int(ds.hetero.node_offsets[ds.hetero.type_id("paper")])
     sets = {"a": np.arange(off, off + 50), "b": np.arange(off + 50, off + NUM["paper"])}
-    ev = TypedLayerwiseEvaluator(_placed(ds), ds.hetero, sets, 3, rank=rank, world_size=world,
+    ev = LayerwiseEvaluator(_placed(ds), ds.hetero, sets, 3, rank=rank, world_size=world,
                                  num_threads=1, max_batch=max_batch)
     try:
         return {k: (v.numpy(), y.numpy()) for k, (v, y) in ev.evaluate(net).items()}

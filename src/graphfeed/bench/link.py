@@ -65,7 +65,7 @@ def bench_link_sample(data: BenchData, *, fanouts: Sequence[int] = (15, 10, 5),
     from ..placement.plan import place
     from ..sampling.link import LinkSampler
 
-    if data.dataset is not None and getattr(data.dataset, "hetero", None) is not None:
+    if data.dataset is not None and data.dataset.hetero is not None:
         from .hetero_link import bench_typed_link_sample  # typed pairs: the typed sampler
 
         if mode not in ("cpu-cpu", "auto"):

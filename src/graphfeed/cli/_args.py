@@ -186,6 +186,28 @@ def cache_policies() -> list[str]:
     return [AUTO_POLICY, *sorted(POLICIES)]
 
 
+def add_data_source(p: argparse.ArgumentParser, datasets: str, folder_files: str) -> None:
+    """A bench's data: ``--dataset`` (one of ``datasets``, default medium) or ``--graph DIR``
+    (a prepared dataset folder, or a folder holding ``folder_files``)."""
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--dataset", default=None, help=f"built-in dataset ({datasets}) [medium]")
+    src.add_argument("--graph", default=None, metavar="DIR",
+                     help=f"prepared dataset folder, or a folder with {folder_files}")
+
+
+def add_batch_arguments(p: argparse.ArgumentParser, *, seeds: str, batches: int, timed: str,
+                        warmup: str) -> None:
+    """A bench's batches: ``--fanouts``, ``--batch-size`` (``seeds`` per batch), ``--batches``
+    (``timed``, default ``batches``) and ``--warmup`` (``warmup``, default 5)."""
+    p.add_argument("--fanouts", type=fanouts, default=[15, 10, 5],
+                   help="neighbours per layer, input layer first, -1 = all [15,10,5]")
+    p.add_argument("--batch-size", type=positive_int, default=1024,
+                   help=f"{seeds} per batch [%(default)s]")
+    p.add_argument("--batches", type=positive_int, default=batches,
+                   help=f"{timed} [%(default)s]")
+    p.add_argument("--warmup", type=int, default=5, help=f"{warmup} [%(default)s]")
+
+
 def add_sampler_arguments(p: argparse.ArgumentParser) -> None:
     """``--sampler`` and the options of each sampling method (``graphfeed train`` and
     ``graphfeed bench sample``); :func:`sampler_options` turns them into keywords."""

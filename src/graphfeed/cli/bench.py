@@ -24,20 +24,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     s = bsub.add_parser("sample", help="sampling alone and sampling + feature fetch",
                         description="Seeds/s, sampled edges/s, batches/s and peak RSS of the loader's "
                         "sampling stage, alone and with feature fetch.")
-    src = s.add_mutually_exclusive_group()
-    src.add_argument("--dataset", default=None,
-                     help=f"built-in dataset ({_args.builtin_datasets()}) [medium]")
-    src.add_argument("--graph", default=None, metavar="DIR",
-                     help="prepared dataset folder, or a folder with indptr.npy and indices.npy "
-                     "(optional features.npy, train_ids.npy)")
-    s.add_argument("--fanouts", type=_args.fanouts, default=[15, 10, 5],
-                   help="neighbours per layer, input layer first, -1 = all [15,10,5]")
-    s.add_argument("--batch-size", type=_args.positive_int, default=1024,
-                   help="seeds (or pairs, --task link) per batch [%(default)s]")
-    s.add_argument("--batches", type=_args.positive_int, default=100,
-                   help="timed batches [%(default)s]")
-    s.add_argument("--warmup", type=int, default=5,
-                   help="untimed batches first (JIT, caches) [%(default)s]")
+    _args.add_data_source(s, _args.builtin_datasets(), "indptr.npy and indices.npy (optional "
+                          "features.npy, train_ids.npy)")
+    _args.add_batch_arguments(s, seeds="seeds (or pairs, --task link)", batches=100,
+                              timed="timed batches", warmup="untimed batches first (JIT, caches)")
     s.add_argument("--threads", type=_args.positive_int, default=2,
                    help="loader threads [%(default)s]")
     s.add_argument("--prefetch", type=_args.positive_int, default=2,

@@ -18,15 +18,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("partitions", metavar="DIR", help="a 'graphfeed partition' folder")
     p.add_argument("--nproc", type=_args.positive_int, default=None,
                    help="processes, a multiple of the parts [one per part]")
-    p.add_argument("--fanouts", type=_args.fanouts, default=[15, 10, 5],
-                   help="neighbours per layer, input layer first, -1 = all [15,10,5]")
-    p.add_argument("--batch-size", type=_args.positive_int, default=1024,
-                   help="seeds per batch [%(default)s]")
-    p.add_argument("--batches", type=_args.positive_int, default=20,
-                   help="timed batches per rank and phase [%(default)s]")
-    p.add_argument("--warmup", type=int, default=5,
-                   help="batches first (JIT, and the counts that rank rows for the cache) "
-                        "[%(default)s]")
+    _args.add_batch_arguments(p, seeds="seeds", batches=20,
+                              timed="timed batches per rank and phase",
+                              warmup="batches first (JIT, and the counts that rank rows for the "
+                                     "cache)")
     p.add_argument("--cache-rows", type=int, default=0,
                    help="remote rows each rank caches for a second phase [%(default)s: no second "
                         "phase]")

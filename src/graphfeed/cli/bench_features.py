@@ -21,21 +21,13 @@ DESCRIPTION = (
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("features", help=HELP, description=DESCRIPTION)
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--dataset", default=None,
-                     help=f"built-in dataset ({_args.builtin_datasets(plain_node=True)}) [medium]")
-    src.add_argument("--graph", default=None, metavar="DIR",
-                     help="prepared dataset folder, or a folder with indptr.npy, indices.npy and "
-                     "features.npy (optional train_ids.npy)")
+    _args.add_data_source(p, _args.builtin_datasets(plain_node=True), "indptr.npy, indices.npy "
+                          "and features.npy (optional train_ids.npy)")
     p.add_argument("--feature", default="feat", help="node feature name in a prepared dataset [feat]")
-    p.add_argument("--batches", type=_args.positive_int, default=20, help="timed batches [20]")
-    p.add_argument("--warmup", type=int, default=5, help="untimed batches (cache warm-up) [%(default)s]")
+    _args.add_batch_arguments(p, seeds="seeds (of the sampled batches)", batches=20,
+                              timed="timed batches", warmup="untimed batches (cache warm-up)")
     p.add_argument("--cold-batches", type=_args.positive_int, default=5,
                    help="batches timed for the cold backends [5]")
-    p.add_argument("--batch-size", type=_args.positive_int, default=1024,
-                   help="seeds per sampled batch [%(default)s]")
-    p.add_argument("--fanouts", type=_args.fanouts, default=[15, 10, 5],
-                   help="neighbours per layer of the sampled batches [15,10,5]")
     p.add_argument("--backends", default=",".join(FEATURE_VARIANTS),
                    help="comma-separated feature variants to time [%(default)s]")
     p.add_argument("--cache-fraction", type=_args.positive_float, default=0.2,

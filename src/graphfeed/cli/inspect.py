@@ -41,7 +41,8 @@ def _describe(path, *, nproc: int, cache_bytes: int, validate=True) -> tuple:
     arrays memory-mapped, without torch) and every fact is read from that one opening."""
     import numpy as np
 
-    from ..datasets.estimate import class_balance, estimate_memory
+    from ..datasets.estimate import class_balance
+    from ..placement.estimate import estimate_memory
     from ..datasets.schema import split_role
     from ..datasets.validate import load_folder
     from ..errors import DatasetError, GraphfeedError

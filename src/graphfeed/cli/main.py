@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Optional, Sequence
 
@@ -74,7 +75,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"graphfeed {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"graphfeed {args.command}: interrupted", file=sys.stderr)
+        if os.environ.get("RANK", "0") == "0":  # under torchrun: one line, rank 0's
+            print(f"graphfeed {args.command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # the reader went away (`graphfeed ... | head`): stop quietly, as a Unix tool killed by

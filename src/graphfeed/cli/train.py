@@ -251,4 +251,7 @@ def run(args) -> int:
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), allow_nan=False) + "\n")
         sys.stdout.flush()
+    if cfg.runs == 1 and result.interrupted:  # cut short: the summary is of the epochs run
+        print(f"graphfeed train: interrupted {result.interrupted}", file=sys.stderr)
+        return 130
     return 0

@@ -257,3 +257,15 @@ def check_typed_link_contents(meta, indptr, indices, edge_type, splits: Mapping,
                 raise DatasetError(f"{paths[in_y]}: edge {u} -> {v} (global ids) of {ets[r]} "
                                    f"(or its reverse edge) is in both split {bases[x]!r} and "
                                    f"split {bases[y]!r}; link splits must be disjoint")
+
+
+def check_train_pairs(splits: Mapping, path) -> None:
+    """Refuse a link dataset with nothing to train on: a ``train`` split that holds no pairs
+    (``splits``: split name -> ``(2, P)`` pairs, or a dict of them per edge type). A missing or
+    wrongly shaped ``train`` is left to the writer's own checks and messages."""
+    train = splits.get("train")
+    if train is None:
+        return
+    parts = list(train.values()) if isinstance(train, Mapping) else [train]
+    if all(np.ndim(p) == 2 and np.shape(p)[1] == 0 for p in parts):
+        raise DatasetError(f"{path}: the train split holds no edge pairs; nothing to train on")

@@ -25,12 +25,9 @@ import math
 
 import numpy as np
 
-from .._numba import kernel
+from .._numba import bucket_of, kernel, mix64
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_C1 = np.uint64(0xBF58476D1CE4E5B9)
-_C2 = np.uint64(0x94D049BB133111EB)
-_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
 _SALT = np.uint64(0x632BE59BD9B4E019)
 _U53 = 1.0 / 9007199254740992.0  # 2 ** -53
 _U24 = 1.0 / 16777216.0  # 2 ** -24
@@ -38,14 +35,6 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 _LOW16 = np.uint64(0xFFFF)
 _SH11, _SH16, _SH32, _SH40, _SH48 = (np.uint64(11), np.uint64(16), np.uint64(32), np.uint64(40),
                                      np.uint64(48))
-
-
-@kernel
-def mix64(z):
-    """splitmix64's finaliser (a bijection on uint64)."""
-    z = (z ^ (z >> _S30)) * _C1
-    z = (z ^ (z >> _S27)) * _C2
-    return z ^ (z >> _S31)
 
 
 @kernel
@@ -87,15 +76,7 @@ def unpermute(y, n, keys, half, mask):
 @kernel
 def class_of(p, class_start):
     """The class whose position range ``[class_start[c], class_start[c + 1])`` holds ``p``."""
-    lo = 0
-    hi = class_start.shape[0] - 1
-    while hi - lo > 1:
-        mid = (lo + hi) >> 1
-        if class_start[mid] <= p:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return bucket_of(class_start, p)
 
 
 @kernel

@@ -1,60 +1,31 @@
-"""How much memory a dataset needs under each placement, for 1 or N processes per machine, and
-how its labels are spread over the classes (:func:`class_balance`).
-
-Only the data is counted (graph arrays, node features, labels); mini-batches, the model and the
-sampler's workspace come on top (the placement planner adds its own workspace term). Sizes come
-from the ``.npy`` headers, so estimating never reads the arrays.
-
-Placements (the CUDA ones are the placement planner's modes):
-
-==================  ============================================  ==============================
-row                 host RAM per machine                          per GPU (one process per GPU)
-==================  ============================================  ==============================
-ram-shared          graph + features, once (memory maps /          0
-(cpu-cpu)           page cache shared by every local process)
-ram-private         nproc x (graph + features)                     0
-disk-cache          graph once + nproc x cache (features on disk)  0
-cpu-cuda            graph + features, once                         0 (only mini-batches)
-pinned-cuda         graph + features pinned, once                  0 (read over PCIe via UVA)
-cuda-cuda           0 after loading                                graph + features
-==================  ============================================  ==============================
-"""
+"""A dataset's sizes as stored (:func:`data_sizes`: from the ``.npy`` headers, never reading the
+arrays), and how its labels are spread over the classes (:func:`class_balance`). The memory each
+placement mode needs is ``graphfeed.placement.estimate_memory``, derived from these sizes and
+the modes table."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
 import numpy as np
 
 from .._checks import check_int
-from .._units import format_bytes
 from ..errors import GraphfeedError
 from .format import Dataset
 from .validate import LoadedArrays, load_folder
 
 
 @dataclass(frozen=True)
-class PlacementMemory:
-    """One placement's data footprint for ``nproc`` processes on one machine."""
-
-    placement: str
-    description: str
-    host_bytes: int  # RAM on the machine (shared copies counted once)
-    gpu_bytes: int  # on each GPU, with one process per GPU
-    disk_bytes: int  # data read from disk at run time (not held in RAM)
-
-
-@dataclass(frozen=True)
-class MemoryEstimate:
-    """Data sizes of a dataset and its footprint per placement.
+class DataSizes:
+    """A dataset's sizes in bytes, as stored (the placements' memory per mode:
+    ``graphfeed.placement.estimate_memory``).
 
     ``graph_bytes``: indptr + indices (+ weights, + a typed graph's relation ids);
     ``feature_bytes``: every node feature, labels included (a typed graph's per-type features
-    named ``type/name``). ``placements`` holds the rows for ``nproc`` processes per machine and
-    ``cache_bytes`` of feature cache per process.
+    named ``type/name``); ``feature_sizes``: name -> ``{"dtype", "shape", "bytes"}``.
     """
 
     name: str
@@ -62,61 +33,18 @@ class MemoryEstimate:
     num_edges: int
     graph_bytes: int
     feature_bytes: int
-    feature_sizes: dict  # name -> {"dtype", "shape", "bytes"}
-    nproc: int
-    cache_bytes: int
-    placements: tuple = field(default_factory=tuple)
+    feature_sizes: dict
 
     @property
     def data_bytes(self) -> int:
         return self.graph_bytes + self.feature_bytes
 
-    def placement(self, name: str) -> PlacementMemory:
-        for p in self.placements:
-            if p.placement == name:
-                return p
-        raise GraphfeedError(f"no placement {name!r}; have {[p.placement for p in self.placements]}")
 
-    def to_json(self) -> dict:
-        d = asdict(self)
-        d["placements"] = [asdict(p) for p in self.placements]
-        return d
-
-    def table(self) -> str:
-        rows = [("placement", "host RAM / machine", "per GPU", "read from disk", "")]
-        for p in self.placements:
-            rows.append((p.placement, format_bytes(p.host_bytes), format_bytes(p.gpu_bytes),
-                         format_bytes(p.disk_bytes) if p.disk_bytes else "-", p.description))
-        widths = [max(len(r[i]) for r in rows) for i in range(4)]
-        return "\n".join(
-            "  ".join(r[i].ljust(widths[i]) if i == 0 else r[i].rjust(widths[i]) for i in range(4)) + "  " + r[4]
-            for r in rows
-        )
-
-
-def _placements(g: int, f: int, nproc: int, cache: int) -> tuple:
-    d = g + f
-    return (
-        PlacementMemory("ram-shared", "cpu-cpu: memory maps, one copy per machine", d, 0, 0),
-        PlacementMemory("ram-private", "each process loads its own copy (in_memory=True)", nproc * d, 0, 0),
-        PlacementMemory("disk-cache", f"features on disk, {format_bytes(cache)} cache per process",
-                        g + nproc * min(cache, f), 0, f),
-        PlacementMemory("cpu-cuda", "data in RAM once; only mini-batches go to the GPU", d, 0, 0),
-        PlacementMemory("pinned-cuda", "graph + features pinned once; GPU reads them via UVA", d, 0, 0),
-        PlacementMemory("cuda-cuda", "graph + features copied to every GPU", 0, d, 0),
-    )
-
-
-def estimate_memory(dataset_or_path: Union[Dataset, LoadedArrays, str, os.PathLike], *, nproc: int = 1,
-                    cache_bytes: int = 0) -> MemoryEstimate:
-    """Estimate the data footprint of a dataset for ``nproc`` processes per machine with
-    ``cache_bytes`` of feature cache per process.
-
-    ``dataset_or_path``: an opened :class:`~graphfeed.datasets.format.Dataset`, the arrays of a folder
-    already opened with :func:`~graphfeed.datasets.validate.load_folder` (nothing is re-read), or
-    a dataset folder (only its metadata and ``.npy`` headers are read)."""
-    nproc = check_int("nproc", nproc, 1)
-    cache_bytes = check_int("cache_bytes", cache_bytes, 0)
+def data_sizes(dataset_or_path: Union[Dataset, LoadedArrays, str, os.PathLike]) -> DataSizes:
+    """The :class:`DataSizes` of a dataset. ``dataset_or_path``: an opened
+    :class:`~graphfeed.datasets.format.Dataset`, the arrays of a folder already opened with
+    :func:`~graphfeed.datasets.validate.load_folder` (nothing is re-read), or a dataset folder
+    (only its metadata and ``.npy`` headers are read)."""
     if isinstance(dataset_or_path, Dataset):
         arrays = dataset_or_path.arrays
     elif isinstance(dataset_or_path, LoadedArrays):
@@ -124,23 +52,19 @@ def estimate_memory(dataset_or_path: Union[Dataset, LoadedArrays, str, os.PathLi
     else:
         arrays = load_folder(Path(dataset_or_path), mmap=True, full=False)
     meta = arrays.metadata
-    g = int(arrays.indptr.nbytes + arrays.indices.nbytes + (arrays.weights.nbytes if arrays.weights is not None else 0))
+    g = int(arrays.indptr.nbytes + arrays.indices.nbytes
+            + (arrays.weights.nbytes if arrays.weights is not None else 0))
     # the metadata's dtype: a bfloat16 feature's file holds uint16 bits (2 bytes a value too)
     feats = {k: (a, meta.node_features[k].dtype) for k, a in arrays.node_features.items()}
     if arrays.hetero is not None:  # the relation ids, and the per-type features as "type/name"
         g += int(arrays.hetero["edge_type"].nbytes)
         feats.update({f"{t}/{k}": (a, meta.hetero.node_features[t][k].dtype)
                       for t, fs in arrays.hetero["node_features"].items() for k, a in fs.items()})
-    sizes = {
-        k: {"dtype": dt, "shape": list(a.shape), "bytes": int(a.nbytes)}
-        for k, (a, dt) in feats.items()
-    }
-    f = sum(v["bytes"] for v in sizes.values())
-    return MemoryEstimate(
-        name=meta.name, num_nodes=meta.num_nodes, num_edges=meta.graph.num_edges, graph_bytes=g,
-        feature_bytes=f, feature_sizes=sizes, nproc=nproc, cache_bytes=cache_bytes,
-        placements=_placements(g, f, nproc, cache_bytes),
-    )
+    sizes = {k: {"dtype": dt, "shape": list(a.shape), "bytes": int(a.nbytes)}
+             for k, (a, dt) in feats.items()}
+    return DataSizes(name=meta.name, num_nodes=meta.num_nodes, num_edges=meta.graph.num_edges,
+                     graph_bytes=g, feature_bytes=sum(v["bytes"] for v in sizes.values()),
+                     feature_sizes=sizes)
 
 
 #: majority-class share above which ``inspect`` warns that plain accuracy misleads

@@ -33,7 +33,7 @@ from typing import Mapping, Optional
 import numpy as np
 
 from ..errors import DatasetError, GraphfeedError
-from ._link_checks import NEG_SUFFIX, parse_typed_split_name, typed_split_name
+from ._link_checks import NEG_SUFFIX, check_train_pairs, parse_typed_split_name, typed_split_name
 
 __all__ = ["write_typed_link_dataset", "typed_link_split", "typed_link_edge_types",
            "random_relation_split", "without_typed_pairs", "reverse_edge_types",
@@ -42,7 +42,7 @@ __all__ = ["write_typed_link_dataset", "typed_link_split", "typed_link_edge_type
 
 def is_typed_link(dataset) -> bool:
     """A ``link_prediction`` dataset with node and edge types."""
-    return dataset.task_type == "link_prediction" and getattr(dataset, "hetero", None) is not None
+    return dataset.task_type == "link_prediction" and dataset.hetero is not None
 
 
 def write_typed_link_dataset(path, *, graph, splits: Mapping, negatives: Optional[Mapping] = None,
@@ -91,8 +91,6 @@ def write_typed_link_dataset(path, *, graph, splits: Mapping, negatives: Optiona
             raise DatasetError(f"negatives of split {sname!r}, which is not one of the splits "
                                f"{sorted(splits)}")
         add("negative_dst", sname + NEG_SUFFIX, by_type, "negatives")
-    from .link import check_train_pairs
-
     check_train_pairs(splits, path)
     parts = HeteroParts(graph, type_features or {})
     with DatasetWriter(path, overwrite=overwrite) as w:

@@ -22,10 +22,10 @@ from typing import Mapping, Optional
 import numpy as np
 
 from ..errors import DatasetError, GraphfeedError
-from ._link_checks import NEG_SUFFIX
+from ._link_checks import NEG_SUFFIX, check_train_pairs
 
 __all__ = ["LINK_SPLITS", "check_train_pairs", "write_link_dataset", "random_edge_split", "without_pairs",
-           "graph_pairs"]
+           "graph_pairs", "link_pairs", "reverse_keys", "without_held"]
 
 #: the splits a link trainer reads (``train`` required)
 LINK_SPLITS = ("train", "valid", "test")
@@ -93,18 +93,6 @@ def write_link_dataset(path, *, graph, node_features: Mapping, splits: Mapping,
                          feats, specs, TaskSpec("link_prediction", "", 0), {}, dict(extra or {}))
         w.finish(meta)
     return path
-
-
-def check_train_pairs(splits: Mapping, path) -> None:
-    """Refuse a link dataset with nothing to train on: a ``train`` split that holds no pairs
-    (``splits``: split name -> ``(2, P)`` pairs, or a dict of them per edge type). A missing or
-    wrongly shaped ``train`` is left to the writer's own checks and messages."""
-    train = splits.get("train")
-    if train is None:
-        return
-    parts = list(train.values()) if isinstance(train, Mapping) else [train]
-    if all(np.ndim(p) == 2 and np.shape(p)[1] == 0 for p in parts):
-        raise DatasetError(f"{path}: the train split holds no edge pairs; nothing to train on")
 
 
 # --------------------------------------------------------------------------- graph helpers
@@ -177,3 +165,45 @@ def build_synthetic(spec, arrays, path: Path, *, overwrite: bool = False,
         path, graph=graph, node_features={"feat": a.features, "community": a.labels},
         splits=splits, name=f"synthetic-{spec.name}", overwrite=overwrite, undirected=True,
         extra=extra)
+
+
+# --------------------------------------------------------------------------- by key
+# A link dataset's pairs keyed as the LinkSampler keys them: ``None`` for an untyped graph, an
+# edge type for a typed one (type-local ids), so training and evaluation have one shape.
+def link_pairs(dataset, split: str) -> dict:
+    """Key -> ``(pairs int64 (2, P), fixed negatives int64 (P, k) or None)`` of split ``split``
+    (empty when the dataset has none)."""
+    if dataset.hetero is not None:
+        from .hetero_link import typed_link_split
+
+        return {et: (np.ascontiguousarray(p, dtype=np.int64), n)
+                for et, (p, n) in typed_link_split(dataset, split).items()}
+    if split not in dataset.split_names:
+        return {}
+    pairs, fixed = dataset.link_split(split)
+    return {None: (np.ascontiguousarray(pairs, dtype=np.int64), fixed)}
+
+
+def reverse_keys(dataset, graph) -> dict:
+    """Key -> the key of its reverse edges in ``graph`` (the dataset's graph or one like it):
+    ``{None: None}`` for an undirected untyped graph (``{}`` for a directed one); each typed
+    relation whose edges are another's transpose (``hetero_link.reverse_edge_types``)."""
+    if dataset.hetero is not None:
+        from .hetero_link import reverse_edge_types
+
+        return reverse_edge_types(graph)
+    return {None: None} if dataset.metadata.graph.undirected else {}
+
+
+def without_held(graph, held: Mapping, reverse: Mapping):
+    """The message-passing graph: ``graph`` without the pairs ``held`` (key -> int ``(2, P)``)
+    and, for a key of ``reverse`` (:func:`reverse_keys`), their reverse edges; ``graph`` itself
+    when nothing is held. O(E)."""
+    held = {k: np.asarray(p, dtype=np.int64) for k, p in held.items() if np.shape(p)[-1]}
+    if not held:
+        return graph
+    if None in held:
+        return without_pairs(graph, held[None], reverse=None in reverse)
+    from .hetero_link import without_typed_pairs
+
+    return without_typed_pairs(graph, held, reverse=reverse)

@@ -16,6 +16,9 @@ Rules (``share_dataset``):
   (``cache_size``) is private to it.
 - ``private_copy=True``: every rank loads its own in-memory copy of graph and features (the
   comparison point for ``graphfeed bench memory --private-copy``).
+- A typed dataset (``typed=True``): its per-type features follow the same rules as node
+  features (``ram``: one segment per machine, beside the node features'; ``disk``/``lmdb``:
+  each rank opens the store), and its relation ids travel with the graph.
 
 All ranks must call these functions in the same order (they contain collectives).
 """
@@ -189,14 +192,19 @@ class SharedDataset:
 
     - ``graph``: a ``CSCGraph`` (file memory map, shared segment, or a private copy).
     - ``features``: a ``FeatureStore`` (``"feat"``, ``"label"``, ...).
-    - ``placement``: for each of ``"graph"`` and each feature name, one of ``"mmap"`` (file
-      mapping, shared by the page cache), ``"shm"`` (one shared segment per machine),
-      ``"private"`` (this rank's own copy), ``"disk"`` / ``"lmdb"`` (store opened by this rank).
+    - ``placement``: for each of ``"graph"`` and each feature name (a typed feature's:
+      ``"<type>/<name>"``), one of ``"mmap"`` (file mapping, shared by the page cache),
+      ``"shm"`` (one shared segment per machine), ``"private"`` (this rank's own copy),
+      ``"disk"`` / ``"lmdb"`` (store opened by this rank).
+    - typed (``share_dataset(typed=True)``): ``hetero`` the ``HeteroGraph`` over ``graph``,
+      ``type_features`` node type -> name -> ``Feature``; else ``None``.
     """
 
     graph: object
     features: object
     placement: Dict[str, str] = field(default_factory=dict)
+    hetero: object = None
+    type_features: Optional[dict] = None
 
 
 def _feature_array(feature):
@@ -209,6 +217,8 @@ def _feature_array(feature):
     if isinstance(data, torch.Tensor):
         if data.device.type != "cpu":
             return None
+        if data.dtype == torch.bfloat16:  # numpy has no bfloat16: its bits, viewed back after
+            return data.view(torch.int16).numpy().view(np.uint16)
         return data.numpy()
     return np.asarray(data)
 
@@ -223,6 +233,7 @@ def share_dataset(
     cache_policy: str = "auto",
     feature_names=None,
     pinnable: bool = False,
+    typed: bool = False,
 ) -> SharedDataset:
     """Graph and features for this rank with ONE copy per machine (a collective).
 
@@ -236,6 +247,8 @@ def share_dataset(
     ``pinnable=True`` (pass it in CUDA modes that pin host memory): shared segments are mapped
     read-write by every rank so that each rank's in-place ``cudaHostRegister`` of the one shared
     copy succeeds with default flags, instead of falling back to a pinned copy per rank.
+    ``typed=True``: also the typed graph and every per-type feature of a typed dataset
+    (``dataset.hetero``, ``dataset.type_features``, ``dataset.type_feature``).
     """
     from ..features.base import FeatureStore
     from ..features.memory import InMemoryFeature
@@ -252,25 +265,49 @@ def share_dataset(
 
     # -- graph: file mappings stay (page cache = one copy); private arrays go to shm
     g = dataset.graph
+    hetero = dataset.hetero if typed else None
     garrays = {"indptr": g.indptr, "indices": g.indices}
     if g.weights is not None:
         garrays["weights"] = g.weights
+    if hetero is not None:
+        garrays["edge_type"] = hetero.edge_type
     mapped = all(is_file_backed(a) for a in garrays.values())
     if private_copy:
-        graph = CSCGraph(**_private(garrays), trusted=True)  # a copy of a checked graph
+        loaded = _private(garrays)
         placement["graph"] = "private"
     elif mapped or not sharing:
-        graph = g
+        loaded = None
         placement["graph"] = "mmap" if mapped else "private"
     else:
-        shared = share_arrays("graph", garrays, world, pinnable=pinnable)
-        graph = CSCGraph(shared["indptr"], shared["indices"], shared.get("weights"), trusted=True)
+        loaded = share_arrays("graph", garrays, world, pinnable=pinnable)
         placement["graph"] = "shm"
+    graph = g
+    if loaded is not None:  # a copy of a checked graph
+        graph = CSCGraph(loaded["indptr"], loaded["indices"], loaded.get("weights"), trusted=True)
+        if hetero is not None:
+            from ..graph.hetero import HeteroGraph
+
+            hetero = HeteroGraph(graph, hetero.node_types, np.diff(hetero.node_offsets),
+                                 hetero.edge_types, loaded["edge_type"], trusted=True)
 
     # -- features
+    # every feature by key: a node feature's name, a typed one's "<type>/<name>"
+    stored, opener = {}, {}
+    for name in names:
+        stored[name] = dataset.features[name]
+        opener[name] = (lambda b, n=name: dataset.node_feature(
+            n, b, cache_size=cache_size, cache_policy=cache_policy))
+    type_keys = {}
+    if hetero is not None:
+        for t, fs in dataset.type_features.items():
+            for name, f in fs.items():
+                key = type_keys[(t, name)] = f"{t}/{name}"
+                stored[key] = f
+                opener[key] = (lambda b, t=t, n=name: dataset.type_feature(
+                    t, n, b, cache_size=cache_size, cache_policy=cache_policy))
     store = FeatureStore()
     ram_names = []
-    for name in names:
+    for name in stored:
         if features == "ram" or private_copy or name == target:
             ram_names.append(name)
             continue
@@ -278,15 +315,15 @@ def share_dataset(
             raise GraphfeedError(f"dataset {dataset!r} cannot open features on {features!r}")
         # each rank opens the store: reads go through the page cache (one copy per machine);
         # the row cache in front of it is this rank's own
-        store[name] = dataset.node_feature(name, features, cache_size=cache_size, cache_policy=cache_policy)
+        store[name] = opener[name](features)
         placement[name] = features
     if ram_names:
         arrays = {}
         for name in ram_names:
-            a = _feature_array(dataset.features[name])
+            a = _feature_array(stored[name])
             if a is None:
                 raise GraphfeedError(
-                    f"feature {name!r} ({type(dataset.features[name]).__name__}) has no in-memory "
+                    f"feature {name!r} ({type(stored[name]).__name__}) has no in-memory "
                     "array to share; use features='disk' or 'lmdb' for it"
                 )
             arrays[name] = a
@@ -300,6 +337,16 @@ def share_dataset(
             loaded = arrays
             kind = "mmap" if all(is_file_backed(a) for a in arrays.values()) else "private"
         for name in ram_names:
-            store[name] = InMemoryFeature(loaded[name])
+            bits = "bfloat16" if str(stored[name].dtype) == "torch.bfloat16" else None
+            store[name] = InMemoryFeature(loaded[name], dtype=bits)
             placement[name] = kind
-    return SharedDataset(graph=graph, features=store, placement=placement)
+    if hetero is None:
+        return SharedDataset(graph=graph, features=store, placement=placement)
+    tfeats: dict = {}
+    for (t, name), key in type_keys.items():
+        tfeats.setdefault(t, {})[name] = store[key]
+    nodes = FeatureStore()
+    for name in names:
+        nodes[name] = store[name]
+    return SharedDataset(graph=graph, features=nodes, placement=placement, hetero=hetero,
+                         type_features=tfeats)

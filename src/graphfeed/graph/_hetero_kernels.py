@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-from .._numba import kernel
+from .._numba import bucket_of, kernel
 
 
 @kernel
 def type_of(offsets, v):
     """The node type of global id ``v``: the ``t`` with ``offsets[t] <= v < offsets[t + 1]``
     (binary search over the few type offsets)."""
-    lo = 0
-    hi = offsets.shape[0] - 1
-    while hi - lo > 1:
-        mid = (lo + hi) >> 1
-        if offsets[mid] <= v:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return bucket_of(offsets, v)
 
 
 @kernel

@@ -21,7 +21,7 @@ from .csc import CSCGraph, index_dtype
 
 EdgeType = tuple[str, str, str]
 
-__all__ = ["HeteroGraph", "EdgeType", "edge_type_dtype"]
+__all__ = ["HeteroGraph", "EdgeType", "edge_type_dtype", "relation_in_degrees"]
 
 
 def edge_type_dtype(num_edge_types: int) -> np.dtype:
@@ -312,3 +312,14 @@ def _ids(a, what: str) -> np.ndarray:
 
 def _err(filename, where: str, msg: str) -> GraphfeedError:
     return DatasetError(f"{filename}: {msg}") if filename else GraphfeedError(f"{where}: {msg}")
+
+
+def relation_in_degrees(graph, key=None) -> np.ndarray:
+    """int64 in-degree of every destination within edge type ``key`` of typed ``graph``
+    (type-local ids of its destination type), or of every node of an untyped ``CSCGraph``
+    (``key`` ``None``: the one relation). O(E) for a typed graph."""
+    if key is None:
+        return np.asarray(graph.in_degrees, dtype=np.int64)
+    et = graph.edge_types[graph.edge_type_id(key)]
+    _, dst = graph.edges_of(et)
+    return np.bincount(dst, minlength=graph.num_nodes_of(et[2])).astype(np.int64)

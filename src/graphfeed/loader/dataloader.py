@@ -33,7 +33,7 @@ from ..errors import GraphfeedError
 from ..features.base import Feature
 from ..sampling.base import MiniBatch, Sampler
 from .base import IterStage, LoaderStats, MapStage, Stage, ThreadSafeStage
-from .device import DeviceStage, resolve_device, stage_for_device
+from .device import DeviceStage, output_device, stage_for_device
 from .fetch import FetchFeatures, SampleNeighbors
 from .item_sampler import ItemSampler
 from .prefetch import ParallelMapper
@@ -232,7 +232,7 @@ class DataLoader:
         self.labels = labels
         self.num_threads = check_int("num_threads", num_threads, 0)
         self.prefetch = check_int("prefetch", prefetch, 0)
-        self.device = resolve_device(device)
+        self.device = output_device(device)
         self.reuse_buffers = bool(reuse_buffers)
         if num_workers is not None:
             from .workers import warn_num_workers

@@ -32,12 +32,12 @@ from .. import _cuda
 from ..sampling.base import MiniBatch
 from .base import LoaderStats, Stage
 
-__all__ = ["resolve_device", "stage_for_device", "DeviceStage", "batch_tensors"]
+__all__ = ["output_device", "stage_for_device", "DeviceStage", "batch_tensors"]
 
 
-def resolve_device(device) -> torch.device:
-    """A concrete ``torch.device`` for the loader's output (:func:`graphfeed._cuda.resolve_device`);
-    for a CUDA device the allocator is configured before the loader's first CUDA allocation."""
+def output_device(device) -> torch.device:
+    """The loader's output device (:func:`graphfeed._cuda.resolve_device`), with the CUDA
+    allocator configured before the loader's first CUDA allocation."""
     d = _cuda.resolve_device(device)
     if d.type == "cuda":
         from ..cuda_alloc import configure_cuda_allocator

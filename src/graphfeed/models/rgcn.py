@@ -72,7 +72,7 @@ class HeteroRGCN(nn.Module):
 
     # ---------------------------------------------------------------- one layer at a time
     # forward() is made of these, and the layer-wise evaluator of typed graphs
-    # (graphfeed.trainer.layerwise_typed) calls them on whole-graph tables: one definition of
+    # (graphfeed.trainer.layerwise) calls them on whole-graph tables: one definition of
     # the model's math for both.
     @property
     def num_layers(self) -> int:

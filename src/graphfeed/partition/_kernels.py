@@ -11,8 +11,8 @@ index without bounds checks, like the sampling kernels.
 
 from __future__ import annotations
 
-from .._numba import kernel, prefetch
-from ..sampling._kernels import COUNT_AHEAD, _fill_range, _hash_tables, count_for
+from .._numba import kernel
+from ..sampling._kernels import _fill_range, _hash_tables, count_layer
 
 
 @kernel
@@ -54,15 +54,9 @@ def count_keyed(indptr, local, fanout, replace, offsets, starts, degs):
     ``starts``/``degs`` and its sampled count into ``offsets[i + 1]``, then the running sum."""
     offsets[0] = 0
     n = local.shape[0]
+    count_layer(indptr, local, 0, n, fanout, replace, offsets, starts, degs)
     for i in range(n):
-        if i + COUNT_AHEAD < n:
-            prefetch(indptr, local[i + COUNT_AHEAD])
-        v = local[i]
-        st = indptr[v]
-        d = indptr[v + 1] - st
-        starts[i] = st
-        degs[i] = d
-        offsets[i + 1] = offsets[i] + count_for(d, fanout, replace)
+        offsets[i + 1] += offsets[i]
 
 
 @kernel

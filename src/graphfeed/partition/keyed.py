@@ -76,15 +76,13 @@ class KeyedSamplerBase(Sampler):
         from . import _kernels as K
 
         seeds_np = seeds_to_numpy(seeds, self._num_nodes)
-        box = [self._maps.acquire()]  # the batch's node map (a grown hash table replaces it)
-        clean = True
-        try:
+        with self._maps.lease() as box:  # box[0]: the node map (a grown hash table replaces it)
             code, pos = self._maps.insert_seeds(box, seeds_np)
             if code:
                 what = "is out of range" if code == 1 else "appears twice (seeds must be distinct)"
                 raise GraphfeedError(f"seed id {int(seeds_np[pos])} at position {pos} {what}; "
                                      f"nodes are [0, {self._num_nodes})")
-            clean = False
+            box.clean = False  # the map holds the seeds from here
             blocks = []
             dst = seeds_np
             for layer in range(len(self._fanouts) - 1, -1, -1):
@@ -102,10 +100,6 @@ class KeyedSamplerBase(Sampler):
                                     src_nodes=torch.from_numpy(src), num_dst=n))
                 dst = src
             self._maps.reset(box, dst)
-            clean = True
-        finally:
-            if clean:  # a map left dirty by an interrupted batch is dropped, not reused
-                self._maps.release(box[0])
         blocks.reverse()
         return MiniBatch(seeds=torch.from_numpy(seeds_np), blocks=blocks, epoch=int(epoch),
                          batch_index=int(batch_index))

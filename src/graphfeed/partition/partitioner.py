@@ -271,7 +271,7 @@ def partition_dataset(dataset, out, parts: int, *, method: str = "metis", seed: 
     """Partition ``dataset`` (a ``Dataset``) into ``parts`` and write it to ``out``; the book's
     ``stats`` hold the balance and the times. ``log(msg)``: progress lines (optional)."""
     out = Path(out)
-    if getattr(dataset, "hetero", None) is not None:
+    if dataset.hetero is not None:
         raise GraphfeedError(f"dataset {dataset.name!r} is heterogeneous (node and edge types); "
                              f"partitioning supports one node type for now")
     if getattr(dataset, "task_type", "node_classification") != "node_classification":

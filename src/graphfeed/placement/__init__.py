@@ -6,6 +6,9 @@
 - ``MODES`` (:mod:`.modes`): the placement modes, a registry of :class:`ModeSpec`,
 - :func:`detect_hardware` -> :class:`Hardware` (host/GPU memory, ranks per machine),
 - :func:`plan_placement` -> :class:`Placement` (``mode``, ``reason``, ``device``),
+- :class:`Placed` (:mod:`.base`): the one interface of placed data (loaders, input widths,
+  labels, the placement line), implemented by :class:`PlacedData` (one graph, untyped or typed)
+  and ``PartitionPlaced`` (this rank's part of a partitioned dataset),
 - :func:`apply_placement` -> :class:`PlacedData` (sampler and features ready for the loader),
 - :func:`num_workers_message` / :func:`warn_num_workers`: why graphfeed needs no worker
   processes.
@@ -31,7 +34,9 @@ from .planner import (
 
 # module -> the public names it defines, each imported on first use (torch comes with them)
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    ".apply": "apply_placement PlacedData estimate_bytes",
+    ".apply": "apply_placement estimate_bytes",
+    ".base": "Placed PlacedData",
+    ".estimate": "MemoryEstimate PlacementMemory estimate_memory",
     ".plan": "DataPlan place node_loader",
     ".workers": "NumWorkersWarning num_workers_message warn_num_workers",
 }, eager=("AUTO", "DEFAULT_HEADROOM", "DEFAULT_SAMPLING_WORKSPACE", "MODES", "Hardware",
@@ -40,6 +45,8 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .apply import PlacedData, apply_placement, estimate_bytes
+    from .apply import apply_placement, estimate_bytes
+    from .base import Placed, PlacedData
+    from .estimate import MemoryEstimate, PlacementMemory, estimate_memory
     from .plan import DataPlan, node_loader, place
     from .workers import NumWorkersWarning, num_workers_message, warn_num_workers

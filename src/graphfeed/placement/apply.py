@@ -19,7 +19,6 @@ cuda-cuda      the ``"gpu"`` sampler on the GPU       copied to GPU memory
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
 import torch
@@ -28,7 +27,7 @@ from ..errors import GraphfeedError
 from ..features.base import Feature
 from ..features.memory import InMemoryFeature
 from ..graph.csc import CSCGraph
-from ..sampling.base import Sampler
+from .base import PlacedData
 from .modes import ModeSpec
 from .planner import Placement
 
@@ -37,32 +36,6 @@ __all__ = ["PlacedData", "apply_placement", "estimate_bytes", "place_feature"]
 # Rows copied per step when a feature that is not in memory (disk, LMDB) moves to the GPU or
 # into pinned memory: bounds the extra host memory to about this many bytes.
 _CHUNK_BYTES = 256 << 20
-
-
-@dataclass
-class PlacedData:
-    """What the loader needs for one placement.
-
-    - ``sampler``: a ``Sampler``; its mini-batches' ids are on ``sampling_device``.
-    - ``features``: name -> ``Feature``; on CPU (cpu-*), on the GPU (cuda-cuda), or CUDA views
-      of pinned host memory (pinned-cuda).
-    - ``device``: where the model runs and batches must end up.
-    - ``keep_alive``: pinned host tensors the UVA views alias; they must outlive the views.
-    """
-
-    placement: Placement
-    sampler: Sampler
-    features: dict[str, Feature]
-    device: torch.device
-    keep_alive: list = field(default_factory=list, repr=False)
-
-    @property
-    def mode(self) -> str:
-        return self.placement.mode
-
-    @property
-    def sampling_device(self) -> torch.device:
-        return torch.device(self.placement.sampling_device)
 
 
 def estimate_bytes(graph: CSCGraph, features: Mapping[str, Feature]) -> tuple[int, int]:
@@ -127,7 +100,7 @@ def _build(placement: Placement, graph: CSCGraph, feats: dict, fanouts, *, repla
                             replace=replace, seed=seed, uva=spec.graph == "pinned", method=method)
     keep: list = []
     placed = {name: place_feature(f, spec.features, device, keep) for name, f in feats.items()}
-    return PlacedData(placement, sampler, placed, device, keep_alive=keep)
+    return PlacedData(placement, sampler, placed, device, keep_alive=keep, graph=graph)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -31,12 +31,10 @@ AUTO = "auto"
 
 @dataclass(frozen=True)
 class ModeSpec:
-    sampler: str  # a name in graphfeed.sampling.SAMPLERS
+    sampler: str  # a name in graphfeed.sampling.SAMPLERS (a typed graph: its TYPED counterpart)
     batches: str  # "cpu" or "cuda": where the model trains
     graph: str  # one of LOCATIONS
     features: str  # one of LOCATIONS
-    #: the sampler of typed graphs in this mode (a name in SAMPLERS too)
-    typed_sampler: str = "hetero"
 
     def __post_init__(self):
         assert self.batches in ("cpu", "cuda"), self
@@ -54,10 +52,8 @@ class ModeSpec:
 
 CPU_CPU = ModeSpec(sampler="neighbor", batches="cpu", graph="host", features="host")
 CPU_CUDA = ModeSpec(sampler="neighbor", batches="cuda", graph="host", features="host")
-PINNED_CUDA = ModeSpec(sampler="gpu", batches="cuda", graph="pinned", features="pinned",
-                       typed_sampler="torch-hetero")
-CUDA_CUDA = ModeSpec(sampler="gpu", batches="cuda", graph="device", features="device",
-                     typed_sampler="torch-hetero")
+PINNED_CUDA = ModeSpec(sampler="gpu", batches="cuda", graph="pinned", features="pinned")
+CUDA_CUDA = ModeSpec(sampler="gpu", batches="cuda", graph="device", features="device")
 
 MODES = Registry("placement mode")
 MODES.add("cpu-cpu", "graphfeed.placement.modes:CPU_CPU",

@@ -19,15 +19,17 @@ from typing import Sequence
 
 import numpy as np
 
+from .base import Placed
+
 __all__ = ["PartitionPlaced", "place_partitions"]
 
 
 @dataclass
-class PartitionPlaced:
+class PartitionPlaced(Placed):
     """``book`` (``partition.json``), this rank's ``part``, the ``exchange`` group, the
     distributed ``sampler`` and ``features`` (``"feat"`` and ``"label"``: ``DistFeature``),
     ``per_part`` ranks per part, ``splits`` this part's ``train``/``valid``/``test`` ids
-    (global)."""
+    (global, relabelled)."""
 
     book: object
     part: object
@@ -38,7 +40,8 @@ class PartitionPlaced:
     splits: dict
     remote_cache: int = 0
 
-    mode = "partitioned"
+    mode = kind = "partitioned"
+    graph = None  # no rank holds the whole graph
 
     @property
     def device(self):
@@ -46,20 +49,36 @@ class PartitionPlaced:
 
         return torch.device("cpu")
 
-    @property
-    def reason(self) -> str:
+    def describe(self) -> str:
         return (f"--partitions {self.book.path} ({self.book.num_parts} parts, {self.book.method}, "
                 f"edge cut {100 * self.book.edge_cut_fraction:.1f}%): part "
                 f"{self.part.index} memory-mapped, "
                 f"remote rows over all_to_all ({self.per_part} rank(s) per part)")
 
-    def loader(self, ids, *, train: bool, batch_size: int, seed: int, prefetch: int = 2,
-               sampler=None, labels: bool = True):
-        """A ``DataLoader`` over this part's ``ids``, split between the part's ranks; every rank
-        of the world runs the same number of batches (the most any rank needs)."""
+    @property
+    def layerwise_refusal(self) -> str:
+        return "--partitions: each rank holds one part's in-edges, not the whole graph"
+
+    @property
+    def input_features(self) -> dict:
+        return {None: self.features["feat"]}
+
+    @property
+    def label_feature(self):
+        return self.features["label"]
+
+    def loader(self, ids, *, train: bool, batch_size: int, seed: int, sampler=None,
+               labels: bool = True, num_threads: int = 1, prefetch: int = 2, rank: int = 0,
+               world_size: int = 1):
+        """:meth:`Placed.loader` over this part's ``ids`` (each rank passes its part's), split
+        between the part's ranks; every rank of the world runs the same number of batches (the
+        most any rank needs; empty ones past its share in evaluation). One worker thread: a
+        rank's exchanges are collectives and must stay in order (``num_threads``, ``rank``
+        and ``world_size`` are the exchange's)."""
         from ..loader.dataloader import DataLoader
         from ..partition.seeds import PartItemSampler
 
+        del num_threads, rank, world_size
         g = self.per_part
         local = self.exchange.rank % g
         own = PartItemSampler(ids, batch_size, num_batches=0, shuffle=train, seed=seed,
@@ -71,25 +90,42 @@ class PartitionPlaced:
                           labels=self.features["label"] if labels else None,
                           num_threads=1, prefetch=prefetch)
 
-    def epoch_stats(self):
-        """A snapshot of the exchange's counters (``ExchangeStats``) and the remote cache's,
-        reset for the epoch that starts."""
+    def before_epoch(self, epoch: int) -> None:
+        """A snapshot of the exchange's counters; the remote cache's reset for the epoch."""
         from ..partition.dist import CacheStats, ExchangeStats
 
         self.features["feat"].cache_stats = CacheStats()
-        return ExchangeStats(**vars(self.exchange.stats))
+        self._start = ExchangeStats(**vars(self.exchange.stats))
 
-    def epoch_line(self, start) -> str:
-        """What an epoch moved: seconds in exchanges, MB received, remote cache hit rate."""
-        st = self.exchange.stats
-        return (f"exchanges {st.seconds - start.seconds:.1f}s (loader thread), "
+    def after_epoch(self, epoch: int) -> str:
+        """What the epoch moved (seconds in exchanges, MB received, remote cache hit rate);
+        after the first epoch, the remote-row cache of its hottest rows (``--remote-cache``)."""
+        st, start = self.exchange.stats, self._start
+        line = (f"exchanges {st.seconds - start.seconds:.1f}s (loader thread), "
                 f"{(st.bytes_received - start.bytes_received) / 1e6:,.1f} MB received, remote "
                 f"cache hit rate {self.features['feat'].cache_stats.hit_rate:.1%}")
-
-    def after_epoch(self, epoch: int) -> None:
-        """After the first epoch: the remote-row cache of its hottest rows (``--remote-cache``)."""
         if epoch == 0 and self.remote_cache:
             self.features["feat"].build_cache(self.remote_cache)
+        return line
+
+    def original_ids(self, ids: np.ndarray) -> np.ndarray:
+        """Dataset ids of relabelled global ``ids``: each part's first rank maps its own nodes,
+        the sum over the ranks gives all (a collective)."""
+        import torch
+        import torch.distributed as dist
+
+        part = self.part
+        mine = np.zeros(ids.shape[0], dtype=np.int64)
+        own = (ids >= part.lo) & (ids < part.hi)
+        if self.exchange.rank % self.per_part == 0:
+            mine[own] = np.asarray(part.orig_ids)[ids[own] - part.lo]
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+            return mine
+        from ..distributed.sharing import collective_device
+
+        t = torch.from_numpy(mine).to(collective_device())
+        dist.all_reduce(t)
+        return t.cpu().numpy()
 
 
 def _max(value: int) -> int:

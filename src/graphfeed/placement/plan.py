@@ -14,10 +14,10 @@ placement mode, device, the process's place in the world) and freezes it. Then:
 3. **place** (:meth:`DataPlan.place`): graph and features where the mode's spec says, and its
    sampler (``graphfeed.placement.apply_placement``).
 
-:meth:`DataPlan.prepare` runs all three on a dataset. Typed graphs
-(:meth:`DataPlan.place_typed`, :mod:`.typed`) and partitioned datasets
-(:meth:`DataPlan.place_partitions`, :mod:`.partitioned`) are the plan's two other kinds of
-data. ``graphfeed.place(graph, features, ...)`` and training both go through here, so no other
+:meth:`DataPlan.place_dataset` runs all three on a dataset of either kind (:meth:`prepare`
+untyped, :mod:`.typed` typed: the same decide, open and share, place); partitioned datasets
+(:meth:`DataPlan.place_partitions`, :mod:`.partitioned`) are the plan's other kind of data.
+Each returns one :class:`~graphfeed.placement.base.Placed`. ``graphfeed.place(graph, features, ...)`` and training both go through here, so no other
 module decides where data lives.
 """
 
@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence, Union
 
 from .._units import parse_size
 from ..errors import GraphfeedError
 from .modes import AUTO, mode_spec, validate_mode
 
-__all__ = ["DataPlan", "place", "node_loader"]
+__all__ = ["DataPlan", "check_dataset", "place", "node_loader"]
 
 log = logging.getLogger("graphfeed.placement")
 
@@ -70,6 +70,7 @@ class DataPlan:
         2*10**9 bytes, ``"2GiB"`` 2*2**30). ``device``: ``auto``/``cpu``/``cuda``/``cuda:N``
         (``cuda`` under several ranks: the local rank's GPU); resolving it never starts CUDA.
         ``world``: default from torchrun's variables."""
+        from .. import _cuda
         from ..distributed.world import World
         from ..features.registry import BACKENDS, policy_code
 
@@ -78,23 +79,12 @@ class DataPlan:
         cache = parse_size(cache_size)
         policy_code(cache_policy, allow_auto=True)
         mode = validate_mode(mode)
-        dev = cls.device_for(device, mode)
+        dev = str(_cuda.resolve_device(device, mode))
         if not dev.startswith("cuda") and mode != AUTO and mode_spec(mode).uses_cuda:
             raise GraphfeedError(f"mode {mode!r} trains on a GPU, but the device is {dev!r}")
         world = World.from_env() if world is None else world
         return cls(features=features, cache_size=cache, cache_policy=cache_policy, mode=mode,
                    device=dev, world=world, private_copy=bool(private_copy))
-
-    @staticmethod
-    def device_for(device: str, mode: str = AUTO) -> str:
-        """The concrete device (``cpu``, ``cuda:N``) a plan with ``mode`` trains on: ``auto``
-        with ``cpu-cpu`` is the CPU, else :func:`graphfeed._cuda.resolve_device` (NVML; CUDA is
-        not started)."""
-        from .. import _cuda
-
-        if device == "auto" and validate_mode(mode) == "cpu-cpu":
-            return "cpu"
-        return str(_cuda.resolve_device(device))
 
     @property
     def on_gpu(self) -> bool:
@@ -133,24 +123,51 @@ class DataPlan:
                                    storage_reason=st.reason)
 
     def for_dataset(self, dataset, names: Sequence[str]) -> "DataPlan":
-        """:meth:`for_sizes` of ``dataset``'s graph and its node features ``names``."""
+        """:meth:`for_sizes` of ``dataset``'s graph and its node features ``names`` (a typed
+        dataset: and every per-type feature, the widest type's row as the input row)."""
         if self.features != AUTO:
             return self
         target = getattr(dataset, "target", "label")
         feats = [dataset.features[n] for n in names]
+        row = sum(int(f.row_nbytes) for n, f in zip(names, feats) if n != target)
+        if dataset.hetero is not None:
+            typed = [f for fs in dataset.type_features.values() for f in fs.values()]
+            feats += typed
+            row = max([row] + [int(f.row_nbytes) for f in typed])
         return self.for_sizes(int(dataset.graph.nbytes), sum(int(f.nbytes) for f in feats),
-                              int(dataset.num_nodes),
-                              sum(int(f.row_nbytes) for n, f in zip(names, feats) if n != target))
+                              int(dataset.num_nodes), row)
+
+    @staticmethod
+    def data_bytes(dataset, names: Sequence[str], graph=None) -> tuple:
+        """``(graph_bytes, feature_bytes)`` a placement of ``dataset`` decides on: ``graph``
+        (default the dataset's; a typed one for typed data), its node features ``names`` and,
+        for a typed dataset, every per-type feature."""
+        graph = (dataset.hetero if dataset.hetero is not None
+                 else dataset.graph) if graph is None else graph
+        feats = [dataset.features[n] for n in names if n in dataset.features]
+        if dataset.hetero is not None:
+            feats += [f for fs in dataset.type_features.values() for f in fs.values()]
+        return int(graph.nbytes), sum(int(f.nbytes) for f in feats)
 
     # ------------------------------------------------------------------ 1. decide
-    def decide(self, graph_bytes: int, feature_bytes: int):
+    def decide(self, graph_bytes: int, feature_bytes: int, *, hw=None):
         """The :class:`~graphfeed.placement.Placement` for data of these sizes: the plan's mode
-        checked against the hardware, or the automatic choice (with its reason, followed by
-        :attr:`storage_reason` when ``auto`` chose where the features live)."""
+        checked against the hardware (``hw``: a ``Hardware`` to decide on instead of this
+        machine's), or the automatic choice (with its reason, followed by
+        :attr:`storage_reason` when ``auto`` chose where the features live). A GPU mode on a
+        CPU device without ``hw`` keeps its logic on the CPU with nothing measured (the test
+        bed of the GPU paths; ``resolve`` refuses it to users)."""
         from .hardware import detect_hardware
-        from .planner import plan_placement
+        from .planner import Placement, plan_placement
 
-        hw = detect_hardware(ranks_per_machine=self.world.local_world_size, device=self.device)
+        if hw is None and not self.on_gpu and self.mode != AUTO and mode_spec(self.mode).uses_cuda:
+            return Placement(self.mode, f"--mode {self.mode} on the CPU device: its sampler and "
+                             f"features on the CPU (no GPU memory to check)", "cpu",
+                             {"graph_bytes": int(graph_bytes), "feature_bytes": int(feature_bytes),
+                              "requested": self.mode})
+        if hw is None:
+            hw = detect_hardware(ranks_per_machine=self.world.local_world_size,
+                                 device=self.device)
         placement = plan_placement(graph_bytes, feature_bytes, hw, requested=self.mode)
         if self.mode == AUTO and self.world.world_size > 1:
             # every rank must train the same way: rank 0's automatic choice holds for all (a
@@ -206,41 +223,87 @@ class DataPlan:
                                method=method)
 
     def prepare(self, dataset, fanouts: Sequence[int], *, inputs: Sequence[str] = ("feat",),
-                replace: bool = False, seed: int = 0, method=None):
+                labels: bool = True, graph=None, replace: bool = False, seed: int = 0,
+                method=None, hw=None):
         """Decide, open and share, place: ``dataset``'s graph, its input features ``inputs``
-        and its labels (under the name ``"label"``), ready for ``graphfeed.node_loader``.
-        ``method``: a ``SamplingMethod`` (or kind name), bound to ``dataset``'s weights and
-        times here (a dataset without them is a ``GraphfeedError`` saying how to add them)."""
+        and its labels (under the name ``"label"``; not with ``labels=False``), ready for
+        ``graphfeed.node_loader``. ``graph(opened)``: the graph to sample, made from the
+        opened one (default: itself). ``method``: a ``SamplingMethod`` (or kind name), bound
+        to ``dataset``'s weights and times here (a dataset without them is a
+        ``GraphfeedError`` saying how to add them)."""
         from ..sampling.method import resolve_method
 
         method = resolve_method(method)
         if not method.is_uniform:
             method = method.bind(dataset)
         target = getattr(dataset, "target", "label")
-        names = list(dict.fromkeys([*inputs, target]))
+        names = list(dict.fromkeys([*inputs, *([target] if labels else [])]))
         plan = self.for_dataset(dataset, names)
-        sizes = (int(dataset.graph.nbytes),
-                 sum(int(dataset.features[n].nbytes) for n in names))
-        placement = plan.decide(*sizes)
-        graph, feats = plan.open(dataset, names, pins_host=placement.spec.features == "pinned"
-                                 or placement.spec.graph == "pinned")
+        placement = plan.decide(*self.data_bytes(dataset, names), hw=hw)
+        opened, feats = plan.open(dataset, names, pins_host=placement.spec.features == "pinned"
+                                  or placement.spec.graph == "pinned")
         loader_feats = {n: feats[n] for n in inputs}
-        loader_feats["label"] = feats[target]
-        return plan.place(graph, loader_feats, fanouts, replace=replace, seed=seed,
-                          placement=placement, method=method)
+        if labels:
+            loader_feats["label"] = feats[target]
+        return plan.place(opened if graph is None else graph(opened), loader_feats, fanouts,
+                          replace=replace, seed=seed, placement=placement, method=method)
 
-    # ------------------------------------------------------------------ the other kinds of data
-    def place_typed(self, dataset, fanouts: Sequence[int], *, graph=None, replace: bool = False,
-                    seed: int = 0, labels: bool = True, hw=None):
-        """A typed dataset (``dataset.hetero``) placed by the same modes: decide (the graph's
-        and every per-type feature's bytes), open the per-type features on the plan's backend,
-        the mode's typed sampler, place the features; a
-        :class:`~graphfeed.placement.typed.TypedPlaced`. ``graph``: the typed graph to sample
-        (default the dataset's; link prediction passes its message-passing graph)."""
+    def open_typed(self, dataset, *, labels: bool = True, pins_host: Optional[bool] = None):
+        """``(HeteroGraph, {type: {name: Feature}}, labels)`` of typed ``dataset`` for this
+        process, as :meth:`open` opens untyped data: the per-type features on the plan's
+        backend, shared once per machine under several ranks (with the labels, always in RAM;
+        ``None`` when ``labels`` is false)."""
+        from .typed import open_type_features
+
+        target = getattr(dataset, "target", "label")
+        if self.world.world_size > 1:
+            from ..distributed import share_dataset
+
+            shared = share_dataset(dataset, self.world, features=self.features,
+                                   private_copy=self.private_copy, cache_size=self.cache_size,
+                                   cache_policy=self.cache_policy,
+                                   feature_names=[target] if labels else [],
+                                   pinnable=self.on_gpu if pins_host is None else pins_host,
+                                   typed=True)
+            tfeats, lab = shared.type_features, shared.features.get(target) if labels else None
+            hetero = shared.hetero
+        else:
+            from ..features.memory import InMemoryFeature
+
+            tfeats = open_type_features(dataset, self.features, self.cache_size,
+                                        self.cache_policy)
+            lab = InMemoryFeature(dataset.labels) if labels else None
+            hetero = dataset.hetero
+        for t, fs in tfeats.items():
+            warm_caches({f"{t}/{n}": f for n, f in fs.items()})
+        return hetero, tfeats, lab
+
+    # ------------------------------------------------------------------ every kind of data
+    def place_dataset(self, dataset, fanouts: Sequence[int], *, graph=None,
+                      inputs: Sequence[str] = ("feat",), labels: bool = True,
+                      replace: bool = False, seed: int = 0, method=None, hw=None):
+        """``dataset`` placed for training, whatever its kind: a
+        :class:`~graphfeed.placement.base.PlacedData`, untyped (:meth:`prepare`'s pipeline)
+        or typed (:func:`~graphfeed.placement.typed.place_typed`: the same decide, open and
+        share, and the mode's sampler of the typed graph). ``graph(opened)``: the graph to
+        sample, made from the opened one (link prediction's message-passing graph; default
+        the opened graph itself); ``inputs``: the untyped node features layer 0 reads;
+        ``labels``: read the target at the seeds; ``method``: a ``SamplingMethod``;
+        ``hw``: decide on this ``Hardware`` instead of the machine's."""
+        check_dataset(dataset, method=method, labels=labels)
+        if dataset.hetero is not None:
+            from .typed import place_typed
+
+            return place_typed(self, dataset, fanouts, graph=graph, replace=replace, seed=seed,
+                               labels=labels, hw=hw)
+        return self.prepare(dataset, fanouts, inputs=inputs, labels=labels, graph=graph,
+                            replace=replace, seed=seed, method=method, hw=hw)
+
+    def place_typed(self, dataset, fanouts: Sequence[int], **kw):
+        """:meth:`place_dataset` of a typed dataset."""
         from .typed import place_typed
 
-        return place_typed(self, dataset, fanouts, graph=graph, replace=replace, seed=seed,
-                           labels=labels, hw=hw)
+        return place_typed(self, dataset, fanouts, **kw)
 
     def place_partitions(self, path, fanouts: Sequence[int], *, replace: bool = False,
                          seed: int = 0, timeout_s: float = 1800.0, remote_cache: int = 0):
@@ -251,6 +314,26 @@ class DataPlan:
 
         return place_partitions(path, fanouts, replace=replace, seed=seed, timeout_s=timeout_s,
                                 remote_cache=remote_cache)
+
+
+def check_dataset(dataset, *, method=None, labels: bool = True) -> None:
+    """What placing ``dataset`` refuses, before anything is read: a sampling ``method`` it
+    cannot honour (typed graphs are sampled uniformly; an untyped dataset must hold the
+    method's weights or times: bound here), labels of a typed dataset that names no target
+    type."""
+    from ..sampling.method import resolve_method
+
+    method = resolve_method(method)
+    if dataset.hetero is None:
+        if not method.is_uniform:
+            method.bind(dataset)
+        return
+    if not method.is_uniform:
+        raise GraphfeedError(f"heterogeneous datasets are sampled uniformly; got "
+                             f"{method.describe()}")
+    if labels and dataset.metadata.hetero.target_type is None:
+        raise GraphfeedError(f"dataset {dataset.name!r}: its hetero section names no target_type "
+                             f"(the node type the labels and splits are of)")
 
 
 def warm_caches(features: Mapping) -> None:
@@ -386,3 +469,21 @@ def node_loader(
         num_threads=num_threads,
         prefetch=prefetch,
     )
+
+
+def typed_placement(mode: str, graph, tfeats: dict, device, *, labels=None, hw=None,
+                    ranks_per_machine: int = 1):
+    """The :class:`~graphfeed.placement.Placement` of typed ``graph`` with per-type features
+    ``tfeats`` and ``labels`` in ``mode`` (``auto`` or a mode name) on ``device``:
+    :meth:`DataPlan.decide` of their bytes, as
+    training decides (``hw``: the ``Hardware`` to decide on, else this machine's; a GPU mode
+    on a CPU device keeps its logic on the CPU)."""
+    from ..distributed.world import World
+
+    feats = [f for fs in tfeats.values() for f in fs.values()]
+    if labels is not None:
+        feats.append(labels)
+    n = max(1, int(ranks_per_machine))
+    plan = DataPlan(mode=validate_mode(mode), device=str(device), world=World(
+        world_size=n, local_world_size=n))
+    return plan.decide(int(graph.nbytes), sum(int(f.nbytes) for f in feats), hw=hw)

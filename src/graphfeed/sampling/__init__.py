@@ -16,6 +16,10 @@ Samplers are registered by name in :data:`SAMPLERS` and built alike with
 - ``"torch-hetero"`` (``TorchHeteroSampler``): the same batches in vectorised torch on the graph
   tensors' device (CUDA, or UVA views of the pinned graph): the GPU path of ``"hetero"``.
 
+A typed graph needs no name of its own: ``build_sampler`` given a ``HeteroGraph`` builds the
+typed counterpart of the name (:data:`TYPED`: ``"neighbor"`` -> ``"hetero"``, the torch and GPU
+samplers -> ``"torch-hetero"``), so a placement mode names one sampler for both kinds of graph.
+
 ``LinkSampler`` wraps any of them for link prediction (pairs keyed by edge type, ``None`` for an
 untyped graph). Every sampler returns one ``MiniBatch`` class, whose typed and link fields are
 optional. A new sampler is one module with a ``Sampler`` subclass that has ``from_graph`` and
@@ -45,16 +49,25 @@ SAMPLERS.add("torch-hetero", ".sampling.torch_hetero:TorchHeteroSampler",
              "vectorised torch per edge type of a HeteroGraph, any device (the GPU path)")
 
 
+#: the sampler that samples a typed graph (``HeteroGraph``) the way a name samples an untyped one
+TYPED = {"neighbor": "hetero", "torch": "torch-hetero", "triton": "torch-hetero",
+         "gpu": "torch-hetero"}
+
+
 def build_sampler(name: str, graph, fanouts: Optional[Sequence[int]] = None, *,
                   num_neighbors=None, **kwargs) -> "Sampler":
     """``SAMPLERS.get(name).from_graph(graph, fanouts, **kwargs)``; the common keywords are
-    ``device="cpu"``, ``replace=False``, ``seed=0``, ``uva=False``. ``num_neighbors`` instead
-    of ``fanouts``: the same in PyG's order, the seeds' hop first (reversed here; giving both
-    is a ``GraphfeedError``). An unknown ``name`` is a ``GraphfeedError`` listing the
-    registered ones."""
+    ``device="cpu"``, ``replace=False``, ``seed=0``, ``uva=False``. A ``HeteroGraph`` is
+    sampled by the name's typed counterpart (:data:`TYPED`). ``num_neighbors`` instead of
+    ``fanouts``: the same in PyG's order, the seeds' hop first (reversed here; giving both is a
+    ``GraphfeedError``). An unknown ``name`` is a ``GraphfeedError`` listing the registered
+    ones."""
+    from ..graph.hetero import HeteroGraph
     from ._common import resolve_fanouts
 
     fanouts = resolve_fanouts(fanouts, num_neighbors, f"build_sampler({name!r})")
+    if isinstance(graph, HeteroGraph):
+        name = TYPED.get(name, name)
     return SAMPLERS.get(name).from_graph(graph, fanouts, **kwargs)
 
 
@@ -67,7 +80,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     ".torch_sampler": "TorchNeighborSampler",
     ".torch_hetero": "TorchHeteroSampler",
     ".triton_sampler": "TritonNeighborSampler",
-}, eager=("SAMPLERS", "build_sampler"))
+}, eager=("SAMPLERS", "TYPED", "build_sampler"))
 
 if TYPE_CHECKING:  # pragma: no cover
     from .base import Block, HeteroBlock, MiniBatch, Sampler, SeedPairs

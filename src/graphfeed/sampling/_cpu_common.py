@@ -4,6 +4,7 @@ views for the kernels, seed arrays, and the pool of per-batch node maps."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import numpy as np
@@ -66,6 +67,12 @@ def choose_node_map(num_nodes: int, node_map: str = "auto") -> str:
     return "dense" if 4 * int(num_nodes) <= DENSE_MAP_MAX_BYTES else "hash"
 
 
+class _Box(list):
+    """A leased map (:meth:`MapPool.lease`): ``[map]`` and whether it is clean."""
+
+    clean = True
+
+
 class MapPool:
     """Per-batch ``node -> local id`` maps; one map per batch in flight, so concurrent ``sample``
     calls never share one. A map is clean whenever it is in the pool.
@@ -98,6 +105,19 @@ class MapPool:
     def release(self, m: np.ndarray) -> None:
         with self._lock:
             self._free.append(m)
+
+    @contextlib.contextmanager
+    def lease(self):
+        """A batch's map as ``box`` (``box[0]``; a list, as a grown hash table replaces it),
+        back in the pool when the batch ends if it is clean: the batch sets ``box.clean =
+        False`` once it has written into the map and :meth:`reset` cleans it; a map an
+        exception leaves dirty is dropped, not reused."""
+        box = _Box([self.acquire()])
+        try:
+            yield box
+        finally:
+            if box.clean:
+                self.release(box[0])
 
     @staticmethod
     def clear_hash(table: np.ndarray, used: int) -> np.ndarray:
@@ -143,3 +163,4 @@ class MapPool:
             box[0] = self.clear_hash(box[0], int(nodes.shape[0]))
         else:
             K.reset_map(box[0], nodes)
+        box.clean = True

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._numba import kernel, prefetch
+from .._numba import kernel, mix64, prefetch
 from ._kernels import (
     RELABEL_PREFETCH_AHEAD, _fill_range, _hash_find, _hash_put, _hash_shift, _hash_slot,
-    _hash_tables, count_for, hash_capacity, mix64,
+    _hash_tables, count_for, hash_capacity,
 )
 
 REL_SALT = np.uint64(0x48455445524F)  # "HETERO": relation keys differ from layer keys

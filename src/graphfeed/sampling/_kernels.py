@@ -24,20 +24,15 @@ import numba
 import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from .._numba import KERNEL_FLAGS, kernel, prefetch
+from .._numba import KERNEL_FLAGS, kernel, mix64, prefetch
 
 # The per-destination sampler, inlined at numba IR level into the fill loops (LLVM leaves it
 # out of line, and the call with its many array arguments costs ~5-10% of the layer time).
 _inline_kernel = numba.njit(inline="always", **KERNEL_FLAGS)
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_C1 = np.uint64(0xBF58476D1CE4E5B9)
-_C2 = np.uint64(0x94D049BB133111EB)
 _MASK32 = np.uint64(0xFFFFFFFF)
 _TWO32 = np.uint64(1 << 32)
-_S30 = np.uint64(30)
-_S27 = np.uint64(27)
-_S31 = np.uint64(31)
 _S32 = np.uint64(32)
 # Largest fanout sampled with Floyd's algorithm and a linear membership scan (O(k^2), fastest for
 # small k); larger fanouts use a sparse Fisher-Yates shuffle with a small hash table (O(k)).
@@ -57,14 +52,6 @@ RELABEL_PREFETCH_AHEAD = 64
 # indptr COUNT_AHEAD destinations ahead.
 FILL_LAG = 4
 COUNT_AHEAD = 16
-
-
-@kernel
-def mix64(z):
-    """splitmix64's finaliser (a bijection on uint64)."""
-    z = (z ^ (z >> _S30)) * _C1
-    z = (z ^ (z >> _S27)) * _C2
-    return z ^ (z >> _S31)
 
 
 @kernel

@@ -36,10 +36,9 @@ from __future__ import annotations
 import numpy as np
 from numba.cpython.unsafe.numbers import leading_zeros
 
-from .._numba import kernel
+from .._numba import kernel, mix64, prefetch
 from ._kernels import (
-    COUNT_AHEAD, GOLDEN, PREFETCH_AHEAD, _inline_kernel, bounded, count_for, dst_base, mix64,
-    prefetch,
+    COUNT_AHEAD, GOLDEN, PREFETCH_AHEAD, _inline_kernel, bounded, count_for, dst_base,
 )
 
 _S11 = np.uint64(11)

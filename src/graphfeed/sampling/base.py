@@ -262,6 +262,16 @@ class MiniBatch:
                 out[t] = next(iter(feats.values()))
         return out
 
+    @property
+    def inputs(self):
+        """What a model's forward takes first: typed, :attr:`x_dict`; else :attr:`x` as float32
+        ``(rows, features)`` (any stored dtype widened exactly: float32 holds every float16
+        and bfloat16 value)."""
+        if self.is_typed:
+            return self.x_dict
+        x = self.x
+        return None if x is None else x.to(torch.float32).reshape(x.shape[0], -1)
+
     def edge_index_dict(self, layer: int) -> dict:
         """Typed: layer ``layer``'s edge type -> ``edge_index``."""
         return self.blocks[layer].edge_index_dict

@@ -7,16 +7,17 @@ homogeneous per-destination sampler on each destination's run of in-edges of one
 
 from __future__ import annotations
 
-import threading
 from concurrent.futures import Executor
-from typing import Mapping, Optional, Sequence, Union
+from typing import Mapping, Optional
 
 import numpy as np
 import torch
 
 from ..errors import GraphfeedError
 from ..graph.hetero import HeteroGraph
-from ._common import batch_key, check_fanouts, resolve_fanouts
+from .._checks import check_int
+from ._common import (batch_key, check_batch_position, check_fanouts, check_flag, check_seed,
+                      resolve_fanouts)
 from .base import HeteroBlock, MiniBatch, Sampler
 from ._cpu_common import MapPool, choose_node_map, readonly_view, seeds_to_numpy
 
@@ -90,6 +91,21 @@ def group_seeds(g: HeteroGraph, seeds) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(a), ptr
 
 
+def typed_options(sampler, graph, fanouts, num_neighbors, *, replace, seed,
+                  return_edge_ids) -> None:
+    """The options every typed sampler checks and keeps: ``graph`` a ``HeteroGraph``, the
+    per-relation fanout table, ``replace``, ``seed``, ``return_edge_ids``."""
+    who = type(sampler).__name__
+    if not isinstance(graph, HeteroGraph):
+        raise GraphfeedError(f"{who} needs a HeteroGraph, got {type(graph).__name__}")
+    sampler.graph = graph
+    sampler._fanout_table = resolve_hetero_fanouts(
+        graph, resolve_fanouts(fanouts, num_neighbors, who))
+    sampler.replace = check_flag("replace", replace)
+    sampler.seed = check_seed(seed)
+    sampler.return_edge_ids = check_flag("return_edge_ids", return_edge_ids)
+
+
 class HeteroNeighborSampler(Sampler):
     """Uniform neighbour sampling of a :class:`~graphfeed.graph.hetero.HeteroGraph`, per edge
     type, on CPU.
@@ -118,15 +134,10 @@ class HeteroNeighborSampler(Sampler):
     def __init__(self, graph: HeteroGraph, fanouts=None, *, replace: bool = False, seed: int = 0,
                  return_edge_ids: bool = False, num_threads: int = 1, num_neighbors=None,
                  node_map: str = "auto"):
-        if not isinstance(graph, HeteroGraph):
-            raise GraphfeedError(f"graph must be a HeteroGraph, got {type(graph).__name__}")
-        self.graph = graph
-        self._fanout_table = resolve_hetero_fanouts(
-            graph, resolve_fanouts(fanouts, num_neighbors, "HeteroNeighborSampler"))
-        self.replace = bool(replace)
-        self.seed = int(seed)
-        self.return_edge_ids = bool(return_edge_ids)
-        self.num_threads = int(num_threads)  # accepted for the common options; one per batch
+        typed_options(self, graph, fanouts, num_neighbors, replace=replace, seed=seed,
+                      return_edge_ids=return_edge_ids)
+        # accepted for the common options; a batch runs on one thread
+        self.num_threads = check_int("num_threads", num_threads, 1)
         self._indptr = readonly_view(graph.csc.indptr)
         self._indices = readonly_view(graph.csc.indices)
         self._etype = readonly_view(graph.edge_type)
@@ -200,13 +211,11 @@ class HeteroNeighborSampler(Sampler):
         type-local ids); ``executor`` is unused (a batch runs on the calling thread)."""
         from . import _hetero_kernels as HK
 
-        del executor
+        epoch, batch_index = check_batch_position(epoch, batch_index, executor)
         g = self.graph
         dst, dst_ptr = self.group_seeds(seeds)
         hashed = self.node_map == "hash"
-        box = [self._maps.acquire()]  # the batch's node map (a grown hash table replaces it)
-        clean = True
-        try:
+        with self._maps.lease() as box:  # box[0]: the node map (a grown hash table replaces it)
             if hashed:
                 bad, box[0] = HK.insert_typed_seeds_hash(dst, dst_ptr, box[0])
             else:
@@ -214,7 +223,7 @@ class HeteroNeighborSampler(Sampler):
             if bad >= 0:
                 raise GraphfeedError(f"seed id {int(dst[bad])} appears twice; seeds must be "
                                      f"distinct")
-            clean = False
+            box.clean = False  # the map holds the seeds from here
             seeds_np = dst
             blocks = []
             for layer in range(self._fanout_table.shape[0] - 1, -1, -1):
@@ -229,10 +238,6 @@ class HeteroNeighborSampler(Sampler):
                 blocks.append(self._block(ei, eids, eptr, src, src_ptr, dst_ptr))
                 dst, dst_ptr = src, src_ptr
             self._maps.reset(box, dst)  # the last layer's sources hold every touched node
-            clean = True
-        finally:
-            if clean:  # a map left dirty by an interrupted batch is dropped, not reused
-                self._maps.release(box[0])
         blocks.reverse()
         return MiniBatch(
             seeds=torch.from_numpy(seeds_np), blocks=blocks, epoch=int(epoch),

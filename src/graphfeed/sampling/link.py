@@ -50,7 +50,7 @@ from .._checks import check_int
 from ..errors import GraphfeedError
 from ..graph.csc import CSCGraph
 from ._common import batch_key, mix64
-from .base import Block, MiniBatch, Sampler, SeedPairs
+from .base import MiniBatch, Sampler, SeedPairs
 
 __all__ = ["LinkSampler", "NEGATIVES", "EXCLUDE"]
 
@@ -120,6 +120,16 @@ def _as_pairs(pairs, name: str, num_nodes: int) -> torch.Tensor:
             raise GraphfeedError(f"{name}[{r}, {c}] = {int(pairs[r, c])} is out of range "
                                  f"[0, {num_nodes})")
     return pairs
+
+
+def _untyped(given, what: str):
+    """An untyped graph's array: given as it is, or as the one key ``None`` of a mapping."""
+    if not isinstance(given, Mapping):
+        return given
+    if set(given) != {None}:
+        raise GraphfeedError(f"{what} must be a (2, P) array for an untyped graph (or a mapping "
+                             f"of the one key None to it), got the keys {list(given)}")
+    return given[None]
 
 
 def _rank(sorted_ids: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -229,9 +239,10 @@ class LinkSampler(Sampler):
         swapped node types). Untyped: the graph is its own reverse."""
         g = self.graph
         if g is None:
-            if rev:
+            if rev and dict(rev) != {None: None}:
                 raise GraphfeedError("reverse_edge_types are for a typed graph's relations; an "
-                                     "untyped graph reverses within itself (exclude='reverse')")
+                                     "untyped graph reverses within itself (exclude='reverse', "
+                                     "or {None: None})")
             return {}
         out = {}
         for a, b in (rev or {}).items():
@@ -258,6 +269,7 @@ class LinkSampler(Sampler):
         array of an untyped graph (key ``None``), edge type -> type-local pairs of a typed
         one."""
         if self.graph is None:
+            pairs = _untyped(pairs, what)
             return {None: _as_pairs(pairs, what, self.num_nodes).to(self.device)}
         if not isinstance(pairs, Mapping):
             raise GraphfeedError(f"{what} must map edge types to (2, P) type-local pairs, got "
@@ -287,7 +299,7 @@ class LinkSampler(Sampler):
         if given is None:
             return None
         if self.graph is None:
-            return {None: given}
+            return {None: _untyped(given, what)}
         if not isinstance(given, Mapping):
             raise GraphfeedError(f"{what} must map edge types to arrays, got "
                                  f"{type(given).__name__}")

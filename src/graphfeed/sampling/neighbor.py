@@ -160,10 +160,7 @@ class NeighborSampler(Sampler):
         elif seed_times is not None:
             raise GraphfeedError(f"seed_times is for temporal sampling; this sampler's method is "
                                  f"{self.method.describe()}")
-        # box[0]: the node map (a layer over the hash map may replace it by a grown table)
-        box = [self._maps.acquire()]
-        clean = True
-        try:
+        with self._maps.lease() as box:  # box[0]: the node map (a grown hash table replaces it)
             code, pos = self._maps.insert_seeds(box, seeds_np)
             if code == 1:
                 raise GraphfeedError(
@@ -176,7 +173,7 @@ class NeighborSampler(Sampler):
                     f"seed id {int(seeds_np[pos])} appears twice (positions {first} and {pos}); "
                     "seeds must be distinct"
                 )
-            clean = False
+            box.clean = False  # the map holds the seeds from here
             blocks = []
             dst = seeds_np
             for layer in range(len(self._fanouts) - 1, -1, -1):
@@ -201,10 +198,6 @@ class NeighborSampler(Sampler):
                 )
                 dst = src
             self._maps.reset(box, dst)  # the last layer's sources hold every touched node
-            clean = True
-        finally:
-            if clean:  # a map left dirty by an interrupted batch is dropped, not reused
-                self._maps.release(box[0])
         blocks.reverse()
         return MiniBatch(
             seeds=torch.from_numpy(seeds_np),

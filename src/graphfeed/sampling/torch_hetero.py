@@ -21,8 +21,9 @@ import torch
 from ..errors import GraphfeedError
 from ..graph.hetero import HeteroGraph
 from .base import MiniBatch, Sampler
-from ._common import batch_key, resolve_fanouts
-from .hetero import HeteroNeighborSampler, group_seeds, make_block, resolve_hetero_fanouts
+from ._common import batch_key, check_batch_position, check_flag
+from .hetero import (HeteroNeighborSampler, group_seeds, make_block, resolve_hetero_fanouts,
+                     typed_options)
 from .torch_sampler import TorchNeighborSampler, _relabel
 
 __all__ = ["TorchHeteroSampler"]
@@ -57,16 +58,9 @@ class TorchHeteroSampler(Sampler):
     def __init__(self, graph: HeteroGraph, fanouts=None, *, device="cpu", replace: bool = False,
                  seed: int = 0, uva: bool = False, return_edge_ids: bool = False,
                  num_neighbors=None):
-        if not isinstance(graph, HeteroGraph):
-            raise GraphfeedError(f"the 'torch-hetero' sampler needs a HeteroGraph, got "
-                                 f"{type(graph).__name__}")
-        self.graph = graph
-        self._fanout_table = resolve_hetero_fanouts(
-            graph, resolve_fanouts(fanouts, num_neighbors, "TorchHeteroSampler"))
-        self.replace = bool(replace)
-        self.seed = int(seed)
-        self.return_edge_ids = bool(return_edge_ids)
-        self.uva = bool(uva)
+        typed_options(self, graph, fanouts, num_neighbors, replace=replace, seed=seed,
+                      return_edge_ids=return_edge_ids)
+        self.uva = check_flag("uva", uva)
         dev = torch.device(device)
         # the homogeneous torch sampler over the fused CSC: device placement (or UVA views of
         # the pinned arrays) and the draws (_randint, _subsample) come from it
@@ -131,7 +125,7 @@ class TorchHeteroSampler(Sampler):
                executor: Optional[Executor] = None) -> MiniBatch:
         """The typed ``MiniBatch`` of one batch of distinct seeds (global ids or a dict of
         type-local ids), on :attr:`device`; ``executor`` is unused."""
-        del executor
+        epoch, batch_index = check_batch_position(epoch, batch_index, executor)
         g = self.graph
         seeds_np, ptr = group_seeds(g, seeds)
         if seeds_np.size > 1:

@@ -70,37 +70,48 @@ def save_checkpoint(folder, state: Mapping) -> Path:
 class SaveFolder:
     """The folder a run checkpoints into (``--save``, else ``--resume``), held for the run.
 
-    Built before any data is read: ``--save``'s folder is created if missing (remembering the
-    first folder this made), ``GraphfeedError`` if it cannot be or is not writable. Entered for
-    the run's life (rank 0): an exclusive ``flock`` on the folder itself, taken without
-    waiting, so a second run saving there is refused at once in one line; the kernel drops it
-    when the process ends however it ends (a SIGKILL leaves no stale lock), and no lock file is
-    left in the folder beside the checkpoint. Left by an
-    exception (a full disk, Ctrl-C before the first checkpoint), a folder this run made that
-    holds no checkpoint is removed, with the folders made above it; a folder that existed
-    before stays, and so does one holding a checkpoint (it is what ``--resume`` continues)."""
+    Checked before any data is read (``GraphfeedError`` when it is a file, or when it, or the
+    nearest folder above it that exists, is not writable), without creating anything: a
+    ``--dry-run``, or a run refused before it starts, leaves no folder behind. Entered for the
+    run's life (rank 0): ``--save``'s folder is created if missing (remembering the first folder
+    this made), then an exclusive ``flock`` on the folder itself, taken without waiting, so a
+    second run saving there is refused at once in one line; the kernel drops it when the
+    process ends however it ends (a SIGKILL leaves no stale lock), and no lock file is left in
+    the folder beside the checkpoint. Left by an exception (a full disk, Ctrl-C before the
+    first checkpoint), a folder this run made that holds no checkpoint is removed, with the
+    folders made above it; a folder that existed before stays, and so does one holding a
+    checkpoint (it is what ``--resume`` continues)."""
 
     def __init__(self, folder, flag: str = "--save", *, create: bool = True):
-        self.folder, self.flag = Path(folder).absolute(), flag
-        self.made = None  # the first folder on the way that this created
+        self.folder, self.flag, self.create = Path(folder).absolute(), flag, create
+        self.made = None  # the first folder on the way that __enter__ created
         self._held = None
         if create:
-            missing = [p for p in (self.folder, *self.folder.parents) if not p.exists()]
-            try:
-                self.folder.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise GraphfeedError(f"{flag} {folder}: cannot create the folder "
-                                     f"({e.strerror or e})") from None
-            self.made = missing[-1] if missing else None
-            if not os.access(self.folder, os.W_OK):
-                raise GraphfeedError(f"{flag} {folder}: folder is not writable")
+            there = next(p for p in (self.folder, *self.folder.parents) if p.exists())
+            if not there.is_dir():
+                raise GraphfeedError(f"{flag} {folder}: {there} is a file, not a folder")
+            if not os.access(there, os.W_OK):
+                what = "folder is" if there == self.folder else f"folder {there} is"
+                raise GraphfeedError(f"{flag} {folder}: {what} not writable")
+
+    def _make(self) -> None:
+        missing = [p for p in (self.folder, *self.folder.parents) if not p.exists()]
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise GraphfeedError(f"{self.flag} {self.folder}: cannot create the folder "
+                                 f"({e.strerror or e})") from None
+        self.made = missing[-1] if missing else None
 
     def __enter__(self) -> "SaveFolder":
         import fcntl
 
+        if self.create:
+            self._make()
         try:
             fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as e:
+            self._unmake()
             raise GraphfeedError(f"{self.flag} {self.folder}: cannot open the folder "
                                  f"({e.strerror or e})") from None
         try:
@@ -115,17 +126,21 @@ class SaveFolder:
                                  f"folder") from None
         except OSError as e:
             os.close(fd)
+            self._unmake()
             raise GraphfeedError(f"{self.flag} {self.folder}: cannot lock the folder "
                                  f"({e.strerror or e})") from None
         self._held = fd
         return self
 
+    def _unmake(self) -> None:
+        if self.made is not None and not checkpoint_path(self.folder).exists():
+            self._remove_made()
+
     def __exit__(self, exc_type, exc, tb) -> bool:
         fd, self._held = self._held, None
         try:
-            if exc_type is not None and self.made is not None and \
-                    not checkpoint_path(self.folder).exists():
-                self._remove_made()
+            if exc_type is not None:
+                self._unmake()
         finally:
             if fd is not None:
                 os.close(fd)  # releases the lock
@@ -166,7 +181,7 @@ def load_checkpoint(folder) -> dict:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise GraphfeedError(f"{path}: not a readable graphfeed checkpoint ({first})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
-        got = _shown(state.get("format")) if isinstance(state, dict) else type(state).__name__
+        got = shown(state.get("format")) if isinstance(state, dict) else type(state).__name__
         raise GraphfeedError(f"{path}: checkpoint format {got}, expected {FORMAT}")
     missing = [k for k in KEYS if k not in state]
     if missing:
@@ -192,20 +207,9 @@ class _Bad(Exception):
     """A field of a checkpoint with a value of the wrong type or range: ``(field, message)``."""
 
 
-def _shown(v) -> str:
-    """``v`` for a message; a dict, or a list or tuple holding more than a few scalars, by its
-    type and size, never its repr: a pickle's memo lets a 1 kB file hold a list of 9 references
-    to a list of 9 references ..., whose repr has billions of items (``torch.load`` builds it in
-    microseconds)."""
-    if isinstance(v, dict) or (isinstance(v, (list, tuple)) and (
-            len(v) > 16 or any(isinstance(x, (list, tuple, dict)) for x in v))):
-        return f"a {type(v).__name__} of {len(v)} items"
-    return shown(v)
-
-
 def _need(ok: bool, field: str, v, expected: str) -> None:
     if not ok:
-        raise _Bad(field, f"is {_shown(v)}, expected {expected}")
+        raise _Bad(field, f"is {shown(v)}, expected {expected}")
 
 
 def _check_metrics(field: str, v, optional: bool) -> None:
@@ -258,7 +262,7 @@ def _check_tensors(field: str, sd) -> None:
 
     _need(isinstance(sd, dict), field, sd, "a state dict of tensors")
     for k, t in sd.items():
-        _need(isinstance(k, str) and isinstance(t, torch.Tensor), f"{field}[{_shown(k)}]", t,
+        _need(isinstance(k, str) and isinstance(t, torch.Tensor), f"{field}[{shown(k)}]", t,
               "a tensor under a parameter name")
 
 
@@ -288,15 +292,15 @@ def _check_optimizer(opt) -> None:
             else:
                 plain = v is None or isinstance(v, (bool, str)) or _is_num(v) or (
                     isinstance(v, (list, tuple)) and len(v) <= 8 and all(map(_is_num, v)))
-                _need(isinstance(k, str) and plain, f"{f}.{_shown(k)}", v,
+                _need(isinstance(k, str) and plain, f"{f}.{shown(k)}", v,
                       "a number, bool, string, None or a few numbers")
     for k, d in st.items():
-        f = f"optimizer.state[{_shown(k)}]"
+        f = f"optimizer.state[{shown(k)}]"
         _need(_is_int(k) and k in seen, f, k, "the index of a parameter of param_groups")
         _need(isinstance(d, dict), f, d, "a dict of name -> tensor or number")
         for name, v in d.items():
             _need(isinstance(name, str) and (isinstance(v, torch.Tensor) or _is_num(v)),
-                  f"{f}.{_shown(name)}", v, "a tensor or a number")
+                  f"{f}.{shown(name)}", v, "a tensor or a number")
 
 
 def _check_fields(state: Mapping) -> None:
@@ -387,8 +391,8 @@ def check_compatible(path, saved: Mapping, current: Mapping, keys) -> None:
             b = list(b)
         if a != b:
             raise GraphfeedError(
-                f"{checkpoint_path(path)} was written with {k}={_shown(a)}, but this run has "
-                f"{k}={_shown(b)}; resume with the same {k}"
+                f"{checkpoint_path(path)} was written with {k}={shown(a)}, but this run has "
+                f"{k}={shown(b)}; resume with the same {k}"
             )
 
 
@@ -398,14 +402,21 @@ _TAG = re.compile(r"[a-z][a-z0-9-]{0,39}")
 
 
 class GracefulStop:
-    """While active (main thread, one process): the first SIGINT/SIGTERM asks the loop to stop
-    after the current batch (it checkpoints, then raises KeyboardInterrupt); a second SIGINT
-    interrupts at once."""
+    """While active (main thread, one process). ``enabled`` (the training loop): the first
+    SIGINT/SIGTERM asks the loop to stop after the current batch (it checkpoints when it has a
+    folder, then raises KeyboardInterrupt between two batches, where nothing is half done, and
+    ``fit`` reports the best epoch so far); a second SIGINT interrupts at once. Else (the
+    baselines after the loop): a SIGTERM (a time limit's, a scheduler's) interrupts as Ctrl-C
+    does, where its default action would kill the run before its summary. A handler the user
+    installed for SIGTERM is left in place there."""
 
-    def __init__(self, enabled: bool, say):
+    def __init__(self, enabled: bool, say, *, one_process: bool = True, checkpoint: bool = False):
         import threading
 
-        self.enabled = enabled and threading.current_thread() is threading.main_thread()
+        main = threading.current_thread() is threading.main_thread()
+        self.enabled = enabled and main and one_process
+        self.interrupt_on_term = main and one_process and not self.enabled
+        self.checkpoint = checkpoint
         self.requested = False
         self._say = say
         self._old = {}
@@ -416,8 +427,9 @@ class GracefulStop:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = True
+        then = "without a checkpoint" if self.checkpoint else "at once"
         self._say(f"graphfeed train: {signal.Signals(signum).name}: stopping after this batch "
-                  f"(Ctrl-C again to abort without a checkpoint)")
+                  f"(Ctrl-C again to abort {then})")
 
     def __enter__(self):
         import signal
@@ -425,6 +437,8 @@ class GracefulStop:
         if self.enabled:
             for s in (signal.SIGINT, signal.SIGTERM):
                 self._old[s] = signal.signal(s, self._handler)
+        elif self.interrupt_on_term and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            self._old[signal.SIGTERM] = signal.signal(signal.SIGTERM, _interrupt)
         return self
 
     def __exit__(self, *exc):
@@ -433,6 +447,10 @@ class GracefulStop:
         for s, h in self._old.items():
             signal.signal(s, h)
         self._old = {}
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 class RunState:
@@ -461,7 +479,8 @@ class RunState:
         self.bad_epochs = 0
         self.partial = None  # an interrupted epoch's sums, until begin_epoch takes them
         self.start_epoch = 0
-        self.stop = GracefulStop(world_size == 1 and self.save_dir is not None, say)
+        self.stop = GracefulStop(True, say, one_process=world_size == 1,
+                                 checkpoint=self.save_dir is not None)
         # the data the run trains on, recorded in its checkpoints and compared on resume
         self.data_name, self.data_folder = _data_folder(cfg, dataset)
         self._data_record = None
@@ -490,10 +509,9 @@ class RunState:
     # ------------------------------------------------------------------ resume
     def resume(self, loader) -> None:
         """With ``cfg.resume``: check the checkpoint against this run, then restore the model,
-        optimizer, fp16's gradient scale, loader position, torch's CPU generator, the epochs so far, the best epoch
-        and its weights, the early-stopping count and an interrupted epoch's sums."""
-        import torch
-
+        optimizer, fp16's gradient scale, loader position, torch's CPU generator, the epochs so
+        far, the best epoch and its weights, the early-stopping count and an interrupted epoch's
+        sums."""
         from .result import EpochStats
 
         cfg = self.cfg

@@ -1,11 +1,11 @@
 """Evaluation: how a run scores its validation and test sets (``TrainConfig.eval_method``).
 
 Two methods, one interface (``evaluate(model, names)`` -> name -> ``(logits, labels)``,
-``logits(model, name)``, ``close()``), picked once per run by :func:`resolve_eval_method`:
+``logits(model, name)``, ``ids``, ``under_autocast``, ``close()``), picked once per run by
+:func:`resolve_eval_method` and opened by ``trainer.tasks.base.open_evaluator``:
 
-- ``layerwise`` (:mod:`graphfeed.trainer.layerwise`, :mod:`graphfeed.trainer.layerwise_typed`
-  for the R-GCN of typed graphs): exact, every neighbour, each layer computed once per node
-  that needs it; the default for the built-in models (node classification, and the encoders of
+- ``layerwise`` (:mod:`graphfeed.trainer.layerwise`, any graph, typed or not): exact, every
+  neighbour, each layer computed once per node that needs it; the default for the built-in models (node classification, and the encoders of
   link prediction);
 - ``sampled`` (:class:`Evaluator`): the model's forward on sampled blocks of each evaluated
   node, with its own fanouts and batch size (below); the only method on partitions, for custom
@@ -158,39 +158,46 @@ def features_as_float(x):
     return x.to(torch.float32).reshape(x.shape[0], -1)
 
 
-class Evaluator:
-    """Scores node sets with one model, through loaders built once (``set_epoch(0)`` each time,
-    so every evaluation sees the same sample) and closed by :meth:`close`.
+def seed_rows(out, batch):
+    """A model's output as rows of ``batch.seeds``: a tensor as it is; a typed model's dict
+    (node type -> rows of its seeds) concatenated in node type order, the order a typed
+    batch groups its seeds in."""
+    if not isinstance(out, dict):
+        return out
+    import torch
 
-    ``sets``: name -> node ids (this rank's strided share is taken here). Ranks gather their
-    logits so every rank gets the metrics over the whole set."""
+    return torch.cat([out[t] for t in batch.node_types if t in out])
+
+
+class Evaluator:
+    """Sampled evaluation: scores node sets with one model through loaders built once (one per
+    set, ``placed.loader(train=False)``; ``set_epoch(0)`` each time, so every evaluation sees
+    the same sample) and closed by :meth:`close`. Any placed data (``graphfeed.placement.
+    Placed``): untyped, typed (the model's dict output is taken per seed type), partitioned.
+
+    ``sets``: name -> node ids; each rank scores its share and the rows are gathered on every
+    rank. Rows come back in the order of the set's ids when every rank passed the same set;
+    where each rank passed its own (a partition's), the union in increasing id order.
+    :attr:`ids` says which, per set, after each evaluation."""
+
+    #: sampled evaluation is the model's own forward pass: it runs under ``--precision``
+    under_autocast = True
 
     def __init__(self, placed, sets: dict, plan: EvalPlan, *, seed: int, rank: int = 0,
                  world_size: int = 1, num_threads: int = 2, prefetch: int = 2,
                  labels: bool = True):
-        from ..loader.dataloader import DataLoader
-        from ..loader.item_sampler import ItemSampler
-
-        self.rank, self.world_size = rank, world_size
+        self.world_size = world_size
         self.device = placed.device
         self.labels = labels
-        self.sizes = {k: int(np.asarray(v).shape[0]) for k, v in sets.items()}
+        self.sets = {k: np.ascontiguousarray(np.asarray(v, dtype=np.int64).reshape(-1))
+                     for k, v in sets.items()}
+        self.ids = dict(self.sets)
         sampler = with_fanouts(placed.sampler, plan.fanouts)
-        self.loaders = {}
-        for name, ids in sets.items():
-            share = np.ascontiguousarray(np.asarray(ids, dtype=np.int64)[rank::world_size])
-            if share.shape[0] == 0:
-                self.loaders[name] = None
-                continue
-            self.loaders[name] = DataLoader(
-                ItemSampler(share, plan.batch_size, shuffle=False, seed=seed),
-                sampler,
-                node_features={"feat": placed.features["feat"]},
-                labels=placed.features["label"] if labels else None,
-                device=placed.device,
-                num_threads=num_threads,
-                prefetch=prefetch,
-            )
+        self.loaders = {
+            name: placed.loader(ids, train=False, batch_size=plan.batch_size, seed=seed,
+                                sampler=sampler, labels=labels, num_threads=num_threads,
+                                prefetch=prefetch, rank=rank, world_size=world_size)
+            for name, ids in self.sets.items()}
 
     def evaluate(self, model, names=None, *, progress: bool = False, argmax: bool = False) -> dict:
         """name -> :meth:`logits` for every set in ``names`` (default: all)."""
@@ -198,53 +205,65 @@ class Evaluator:
         return {k: self.logits(model, k, progress=progress, argmax=argmax) for k in names}
 
     def logits(self, model, name: str, *, progress: bool = False, argmax: bool = False):
-        """``(logits (n, C) float32, labels (n,) int64 or None)`` on CPU for set ``name``, in the
-        order of its ids (all ranks' shares gathered); ``argmax=True`` keeps only each row's
-        predicted class (``(n, 1)``), so predicting every node of a large graph holds 8 bytes a
-        node instead of a row of logits."""
+        """``(logits (n, C) float32, labels (n,) int64 or None)`` on CPU for set ``name`` (rows
+        in the order of :attr:`ids`); ``argmax=True`` keeps only each row's predicted class
+        (``(n, 1)``), so predicting every node of a large graph holds 8 bytes a node instead of
+        a row of logits."""
         import torch
 
         from .._progress import bar
 
         loader = self.loaders[name]
-        outs, ys = [], []
+        outs, ys, ids = [], [], []
         net = unwrap(model)  # the plain module: no DDP collectives in evaluation
         was_training = net.training
         net.eval()
-        if loader is not None:
-            loader.set_epoch(0)
+        loader.set_epoch(0)
+        try:
             with torch.no_grad(), bar(len(loader), f"eval {name}", enabled=progress) as pbar:
                 for batch in loader:
-                    out = net(features_as_float(batch.x), batch.blocks)
+                    pbar.update(1)
+                    if not batch.seeds.numel():  # a rank past its share (partitions)
+                        continue
+                    batch = batch.to(self.device)
+                    out = seed_rows(net(batch.inputs, batch.blocks), batch)
                     outs.append((out.argmax(-1, keepdim=True) if argmax else out.float()).cpu())
+                    ids.append(batch.seeds.cpu())
                     if self.labels:
                         ys.append(batch.labels.to(torch.long).reshape(-1).cpu())
-                    pbar.update(1)
-        net.train(was_training)
-        logits = torch.cat(outs) if outs else None
-        y = torch.cat(ys) if ys else None
-        if self.world_size > 1:
-            logits, y = self._gather(name, logits, y)
-        return logits, y
+        finally:
+            net.train(was_training)
+        return self._in_order(name, outs, ys, ids, argmax)
 
-    def _gather(self, name, logits, y):
-        """All ranks' strided shares back in id order: logits and labels as one float64 block
-        (labels exact as float64), through :func:`gather_strided`."""
+    def _in_order(self, name: str, outs: list, ys: list, ids: list, argmax: bool):
+        """Every rank's rows, in the order of the set (or of the ids, :attr:`ids`)."""
         import torch
 
-        local = None
-        if logits is not None:
-            cols = [logits.double()] + ([y.double().reshape(-1, 1)] if y is not None else [])
-            local = torch.cat(cols, dim=1) if len(cols) > 1 else cols[0]
-        out = gather_strided(local, self.sizes[name], self.world_size, dtype=torch.float64)
-        if not self.labels:
-            return out.float(), None
-        return out[:, :-1].float(), out[:, -1].long()
+        rows = torch.cat(outs) if outs else None
+        cols = ([rows.double()] if rows is not None else []) + (
+            [torch.cat(ys).double().reshape(-1, 1)] if ys else []) + (
+            [torch.cat(ids).double().reshape(-1, 1)] if ids else [])
+        local = torch.cat(cols, dim=1) if cols else None
+        every = gather_rows(local, self.world_size) if self.world_size > 1 else local
+        want = self.sets[name]
+        if every is None or every.shape[0] == 0:
+            self.ids[name] = want[:0] if want.shape[0] == 0 else want
+            return None, (torch.zeros(0, dtype=torch.long) if self.labels else None)
+        got = every[:, -1].long().numpy()
+        if not np.array_equal(got, want):
+            order = np.argsort(got, kind="stable")
+            if got.shape[0] == want.shape[0]:  # every rank's share of one set: the set's order
+                order = order[np.searchsorted(got[order], want)]
+            every = every[torch.from_numpy(order)]
+            got = got[order]
+        self.ids[name] = want if got.shape[0] == want.shape[0] else got
+        y = every[:, -2].long() if self.labels else None
+        rows = every[:, :-2 if self.labels else -1]
+        return (rows.long() if argmax else rows.float()), y
 
     def close(self) -> None:
         for loader in self.loaders.values():
-            if loader is not None:
-                loader.close()
+            loader.close()
         self.loaders = {}
 
 

@@ -23,7 +23,7 @@ from .metrics import format_metrics
 from .report import final_line, log_epoch
 from .result import EpochStats, TrainResult
 
-__all__ = ["fit", "all_reduce", "epoch_line", "budget_line", "autocast_for"]
+__all__ = ["fit", "all_reduce", "epoch_line", "budget_line", "autocast_for", "compile_notice"]
 
 #: ``--precision`` -> the dtype autocast computes in (``None``: no autocast, float32), and
 #: whether the loss is scaled: float16's 5 exponent bits underflow small gradients, so its
@@ -100,80 +100,92 @@ def fit(task, *, on_batch=None, on_epoch=None) -> TrainResult:
     autocast, scaler = autocast_for(cfg.precision, str(device))
     eval_autocast = autocast if task.evaluates_under_autocast() else contextlib.nullcontext
     state = ckpt.RunState(cfg, net, opt, result, trainer=task.trainer, keys=task.resume_keys,
-                          rank=rank, world_size=world, say=say, scaler=scaler)
+                          rank=rank, world_size=world, say=say, scaler=scaler,
+                          dataset=task.dataset)
     loader = task.train_loader()
     loader.item_sampler.max_batches = cfg.steps_per_epoch
     say(budget_line(cfg, task.main))
     nan = float("nan")
     epochs = state.epochs(loader)
+    interrupted = None  # where a Ctrl-C or SIGTERM stopped the run, if one did
+    epoch = -1
     try:
         task.open_evaluation(net)
-        for epoch, sums, seconds0 in epochs:
-            model.train()
-            task.before_epoch(epoch)
-            t0 = time.perf_counter()
-            acc = torch.tensor(sums, dtype=torch.float64, device=device)  # loss, correct, rows
-            first = int(loader.state_dict()["next_batch"])  # > 0 when resumed mid-epoch
-            with bar(len(loader), f"epoch {epoch}", enabled=cfg.progress and rank == 0) as pbar:
-                pbar.update(first)
-                for batch in loader:
-                    with autocast():  # the forward pass and the loss; backward outside
-                        loss, correct, n = task.step(model, batch)
-                    opt.zero_grad(set_to_none=True)
-                    if scaler is None:
-                        loss.backward()
-                        opt.step()
-                    else:
-                        scaler.scale(loss).backward()
-                        scaler.step(opt)  # skipped when the scaled gradients overflowed
-                        scaler.update()
-                    acc[0] += loss.detach().double() * n
-                    acc[1] += correct.double()
-                    acc[2] += n
-                    pbar.update(1)
-                    if on_batch is not None:
-                        on_batch(epoch, batch.batch_index)
-                    if state.stop_requested():
-                        state.stop_mid_epoch(loader, acc.cpu().tolist(),
-                                             seconds0 + time.perf_counter() - t0)
-            seconds = seconds0 + time.perf_counter() - t0
-            tot = acc.cpu().tolist()
-            if world > 1:
-                tot = all_reduce(tot)
-            loss_avg = tot[0] / max(tot[2], 1)
-            if not math.isfinite(loss_avg):
-                raise GraphfeedError(
-                    f"the training loss became {loss_avg} in epoch {epoch}: check the input "
-                    f"features for NaN or infinite values, or lower --lr (now {cfg.lr:g})")
-            extra = task.after_epoch(epoch)
-            t1 = time.perf_counter()
-            with eval_autocast():
-                metrics = (task.evaluate(model, progress=cfg.progress and rank == 0)
-                           if state.evaluates(epoch) else None)
-            eval_seconds = time.perf_counter() - t1
-            release_free_memory()
-            valid = (metrics or {}).get("valid") or {}
-            test = (metrics or {}).get("test") or {}
-            es = EpochStats(
-                epoch=epoch, loss=loss_avg, train_acc=tot[1] / max(tot[2], 1),
-                valid_acc=valid.get("accuracy", nan), test_acc=test.get("accuracy", nan),
-                seeds_per_s=tot[2] / task.rows_per_seed / max(seconds, 1e-9),
-                batches_per_s=len(loader) / max(seconds, 1e-9), seconds=seconds,
-                peak_rss_bytes=peak_rss_bytes(), valid=dict(valid), test=dict(test),
-                eval_seconds=eval_seconds, rss_bytes=current_rss_bytes())
-            if str(device).startswith("cuda"):
-                es.peak_gpu_bytes = int(torch.cuda.max_memory_allocated(device))
-                es.peak_gpu_reserved_bytes = int(torch.cuda.max_memory_reserved(device))
-            if metrics is None:
-                es.skip_evaluation()
-            state.end_epoch(es, es.valid.get(task.main, nan) if es.evaluated else nan)
-            say(epoch_line(es, task.unit) + (f"  {extra}" if extra else ""))
-            log_epoch(cfg, es, rank)
-            if state.finish_epoch(loader, es, on_epoch):
-                break
+        try:
+            for epoch, sums, seconds0 in epochs:
+                model.train()
+                task.before_epoch(epoch)
+                t0 = time.perf_counter()
+                acc = torch.tensor(sums, dtype=torch.float64, device=device)  # loss, correct, rows
+                first = int(loader.state_dict()["next_batch"])  # > 0 when resumed mid-epoch
+                with bar(len(loader), f"epoch {epoch}", enabled=cfg.progress and rank == 0) as pbar:
+                    pbar.update(first)
+                    for batch in loader:
+                        with autocast():  # the forward pass and the loss; backward outside
+                            loss, correct, n = task.step(model, batch)
+                        opt.zero_grad(set_to_none=True)
+                        if scaler is None:
+                            loss.backward()
+                            opt.step()
+                        else:
+                            scaler.scale(loss).backward()
+                            scaler.step(opt)  # skipped when the scaled gradients overflowed
+                            scaler.update()
+                        acc[0] += loss.detach().double() * n
+                        acc[1] += correct.double()
+                        acc[2] += n
+                        pbar.update(1)
+                        if on_batch is not None:
+                            on_batch(epoch, batch.batch_index)
+                        if state.stop_requested():
+                            state.stop_mid_epoch(loader, acc.cpu().tolist(),
+                                                 seconds0 + time.perf_counter() - t0)
+                seconds = seconds0 + time.perf_counter() - t0
+                tot = acc.cpu().tolist()
+                if world > 1:
+                    tot = all_reduce(tot)
+                loss_avg = tot[0] / max(tot[2], 1)
+                if not math.isfinite(loss_avg):
+                    raise GraphfeedError(
+                        f"the training loss became {loss_avg} in epoch {epoch}: check the input "
+                        f"features for NaN or infinite values, or lower --lr (now {cfg.lr:g})")
+                extra = task.after_epoch(epoch)
+                t1 = time.perf_counter()
+                with eval_autocast():
+                    metrics = (task.evaluate(model, progress=cfg.progress and rank == 0)
+                               if state.evaluates(epoch) else None)
+                eval_seconds = time.perf_counter() - t1
+                release_free_memory()
+                valid = (metrics or {}).get("valid") or {}
+                test = (metrics or {}).get("test") or {}
+                es = EpochStats(
+                    epoch=epoch, loss=loss_avg, train_acc=tot[1] / max(tot[2], 1),
+                    valid_acc=valid.get("accuracy", nan), test_acc=test.get("accuracy", nan),
+                    seeds_per_s=tot[2] / task.rows_per_seed / max(seconds, 1e-9),
+                    batches_per_s=len(loader) / max(seconds, 1e-9), seconds=seconds,
+                    peak_rss_bytes=peak_rss_bytes(), valid=dict(valid), test=dict(test),
+                    eval_seconds=eval_seconds, rss_bytes=current_rss_bytes())
+                if str(device).startswith("cuda"):
+                    es.peak_gpu_bytes = int(torch.cuda.max_memory_allocated(device))
+                    es.peak_gpu_reserved_bytes = int(torch.cuda.max_memory_reserved(device))
+                if metrics is None:
+                    es.skip_evaluation()
+                state.end_epoch(es, es.valid.get(task.main, nan) if es.evaluated else nan)
+                say(epoch_line(es, task.unit) + (f"  {extra}" if extra else ""))
+                log_epoch(cfg, es, rank)
+                if state.finish_epoch(loader, es, on_epoch):
+                    break
+        except KeyboardInterrupt:
+            # a result even when cut short: the best evaluated epoch so far, as a run that
+            # ended there would report it (no --predict, no baselines); else nothing to report
+            if not any(e.evaluated for e in result.epochs):
+                raise
+            done = bool(result.epochs) and result.epochs[-1].epoch == epoch
+            interrupted = f"{'after' if done else 'in'} epoch {epoch}"
         if not result.epochs:
             raise GraphfeedError("no epoch was run")
-        if cfg.predict:  # the best epoch's weights; every rank scores its share, rank 0 writes
+        if cfg.predict and interrupted is None:  # the best epoch's weights; every rank
+            # scores its share, rank 0 writes
             state.load_best()
             with eval_autocast():
                 written = task.predict(model, cfg.predict)
@@ -190,11 +202,49 @@ def fit(task, *, on_batch=None, on_epoch=None) -> TrainResult:
     result.best_valid_acc = best.valid_acc if best is not None else nan
     result.test_acc = result.test.get("accuracy", nan)
     result.final_test_acc = result.epochs[-1].test_acc
-    task.finish(result)
+    if interrupted is None:
+        try:  # the baselines: a Ctrl-C or SIGTERM here still gets the summary
+            with ckpt.GracefulStop(False, say, one_process=world == 1):
+                task.finish(result)
+        except KeyboardInterrupt:
+            if world > 1:  # the other ranks may be inside a collective of the baselines
+                raise
+            interrupted = "during the baselines"
+    result.interrupted = interrupted
     for w in result.warnings:
         say(f"graphfeed train: warning: {w}")
     say(final_line(result) + ("" if cfg.precision == "32" else f"; precision {cfg.precision}"))
     return result
+
+
+@contextlib.contextmanager
+def compile_notice(say):
+    """While active: the first time numba compiles a kernel (none of its compiled code cached
+    yet for this source and machine), say once that the run is compiling, so a slow epoch 0 is
+    explained; nothing when every kernel comes from numba's cache (``graphfeed train`` holds
+    it from placing the data to the last epoch). numba is imported only when the kernels are
+    (``importlib.util.find_spec`` answers without importing it)."""
+    import importlib.util
+
+    if importlib.util.find_spec("numba") is None:
+        yield
+        return
+    from numba.core import event
+
+    class _Once(event.Listener):
+        said = False
+
+        def on_start(self, ev) -> None:
+            if not self.said:
+                self.said = True
+                say("graphfeed train: compiling numba kernels on their first use on this "
+                    "machine (seconds, once: cached for later runs)")
+
+        def on_end(self, ev) -> None:
+            pass
+
+    with event.install_listener("numba:compile", _Once()):
+        yield
 
 
 def budget_line(cfg, main: str) -> str:

@@ -8,171 +8,71 @@ computes layer ``i``'s output once for every node that layer ``i + 1`` needs, fr
 in-neighbourhood, then layer ``i + 1`` from those outputs: about ``L x (edges + nodes)`` of
 work, and exact.
 
-Which nodes: layer ``L - 1`` (the last) runs on the evaluated nodes; layer ``i`` on the
-``L - 1 - i``-hop in-neighbourhood of those (:func:`needed_nodes`), which is every node on a
-connected graph but can be far less for a small evaluated set.
+One evaluator for every graph: the graph is node types and relations
+(``graph.neighbourhood.Relations``; an untyped graph is the one type and relation ``None``), and
+the model's math per layer comes from ``graphfeed.models.layerwise.layer_math`` (the direct
+SAGE/GCN/GAT layers of a ``BlockGNN``, the R-GCN's pieces on a typed graph). This module decides
+which rows, in which batches, and where the tables live:
 
-Two ways to run a layer:
+- **Which nodes**: layer ``L - 1`` (the last) runs on the evaluated nodes; layer ``i`` on the
+  ``L - 1 - i``-hop in-neighbourhood of those (``needed_nodes`` over the fused CSC), which is
+  every node on a connected graph but can be far less for a small evaluated set. Those of type
+  ``t`` form type ``t``'s table of the layer.
+- **Layer 0's input**: the stored features (``placed.input_features``, any backend), read in
+  chunks; where the model computes its inputs (the R-GCN's projections, a learned vector for a
+  featureless type) one table per input type, else the features themselves, read on demand.
+- **A layer**: per relation a *source table* over its source type's needed nodes, computed once
+  per node in chunks of ``max_batch`` rows: the input itself, or the input already multiplied
+  by the relation's weight where the layer projects first; then, per destination type, batches
+  of consecutive destinations holding at most ``max_batch_edges`` in-edges and ``max_batch``
+  rows (``edge_batches``), whose in-edges are CSR rows taken straight from the graph (split per
+  relation on a typed graph) and summed over the tables (``models.layerwise.aggregate``: a
+  numba kernel over the evaluator's ``num_threads`` on the host, sparse products on a GPU).
+- **Through blocks** (a ``BlockGNN`` layer without a direct form): loaders sample each batch's
+  full in-neighbourhood (fanout ``-1``) and run ``BlockGNN.layer`` on the block; destinations are
+  grouped by in-degree (``degree_groups``), each group's batch size keeping a batch under
+  ``max_batch_edges`` in-edges. The loaders are built on the first evaluation of a set of names
+  and reused by the next ones.
 
-- **direct** (the reference models' layers: mean-aggregation ``SAGEConv``, the graph-normalised
-  ``GCNConv`` of ``build_model("gcn", in_degrees=...)``, ``GATConv``; :func:`direct_layer`):
-  a *source table* holds one row per input node of the layer, computed once per node in chunks
-  of ``max_batch`` rows: the input itself or, when the layer's output is narrower than its
-  input, the input already multiplied by the weight applied to the neighbours (SAGE's
-  ``lin_l``, GCN's ``lin``; aggregation is linear, so ``W mean(x_u) == mean(W x_u)`` up to
-  rounding; GAT always projects first, as ``GATConv`` does). Each batch of destinations then
-  sums its in-edges' source rows as CSR rows taken straight from the graph's ``indptr`` /
-  ``indices`` (:func:`csr_sum_rows` on the host, split over the evaluator's ``num_threads``;
-  sparse x dense products on a GPU): no sampler, no per-edge copy of a row, and the narrower
-  width. Batches are consecutive destinations holding at most ``max_batch_edges`` in-edges (a
-  node with more comes alone) and ``max_batch`` nodes (:func:`edge_batches`). Layer 0 reads
-  each input row once (and, when SAGE projects first, the destinations' rows again for its
-  root weight ``lin_r``).
-- **through blocks** (any other layer that qualifies): loaders sample each batch's full
-  in-neighbourhood (fanout ``-1``) and run ``BlockGNN.layer`` on the block. Destinations are
-  grouped by in-degree (powers of 4); each group's batch size keeps a batch under
-  ``max_batch_edges`` in-edges (so at most about as many input rows) and ``max_batch``
-  destinations (:func:`degree_groups`). The loaders are built on the first evaluation of a
-  set of names and reused by the next ones.
-
-Memory: layer 0 reads its input rows through the placed ``features["feat"]`` (RAM, disk,
-LMDB, cached, GPU: any backend); a layer's source table and its output are float32 tensors held
-on the device when each takes at most a quarter of its free memory, else in host memory (the
-sums run where the source table is). A direct layer's source table is at most as
+Memory: a table is float32 on the device when it takes at most a quarter of its free memory,
+else on the host (the sums run where the table is). A direct layer's source table is at most as
 wide as the narrower of its input and output (GAT: its output plus two columns per head).
 
-Ranks: each rank computes a strided share (``nodes[rank::world_size]``) of every layer's nodes
-(and of every source table) and the shares are all-gathered in bounded chunks, so every rank
-holds the whole layer before the next starts.
+Ranks: each rank computes a strided share (``nodes[rank::world_size]``) of every table and of
+every type's destinations; the shares are all-gathered in bounded chunks, so every rank holds
+the whole layer before the next starts.
 
-Exactness: a model qualifies when a destination's output depends only on its in-edges and its
-sources' rows (``BlockGNN.layerwise_exact``: SAGE, GAT, and GCN normalised by the graph's
-degrees); then the result equals sampled evaluation with fanouts ``-1`` up to float rounding.
+Exactness: equal to the model's forward on blocks sampled with every fanout ``-1``, up to float
+rounding (tested: every direct layer, projected first or not, a featureless type, relations that
+reach only some destinations, several ranks).
 """
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from .._numba import kernel, prefetch
 from ..errors import GraphfeedError
-from .evaluate import (EVAL_MAX_BATCH_EDGES, features_as_float, gather_strided, unwrap,
-                       with_fanouts)
+from ..graph.neighbourhood import Relations, degree_groups, edge_batches, needed_nodes
+from ..models.layerwise import Edges, Threads, layer_math, take_rows
+from .evaluate import EVAL_MAX_BATCH_EDGES, features_as_float, gather_strided, unwrap, \
+    with_fanouts
+
+__all__ = ["LAYERWISE_MAX_BATCH", "LayerwiseEvaluator"]
 
 #: most destination nodes in one layer-wise batch (and source-table rows in one chunk)
 LAYERWISE_MAX_BATCH = 1 << 16
-#: in-edges gathered at once while finding the in-neighbourhood of a node set
-_HOP_CHUNK_EDGES = 1 << 24
-#: source rows prefetched ahead by the CPU aggregation (as ``features._gather.PREFETCH_ROWS``)
-_PREFETCH_EDGES = 8
-
-
-def edge_batches(counts: np.ndarray, max_edges: int, max_rows: int) -> list:
-    """``[(start, stop), ...]``: positions ``0 .. len(counts)`` cut into consecutive runs of at
-    most ``max_rows`` whose ``counts`` (in-degrees) sum to at most ``max_edges``; a position
-    whose count alone exceeds ``max_edges`` is a run of one. O(runs x log n)."""
-    n = int(counts.shape[0])
-    cum = np.cumsum(counts, dtype=np.int64)
-    out, i = [], 0
-    while i < n:
-        base = int(cum[i - 1]) if i else 0
-        j = int(np.searchsorted(cum, base + max_edges, side="right"))
-        j = min(max(i + 1, j), i + max_rows, n)
-        out.append((i, j))
-        i = j
-    return out
-
-
-def _in_edges(indptr: np.ndarray, indices: np.ndarray, dst: np.ndarray, *aligned):
-    """``(crow, col)``: the in-edges of ``dst`` (sorted distinct int64 ids) as CSR rows in
-    ``dst``'s order: int64 ``crow`` ``(len(dst) + 1,)`` and the source ids ``col`` (``indices``'
-    dtype). Consecutive ids are a slice of the graph (``col`` is a view, no copy). Each array of
-    ``aligned`` (one entry per edge, as ``indices``: a typed graph's relation ids) is taken
-    at the same positions and returned after ``col``."""
-    k = int(dst.shape[0])
-    if k and int(dst[-1]) - int(dst[0]) + 1 == k:
-        a, b = int(dst[0]), int(dst[-1]) + 1
-        lo, hi = int(indptr[a]), int(indptr[b])
-        crow = np.asarray(indptr[a:b + 1], dtype=np.int64) - lo
-        return (crow, indices[lo:hi], *(x[lo:hi] for x in aligned))
-    starts = np.asarray(indptr[dst], dtype=np.int64)
-    counts = np.asarray(indptr[dst + 1], dtype=np.int64) - starts
-    crow = np.zeros(k + 1, dtype=np.int64)
-    np.cumsum(counts, out=crow[1:])
-    pos = np.repeat(starts - crow[:-1], counts) + np.arange(int(crow[-1]), dtype=np.int64)
-    return (crow, np.asarray(indices[pos]), *(np.asarray(x[pos]) for x in aligned))
-
-
-def _in_neighbours(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray, mask: np.ndarray,
-                   chunk_edges: int = _HOP_CHUNK_EDGES) -> None:
-    """Set ``mask[u]`` for every in-neighbour ``u`` of ``nodes`` (sorted distinct),
-    ``chunk_edges`` edges at a time (memory O(chunk), whatever the degrees)."""
-    starts = np.asarray(indptr[nodes], dtype=np.int64)
-    counts = np.asarray(indptr[nodes + 1], dtype=np.int64) - starts
-    for a, b in edge_batches(counts, chunk_edges, nodes.shape[0]):
-        _, col = _in_edges(indptr, indices, nodes[a:b])
-        mask[col] = True
-
-
-def needed_nodes(graph, targets, num_layers: int) -> list:
-    """``sets[i]``: the sorted int64 ids whose layer-``i`` output the evaluation of ``targets``
-    needs: ``sets[-1]`` the targets, ``sets[i]`` ``sets[i + 1]`` and its in-neighbours."""
-    n = int(graph.num_nodes)
-    cur = np.unique(np.asarray(targets, dtype=np.int64))
-    sets = [cur]
-    indptr, indices = graph.indptr, graph.indices
-    for _ in range(num_layers - 1):
-        if cur.shape[0] < n:
-            mask = np.zeros(n, dtype=bool)
-            mask[cur] = True
-            _in_neighbours(indptr, indices, cur, mask)
-            cur = np.flatnonzero(mask).astype(np.int64)
-        sets.append(cur)
-    return sets[::-1]
-
-
-def degree_groups(nodes: np.ndarray, in_degrees: np.ndarray, max_batch_edges: int,
-                  max_batch: int = LAYERWISE_MAX_BATCH) -> list:
-    """``[(ids, batch_size), ...]``: ``nodes`` grouped by in-degree (``<= 1``, ``<= 4``,
-    ``<= 16``, ...), each with the batch size that keeps a batch within ``max_batch_edges``
-    in-edges (at least one node) and ``max_batch`` nodes."""
-    if nodes.shape[0] == 0:
-        return []
-    deg = np.asarray(in_degrees[nodes], dtype=np.int64)
-    bucket = np.ceil(np.log2(np.maximum(deg, 1)) / 2).astype(np.int64)
-    out = []
-    for b in np.unique(bucket):
-        ids = nodes[bucket == b]
-        top = int(deg[bucket == b].max())
-        out.append((ids, max(1, min(max_batch, max_batch_edges // max(1, top)))))
-    return out
-
-
-def supports_layerwise(model) -> bool:
-    """Whether layer-wise inference computes exactly what ``model``'s forward does with every
-    neighbour: a :class:`graphfeed.models.BlockGNN` whose layers qualify (module docstring)."""
-    from ..models.gnn import BlockGNN
-
-    net = unwrap(model)
-    return isinstance(net, BlockGNN) and net.layerwise_exact
-
-
-# ---------------------------------------------------------------------------- direct layers
 
 
 class _RowMap:
     """Global id -> row of a table over ``nodes`` (sorted distinct; every id asked is one of
     them): the id itself when the table covers every node, the id less ``nodes[0]`` when
     ``nodes`` are consecutive (every node of one type of a typed graph), else through a dense
-    int32 (int64 past 2^31 rows) map of ``nodes[-1] - nodes[0] + 1`` entries, O(1) a lookup.
-    ``num_nodes`` is unused (kept for the callers' symmetry)."""
+    int32 (int64 past 2^31 rows) map of ``nodes[-1] - nodes[0] + 1`` entries, O(1) a lookup."""
 
-    def __init__(self, nodes: np.ndarray, num_nodes: int = 0):
-        del num_nodes
+    def __init__(self, nodes: np.ndarray):
         self.map, self.lo = None, int(nodes[0]) if nodes.shape[0] else 0
         k = int(nodes.shape[0])
         span = int(nodes[-1]) - self.lo + 1 if k else 0
@@ -185,359 +85,6 @@ class _RowMap:
         if self.map is not None:
             return self.map[ids - self.lo] if self.lo else self.map[ids]
         return ids - self.lo if self.lo else ids
-
-
-def _take(table, rows: np.ndarray):
-    """``table[rows]`` for strictly increasing ``rows``: a view when they are consecutive (a
-    batch of a table over every node), else one ``index_select``; on ``table``'s device."""
-    import torch
-
-    k = int(rows.shape[0])
-    if k and int(rows[-1]) - int(rows[0]) + 1 == k:
-        return table[int(rows[0]):int(rows[0]) + k]
-    idx = torch.from_numpy(np.asarray(rows, dtype=np.int64)).to(table.device)
-    return table.index_select(0, idx)
-
-
-@dataclass
-class _Edges:
-    """One batch of destinations and their in-edges as CSR rows (host arrays): ``dst`` int64
-    global ids ``(n,)`` and ``dst_rows`` their rows in the source table; ``crow`` int64
-    ``(n + 1,)``; ``col`` the sources' global ids ``(E,)`` and ``src_rows`` their rows."""
-
-    dst: np.ndarray
-    dst_rows: np.ndarray
-    crow: np.ndarray
-    col: np.ndarray
-    src_rows: np.ndarray
-
-    @property
-    def degrees(self) -> np.ndarray:
-        return np.diff(self.crow)
-
-    def targets(self, device):
-        """int64 ``(E,)`` on ``device``: each edge's destination position ``0 .. n - 1``."""
-        import torch
-
-        deg = torch.from_numpy(self.degrees).to(device)
-        return torch.repeat_interleave(torch.arange(deg.shape[0], device=device), deg)
-
-
-@kernel
-def csr_sum_rows(crow, col, values, table, out, start, end):
-    """``out[v, k] += sum over e in [crow[v], crow[v + 1]) of values[e, k // c] *
-    table[col[e], k]`` for the rows ``v`` in ``[start, end)`` and the columns ``k`` below
-    ``out.shape[1]``, with ``c = out.shape[1] // values.shape[1]`` (one weight per edge and
-    block of columns: GAT's heads); ``values`` of shape ``(0, 0)``: every weight 1. float32
-    ``table`` and ``out``, ``out`` zeroed by the caller; reads only the rows ``col`` names."""
-    d = out.shape[1]
-    if d == 0:
-        return
-    weighted = values.shape[0] > 0
-    heads = values.shape[1] if weighted else 1
-    c = d // heads
-    stop = crow[end]
-    for v in range(start, end):
-        for e in range(crow[v], crow[v + 1]):
-            if e + _PREFETCH_EDGES < stop:
-                ahead = table[col[e + _PREFETCH_EDGES]]
-                prefetch(ahead, 0)
-                prefetch(ahead, d - 1)
-            u = col[e]
-            if weighted:
-                for h in range(heads):
-                    w = values[e, h]
-                    for k in range(h * c, (h + 1) * c):
-                        out[v, k] += w * table[u, k]
-            else:
-                for k in range(d):
-                    out[v, k] += table[u, k]
-
-
-def _row_ranges(crow: np.ndarray, parts: int) -> list:
-    """``[(start, stop), ...]``: the rows of a CSR cut into at most ``parts`` consecutive ranges
-    of about equal edge counts (none empty)."""
-    n = crow.shape[0] - 1
-    cuts = np.searchsorted(crow, np.linspace(0, int(crow[-1]), parts + 1)[1:-1])
-    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, n), [n]]))
-    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
-
-
-@dataclass(frozen=True)
-class _Threads:
-    """Where a host aggregation runs: ``parts`` row ranges on ``executor`` (the evaluator's
-    threads; the kernel releases the GIL), or inline when ``executor`` is ``None``."""
-
-    executor: Optional[object] = None
-    parts: int = 1
-
-
-def _aggregate(edges: _Edges, table, values=None, width: Optional[int] = None,
-               threads: _Threads = _Threads()):
-    """``out[v] = sum over v's in-edges e of values[e] * table[src_rows[e], :width]`` on
-    ``table``'s device, float32 ``(n, width)`` there (``width`` default: the table's).
-    ``values``: float32 ``(E,)``, or ``(E, H)`` for one weight per block of ``width // H``
-    columns, or ``None`` (every weight 1). Reads only the rows the edges name: on the host
-    :func:`csr_sum_rows` (row ranges split over ``threads``), elsewhere
-    :func:`_sparse_sum_rows`."""
-    import torch
-
-    width = table.shape[1] if width is None else int(width)
-    if values is not None and values.dim() == 1:
-        values = values[:, None]
-    if table.device.type != "cpu":
-        return _sparse_sum_rows(edges, table, values, width)
-    assert table.dtype == torch.float32 and table.is_contiguous()
-    n = edges.dst.shape[0]
-    out = torch.zeros((n, width), dtype=torch.float32)
-    w = np.zeros((0, 0), np.float32) if values is None else values.contiguous().numpy()
-    args = (edges.crow, edges.src_rows, w, table.numpy(), out.numpy())
-    ranges = _row_ranges(edges.crow, threads.parts) if n else []
-    if threads.executor is None or len(ranges) < 2:
-        csr_sum_rows(*args, 0, n)
-    else:
-        for f in [threads.executor.submit(csr_sum_rows, *args, a, b) for a, b in ranges]:
-            f.result()
-    return out
-
-
-def _sparse_sum_rows(edges: _Edges, table, values, width: int):
-    """:func:`_aggregate` as CSR x dense products on ``table``'s device (one per block of
-    columns that ``values`` ``(E, H)`` weighs, one in all when ``values`` is ``None``)."""
-    import torch
-
-    dev = table.device
-    n = edges.dst.shape[0]
-    if edges.src_rows.shape[0] == 0:  # no in-edge in the batch
-        return torch.zeros((n, width), dtype=table.dtype, device=dev)
-    col = torch.from_numpy(np.ascontiguousarray(edges.src_rows)).to(dev)
-    crow = torch.from_numpy(edges.crow).to(dev)
-    if col.dtype != crow.dtype:  # int32 sources (a graph slice): narrow the offsets
-        assert int(edges.crow[-1]) < 2 ** 31
-        crow = crow.to(col.dtype)
-    heads = 1 if values is None else values.shape[1]
-    c = width // heads
-    parts = []
-    for h in range(heads):
-        vals = (torch.ones(col.shape[0], dtype=table.dtype, device=dev) if values is None
-                else values[:, h].contiguous().to(dev))
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-            a = torch.sparse_csr_tensor(crow, col, vals, size=(n, table.shape[0]),
-                                        check_invariants=False)
-        parts.append(a @ table[:, h * c:(h + 1) * c].contiguous())
-    return parts[0] if heads == 1 else torch.cat(parts, dim=1)
-
-
-class _DirectLayer:
-    """One convolution computed from a source table (module docstring). ``project``: whether
-    the table holds projected rows; ``width``: its row width."""
-
-    project: bool
-    width: int
-
-    def source(self, x):
-        """The source-table rows of input rows ``x`` (float32 ``(k, in_width)``)."""
-        raise NotImplementedError
-
-    def prepare(self, table):
-        """What :meth:`output` reads, from the complete source table (once a layer)."""
-        return table
-
-    def output(self, edges: _Edges, prepared, read_input: Callable):
-        """The convolution's output ``(n, out)`` for the destinations of ``edges``, on the
-        model's device; ``read_input(ids)`` gives layer inputs (sorted node ids)."""
-        raise NotImplementedError
-
-
-class _SageMeanLayer(_DirectLayer):
-    """``SAGEConv`` with mean aggregation: ``lin_l(mean_u x_u) + lin_r(x_v)`` (then L2
-    normalisation if the layer has it). Projects first (the source table holds ``x_u W_l^T``)
-    when the output is narrower than the input; ``lin_r`` then reads the destinations' inputs
-    again (``read_input``)."""
-
-    def __init__(self, conv, in_width: int, threads: _Threads):
-        self.conv, self.threads = conv, threads
-        out = int(conv.lin_l.weight.shape[0])
-        self.project = in_width > out
-        self.width = out if self.project else in_width
-
-    def source(self, x):
-        import torch.nn.functional as F
-
-        return F.linear(x, self.conv.lin_l.weight) if self.project else x
-
-    def output(self, edges: _Edges, table, read_input: Callable):
-        import torch
-        import torch.nn.functional as F
-
-        conv = self.conv
-        dev = conv.lin_l.weight.device
-        deg = torch.from_numpy(edges.degrees).to(dev).clamp_(min=1).to(torch.float32)
-        out = _aggregate(edges, table, threads=self.threads).to(dev).div_(deg[:, None])
-        if not self.project:
-            out = conv.lin_l(out)
-        elif conv.lin_l.bias is not None:
-            out = out.add_(conv.lin_l.bias)
-        if conv.root_weight:
-            x_dst = read_input(edges.dst) if self.project else _take(table, edges.dst_rows)
-            out = out.addmm_(x_dst.to(dev), conv.lin_r.weight.t())
-        if conv.normalize:
-            out = F.normalize(out, p=2.0, dim=-1)
-        return out
-
-
-class _GCNLayer(_DirectLayer):
-    """The graph-normalised ``GCNConv`` (``models.gnn._GraphNormGCN``) with every in-edge:
-    ``b + sum_u (x_u W) / sqrt((d_u + 1)(d_v + 1)) + (x_v W) / (d_v + 1)`` with the model's
-    degrees ``d``. Aggregates at the narrower of the input and output widths."""
-
-    def __init__(self, conv, in_degrees, in_width: int, threads: _Threads):
-        self.conv, self.threads = conv, threads
-        self.in_degrees = in_degrees  # float32 (num_nodes,), the model's buffer
-        out = int(conv.lin.weight.shape[0])
-        self.project = in_width > out
-        self.width = out if self.project else in_width
-
-    def source(self, x):
-        return self.conv.lin(x) if self.project else x
-
-    def prepare(self, table):
-        self._deg = self.in_degrees.to(table.device)
-        self._inv = (self._deg + 1).rsqrt()
-        return table
-
-    def output(self, edges: _Edges, table, read_input: Callable):
-        import torch
-
-        conv = self.conv
-        dev, tdev = conv.lin.weight.device, table.device
-        deg, inv = self._deg, self._inv
-        col = torch.from_numpy(np.ascontiguousarray(edges.col)).to(tdev).to(torch.int64)
-        dst = torch.from_numpy(edges.dst).to(tdev)
-        # the model's edge weight is (d_v / k_v) inv_u inv_v: k_v = d_v with every in-edge
-        w = inv.index_select(0, col) * inv.index_select(0, dst)[edges.targets(tdev)]
-        loop = (1.0 / (deg.index_select(0, dst) + 1))[:, None]
-        out = _aggregate(edges, table, w, threads=self.threads)
-        out = out.add_(_take(table, edges.dst_rows) * loop).to(dev)
-        if not self.project:
-            out = conv.lin(out)
-        return out if conv.bias is None else out.add_(conv.bias)
-
-
-class _GATLayer(_DirectLayer):
-    """``GATConv`` with one weight for sources and destinations and neither edge features nor a
-    residual: the source table holds ``lin(x)`` (heads x channels) and each row's two attention
-    logits per head; a destination attends over its in-edges (and itself when the layer adds
-    self-loops, after dropping existing ones, as ``GATConv`` does)."""
-
-    def __init__(self, conv, threads: _Threads):
-        self.conv, self.threads = conv, threads
-        self.heads, self.channels = int(conv.heads), int(conv.out_channels)
-        self.project = True
-        self.width = self.heads * self.channels + 2 * self.heads
-
-    def source(self, x):
-        import torch
-
-        conv, h, c = self.conv, self.heads, self.channels
-        p = conv.lin(x)
-        v = p.view(-1, h, c)
-        return torch.cat([p, (v * conv.att_src).sum(-1), (v * conv.att_dst).sum(-1)], dim=1)
-
-    def prepare(self, table):
-        """The table, and its two logit columns as contiguous ``(rows, heads)`` tensors."""
-        h, c = self.heads, self.channels
-        return table, table[:, h * c:h * c + h].contiguous(), table[:, h * c + h:].contiguous()
-
-    def output(self, edges: _Edges, prepared, read_input: Callable):
-        import torch
-        import torch.nn.functional as F
-
-        conv, h, c = self.conv, self.heads, self.channels
-        table, a_src, a_dst = prepared
-        tdev, dev = table.device, conv.lin.weight.device
-        n = edges.dst.shape[0]
-        if conv.add_self_loops:  # GATConv drops the graph's self-loops, then adds its own
-            at = np.repeat(np.arange(n), edges.degrees)
-            keep = edges.col != edges.dst[at]
-            if not keep.all():
-                crow = np.zeros(n + 1, dtype=np.int64)
-                np.cumsum(np.bincount(at[keep], minlength=n), out=crow[1:])
-                edges = _Edges(edges.dst, edges.dst_rows, crow, edges.col[keep],
-                               edges.src_rows[keep])
-        tgt = edges.targets(tdev)
-        src = torch.from_numpy(np.asarray(edges.src_rows, dtype=np.int64)).to(tdev)
-        dst_logit = _take(a_dst, edges.dst_rows)  # (n, heads)
-        e = a_src.index_select(0, src).add_(dst_logit.index_select(0, tgt))
-        e = F.leaky_relu(e, conv.negative_slope)  # (E, heads)
-        if conv.add_self_loops:
-            e_self = F.leaky_relu(_take(a_src, edges.dst_rows) + dst_logit, conv.negative_slope)
-            top = e_self.clone()
-        else:
-            top = torch.full((n, h), float("-inf"), device=tdev)
-        top.scatter_reduce_(0, tgt[:, None].expand(-1, h), e, "amax")
-        ex = e.sub_(top.index_select(0, tgt)).exp_()
-        total = torch.zeros((n, h), device=tdev).index_add_(0, tgt, ex)
-        if conv.add_self_loops:
-            ex_self = (e_self - top).exp_()
-            total.add_(ex_self)
-        total.add_(1e-16)  # torch_geometric.utils.softmax's guard
-        alpha = ex.div_(total.index_select(0, tgt))
-        out = _aggregate(edges, table, alpha, width=h * c, threads=self.threads).view(n, h, c)
-        if conv.add_self_loops:
-            own = _take(table, edges.dst_rows)[:, :h * c].reshape(n, h, c)
-            out = out.add_(own * (ex_self / total)[:, :, None])
-        out = out.to(dev)
-        out = out.reshape(n, h * c) if conv.concat else out.mean(dim=1)
-        return out if conv.bias is None else out + conv.bias
-
-
-def _has_forward_hooks(module) -> bool:
-    """Whether forward (or PyG propagate / message / edge-update) hooks are registered on
-    ``module``: a direct layer would skip them, so such a layer runs through blocks."""
-    from torch.nn.modules import module as torch_module
-
-    if (getattr(torch_module, "_global_forward_hooks", None)
-            or getattr(torch_module, "_global_forward_pre_hooks", None)):
-        return True
-    return any(isinstance(v, dict) and v for k, v in vars(module).items()
-               if k.endswith("hooks") and "forward" in k)
-
-
-def direct_layer(net, i: int, in_width: int, threads: _Threads = _Threads()):
-    """The direct computation of layer ``i`` of ``net`` (module docstring) given its input
-    width, or ``None`` when the layer runs through blocks: only the reference models' exact
-    classes (``BlockGNN`` with ``SAGEConv`` mean / ``GATConv``, the graph-normalised GCN) and
-    configurations, so a subclass or an option this module does not reproduce keeps the
-    model's own code."""
-    from ..models.gnn import BlockGNN, _GraphNormGCN as GraphNormGCN
-
-    try:
-        from torch_geometric.nn import GATConv, GCNConv, SAGEConv
-        from torch_geometric.nn.aggr import MeanAggregation, SumAggregation
-    except ImportError:
-        return None
-    conv = net.convs[i]
-    if any(_has_forward_hooks(m) for m in conv.modules()) or getattr(conv, "_explain", None):
-        return None
-    if type(net) is BlockGNN:
-        if (type(conv) is SAGEConv and not conv.project
-                and type(conv.aggr_module) is MeanAggregation):
-            return _SageMeanLayer(conv, in_width, threads)
-        if (type(conv) is GATConv and getattr(conv, "lin", None) is not None
-                and getattr(conv, "lin_edge", None) is None
-                and getattr(conv, "res", None) is None
-                and type(conv.aggr_module) is SumAggregation):
-            return _GATLayer(conv, threads)
-    elif type(net) is GraphNormGCN:
-        if (type(conv) is GCNConv and not conv.normalize
-                and type(conv.aggr_module) is SumAggregation):
-            return _GCNLayer(conv, net.in_degrees, in_width, threads)
-    return None
-
-
-# ---------------------------------------------------------------------------- the evaluator
 
 
 @dataclass
@@ -556,29 +103,294 @@ class _Plan:
         self.loaders = {}
 
 
-class LayerwiseBase:
-    """What every layer-wise evaluator shares (this module's, and the typed graphs' R-GCN one in
-    :mod:`graphfeed.trainer.layerwise_typed`): the placed data, graph, node sets (name -> int64
-    ids) and layer count it was made with, the device, this rank's place among
-    ``world_size`` ranks, the bounds of a batch, the host aggregation threads (:meth:`_threads`),
-    where a table goes (:meth:`_alloc`), and tables built in strided shares and gathered
-    (:meth:`_table`, :meth:`_gathered`)."""
+class LayerwiseEvaluator:
+    """Scores node sets by layer-wise inference (module docstring). The calls of every
+    evaluator (``trainer.evaluate.open_evaluator``): :meth:`evaluate` (every set from one pass
+    over the layers), :meth:`logits` (one set), :attr:`ids`, :attr:`under_autocast`,
+    :meth:`close`.
+
+    ``placed``: the run's placed data (``graphfeed.placement.Placed``: its sampler, input
+    features and labels); ``graph``: the host graph the model passes messages over (a
+    ``CSCGraph``, or a ``HeteroGraph`` whose node and edge types are the model's); ``sets``:
+    name -> global node ids (of the model's output types); ``num_layers``: the model's. Every
+    rank passes the whole sets; a set's rows come back in the order of its ids (every output type
+    of a set of the same width). ``max_batch_edges`` / ``max_batch``: the bounds of one batch."""
+
+    #: float32 throughout: the direct layers accumulate in place into float32 tables, which
+    #: autocast's low-precision results cannot join (``Task.evaluates_under_autocast``)
+    under_autocast = False
 
     def __init__(self, placed, graph, sets: dict, num_layers: int, *, rank: int = 0,
-                 world_size: int = 1, num_threads: int = 2,
-                 max_batch_edges: int = EVAL_MAX_BATCH_EDGES,
+                 world_size: int = 1, num_threads: int = 2, prefetch: int = 2,
+                 labels: bool = True, max_batch_edges: int = EVAL_MAX_BATCH_EDGES,
                  max_batch: int = LAYERWISE_MAX_BATCH):
         import torch
 
         self.placed, self.graph = placed, graph
+        self.rel = Relations(graph)
         self.num_layers = int(num_layers)
         self.sets = {k: np.asarray(v, dtype=np.int64).reshape(-1) for k, v in sets.items()}
+        self.ids = self.sets  # rows come back in the order of each set's ids
         self.device = torch.device(placed.device)
         self.rank, self.world_size = rank, world_size
-        self.num_threads = num_threads
+        self.num_threads, self.prefetch = num_threads, prefetch
         self.max_batch_edges, self.max_batch = int(max_batch_edges), int(max_batch)
         self._pool = None  # host aggregation threads (_threads)
+        n = int(self.rel.csc.num_nodes)
+        for k, ids in self.sets.items():
+            if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
+                raise GraphfeedError(f"set {k!r}: node ids must be in [0, {n}) (global ids of "
+                                     f"the graph)")
+        self.labels = {}
+        if labels:
+            lab = placed.label_feature
+            if lab is None:
+                raise GraphfeedError("the placed data holds no labels: pass labels=False")
+            for k, ids in self.sets.items():
+                self.labels[k] = lab.read(torch.from_numpy(ids)).to(torch.long).reshape(-1).cpu()
+        feat = placed.input_features.get(None)  # untyped: one row a node
+        if feat is not None and feat.num_rows < n:
+            raise GraphfeedError(f"features['feat'] has {feat.num_rows} rows but the graph "
+                                 f"{n} nodes")
+        self._sampler = None  # every in-neighbour, for layers run through blocks
+        self._plans = {}  # names -> _Plan
 
+    # ------------------------------------------------------------------ the pass
+    def _plan(self, names: tuple) -> _Plan:
+        if names not in self._plans:
+            targets = (np.concatenate([self.sets[k] for k in names]) if names
+                       else np.zeros(0, np.int64))
+            self._plans[names] = _Plan(needed_nodes(self.rel.csc, targets, self.num_layers + 1))
+        return self._plans[names]
+
+    def logits(self, model, name: str, *, progress: bool = False, argmax: bool = False):
+        """``(logits (n, C) float32, labels (n,) int64 or None)`` on CPU for set ``name`` in the
+        order of its ids (``argmax=True``: ``(n, 1)`` predicted classes)."""
+        return self.evaluate(model, (name,), progress=progress, argmax=argmax)[name]
+
+    def evaluate(self, model, names: Optional[Sequence[str]] = None, *, progress: bool = False,
+                 argmax: bool = False) -> dict:
+        """name -> ``(rows, labels)`` as :meth:`logits` gives, for every set in ``names``
+        (default: all), from one pass over the layers. Every rank must call it."""
+        import torch
+
+        names = tuple(self.sets) if names is None else tuple(names)
+        try:
+            math = layer_math(model, self._threads())
+        except ValueError as e:
+            raise GraphfeedError(str(e)) from None
+        net = unwrap(model)
+        if math.num_layers != self.num_layers:
+            raise GraphfeedError(f"the model has {math.num_layers} layers, the evaluator "
+                                 f"{self.num_layers}")
+        if math.typed and (tuple(net.node_types), tuple(net.edge_types)) != (
+                self.rel.node_types, self.rel.relations):
+            raise GraphfeedError(f"the model's node and edge types ({list(net.node_types)}, "
+                                 f"{list(net.edge_types)}) are not the graph's "
+                                 f"({list(self.rel.node_types)}, {list(self.rel.relations)})")
+        plan = self._plan(names)
+        last = self.rel.by_type(plan.sets[-1])
+        if math.typed:
+            outputs = net.layer_types(self.num_layers - 1)
+            for t in last:
+                if t not in outputs:
+                    raise GraphfeedError(f"the sets {list(names)} hold nodes of type {t!r}, "
+                                         f"which the model does not output (its outputs: "
+                                         f"{list(outputs)})")
+            widths = {int(net.root[self.num_layers - 1][t].out_features) for t in last}
+            if len(widths) > 1:
+                raise GraphfeedError(f"the sets {list(names)} span output types of different "
+                                     f"widths {sorted(widths)}: evaluate them separately")
+        was_training = net.training
+        net.eval()
+        try:
+            with torch.no_grad():
+                h = self._inputs(math, self.rel.by_type(plan.sets[0]), progress)
+                for i in range(self.num_layers):
+                    h = self._layer(math, net, i, plan, h, progress)
+        finally:
+            net.train(was_training)
+        return {k: (self._rows(self.sets[k], last, h, argmax), self.labels.get(k))
+                for k in names}
+
+    def _rows(self, ids: np.ndarray, last: dict, h: dict, argmax: bool):
+        """The rows of set ``ids`` (global, any order) from the last layer's tables ``h`` (node
+        type -> rows of ``last[t]``), on the CPU."""
+        import torch
+
+        width = next((int(v.shape[1]) for v in h.values() if v is not None), 0)
+        got = (torch.zeros((ids.shape[0], 1), dtype=torch.long) if argmax
+               else torch.zeros((ids.shape[0], width), dtype=torch.float32))
+        types = self.rel.type_of(ids)
+        for j, t in enumerate(self.rel.node_types):
+            sel = np.flatnonzero(types == j)
+            if not sel.size:
+                continue
+            rows = torch.from_numpy(np.searchsorted(last[t], ids[sel]))
+            y = h[t].index_select(0, rows.to(h[t].device))
+            got[torch.from_numpy(sel)] = (y.argmax(-1, keepdim=True) if argmax else y).cpu()
+        return got
+
+    def _read_features(self, t, ids: np.ndarray, out=None):
+        """Type ``t``'s stored input rows of global ``ids`` (its features at type-local ids)."""
+        import torch
+
+        feat = self.placed.input_features[t]
+        local = torch.from_numpy(ids - self.rel.type_offset(t))
+        if out is not None:
+            return feat.read(local, out=out.view(ids.shape[0], *feat.row_shape), check=False)
+        return feat.read(local, check=False)
+
+    def _inputs(self, math, nodes: dict, progress: bool) -> dict:
+        """Node type -> layer 0's input table over ``nodes[t]`` where the model computes its
+        inputs, ``None`` where they are the stored features (read on demand)."""
+        from .._progress import bar
+
+        if math.input_width is None:
+            return {t: None for t in nodes}
+        h = {}
+        todo = [t for t in math.input_types if t in nodes]
+        with bar(sum(self._chunks(nodes[t].shape[0]) for t in todo), "eval inputs",
+                 enabled=progress) as pbar:
+            for t in todo:
+                if math.reads_features(t) and t not in self.placed.input_features:
+                    raise GraphfeedError(f"node type {t!r}: the model projects its features, "
+                                         f"and the placed data holds none")
+
+                def fill(ids, out, t=t):
+                    if not math.reads_features(t):
+                        out.copy_(math.input_rows(t, n=ids.shape[0]))
+                        return
+                    x = features_as_float(self._read_features(t, ids)).to(self.device)
+                    out.copy_(math.input_rows(t, x))
+
+                h[t] = self._table(nodes[t], math.input_width, fill, pbar)
+        return h
+
+    def _layer(self, math, net, i: int, plan: _Plan, h: dict, progress: bool) -> dict:
+        """Layer ``i``'s output (node type -> rows of ``plan.sets[i + 1]``'s nodes of the type)
+        from its input ``h`` (node type -> rows of ``plan.sets[i]``'s, ``None``: the stored
+        features), every rank's share gathered."""
+        import torch
+
+        from .._progress import bar
+
+        src, dst = self.rel.by_type(plan.sets[i]), self.rel.by_type(plan.sets[i + 1])
+        widths = {t: (int(v.shape[1]) if v is not None else
+                      int(np.prod(self.placed.input_features[t].row_shape, dtype=np.int64)))
+                  for t, v in h.items()}
+        layer = math.layer(i, next(iter(widths.values()), 0))
+        if layer is None:  # no direct form: through blocks (an untyped BlockGNN layer)
+            return {None: self._block_layer(net, i, plan, h.get(None), progress)}
+        row_of = {t: _RowMap(ids) for t, ids in src.items()}
+
+        def read_input(t, ids):  # layer i's input rows of ids (sorted, of type t)
+            if h[t] is None:
+                return features_as_float(self._read_features(t, ids)).to(self.device)
+            return take_rows(h[t], row_of[t](ids)).to(self.device)
+
+        types = [t for t in layer.types if t in dst]
+        for t in dst:
+            assert t in layer.types, (i, t)  # the needed sets follow the model's types
+        rels = {t: [r for r in layer.relations(t) if Relations.source_type(r) in src]
+                for t in types}
+        tables = {}  # relation -> its source table (None: built below)
+        for t in types:
+            for r in rels[t]:
+                s = Relations.source_type(r)
+                tables[r] = h[s] if h[s] is not None and not layer.projects(r) else None
+        shares = {t: self._share(dst[t]) for t in types}
+        batches = {t: edge_batches(np.asarray(self.rel.csc.in_degrees[shares[t]],
+                                              dtype=np.int64),
+                                   self.max_batch_edges, self.max_batch) for t in types}
+        build = [r for r, v in tables.items() if v is None]
+        chunks = sum(self._chunks(src[Relations.source_type(r)].shape[0]) for r in build)
+        out = {}
+        with bar(chunks + sum(len(b) for b in batches.values()), f"eval layer {i}",
+                 enabled=progress) as pbar:
+            for r in build:
+                s = Relations.source_type(r)
+
+                def fill(ids, rows, r=r, s=s):
+                    if (h[s] is None and not layer.projects(r)
+                            and self.placed.input_features[s].dtype == torch.float32
+                            and self.placed.input_features[s].device == rows.device):
+                        self._read_features(s, ids, out=rows)  # float32 features as stored
+                    else:
+                        rows.copy_(layer.source(r, read_input(s, ids)))
+
+                width = layer.width(r)
+                tables[r] = self._table(src[s], width, fill, pbar)
+            prepared = {r: layer.prepare(r, v) for r, v in tables.items()}
+            for t in types:
+                share, local = shares[t], None
+                for a, b in batches[t]:
+                    ids = share[a:b]
+                    edges = {}
+                    for r, (crow, col) in self.rel.in_edges(ids, rels[t]).items():
+                        s = Relations.source_type(r)
+                        edges[r] = Edges(ids, row_of[t](ids), crow, col, row_of[s](col))
+                    y = layer.output(t, ids, edges, prepared, lambda x, t=t: read_input(t, x))
+                    if local is None:
+                        local = self._alloc(share.shape[0], y.shape[1])
+                    local[a:b] = y.to(local.device)
+                    pbar.update(1)
+                if local is None:  # no destinations on this rank
+                    local = None if self.world_size > 1 else torch.zeros((0, 0))
+                out[t] = self._gathered(local, dst[t].shape[0])
+        return out
+
+    def _block_layer(self, net, i: int, plan: _Plan, h_prev, progress: bool):
+        """Layer ``i``'s output for ``plan.sets[i + 1]`` through sampled blocks (every
+        in-neighbour) of an untyped graph, every rank's share gathered."""
+        import torch
+
+        from .._progress import bar
+        from ..loader.dataloader import DataLoader
+        from ..loader.item_sampler import ItemSampler
+
+        g, w = self.rel.csc, self.world_size
+        n = int(g.num_nodes)
+        nodes, prev_nodes = plan.sets[i + 1], plan.sets[i]
+        share = nodes[self.rank::w]
+        if self._sampler is None:
+            self._sampler = with_fanouts(self.placed.sampler, [-1])
+        if i not in plan.loaders:
+            groups = degree_groups(share, g.in_degrees, self.max_batch_edges, self.max_batch)
+            feats = {"feat": self.placed.input_features[None]} if i == 0 else None
+            plan.loaders[i] = [DataLoader(ItemSampler(ids, bs, shuffle=False), self._sampler,
+                                          node_features=feats, device=self.device,
+                                          num_threads=self.num_threads, prefetch=self.prefetch)
+                               for ids, bs in groups]
+        loaders = plan.loaders[i]
+        # global id -> row of the previous layer (identity when it covers every node)
+        prev_index = None
+        if h_prev is not None and prev_nodes.shape[0] < n:
+            prev_index = torch.from_numpy(prev_nodes).to(h_prev.device)
+        share_t = torch.from_numpy(share)
+        local = None
+        with bar(sum(len(ld) for ld in loaders), f"eval layer {i}", enabled=progress) as pbar:
+            for loader in loaders:
+                loader.set_epoch(0)
+                for batch in loader:
+                    block = batch.blocks[0]
+                    if h_prev is None:
+                        x = features_as_float(batch.x)
+                    else:
+                        src = block.src_nodes.to(h_prev.device)
+                        rows = src if prev_index is None else torch.searchsorted(prev_index, src)
+                        x = h_prev[rows].to(self.device, non_blocking=True)
+                    y = net.layer(i, x, block).float()
+                    if local is None:
+                        local = self._alloc(share.shape[0], y.shape[1])
+                    pos = torch.searchsorted(share_t, batch.seeds.cpu())
+                    local[pos.to(local.device)] = y.to(local.device)
+                    pbar.update(1)
+        if w == 1:
+            return local if local is not None else torch.zeros((0, 0), dtype=torch.float32)
+        return gather_strided(local, nodes.shape[0], w, alloc=self._alloc)
+
+    # ------------------------------------------------------------------ tables and ranks
     def _share(self, nodes: np.ndarray) -> np.ndarray:
         """This rank's strided share of ``nodes`` (all of them on one rank)."""
         return np.ascontiguousarray(nodes[self.rank::self.world_size])
@@ -608,17 +420,17 @@ class LayerwiseBase:
         k = len(range(self.rank, n, self.world_size))
         return -(-k // self.max_batch)
 
-    def _threads(self) -> _Threads:
+    def _threads(self) -> Threads:
         """The evaluator's threads for host aggregations (``num_threads``; started on first
         use, stopped by :meth:`close`)."""
         if self.num_threads < 2:
-            return _Threads()
+            return Threads()
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
             self._pool = ThreadPoolExecutor(self.num_threads,
                                             thread_name_prefix="graphfeed-layerwise")
-        return _Threads(self._pool, self.num_threads)
+        return Threads(self._pool, self.num_threads)
 
     def _alloc(self, rows: int, dim: int):
         """A float32 ``(rows, dim)`` output on the device when it takes at most a quarter of its
@@ -632,199 +444,9 @@ class LayerwiseBase:
         return torch.empty((rows, dim), dtype=torch.float32)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
-
-
-class LayerwiseEvaluator(LayerwiseBase):
-    """Scores node sets by layer-wise inference (module docstring). Same calls as
-    :class:`graphfeed.trainer.evaluate.Evaluator`: :meth:`evaluate` (every set from one pass
-    over the layers), :meth:`logits` (one set), :meth:`close`.
-
-    ``placed``: the run's ``PlacedData`` (its sampler, ``features["feat"]`` and ``["label"]``);
-    ``graph``: the same graph as a host ``CSCGraph`` (in-degrees and in-neighbourhoods);
-    ``sets``: name -> node ids; ``num_layers``: the model's. Every rank passes the whole sets.
-    ``max_batch_edges`` / ``max_batch``: the bounds of one batch (:func:`edge_batches`,
-    :func:`degree_groups`)."""
-
-    def __init__(self, placed, graph, sets: dict, num_layers: int, *, rank: int = 0,
-                 world_size: int = 1, num_threads: int = 2, prefetch: int = 2,
-                 labels: bool = True, max_batch_edges: int = EVAL_MAX_BATCH_EDGES,
-                 max_batch: int = LAYERWISE_MAX_BATCH):
-        import torch
-
-        super().__init__(placed, graph, sets, num_layers, rank=rank, world_size=world_size,
-                         num_threads=num_threads, max_batch_edges=max_batch_edges,
-                         max_batch=max_batch)
-        self.prefetch = prefetch
-        self.labels = {}
-        if labels:
-            lab = placed.features["label"]
-            for k, ids in self.sets.items():
-                self.labels[k] = lab.read(torch.from_numpy(ids)).to(torch.long).reshape(-1).cpu()
-        feat = placed.features["feat"]
-        if feat.num_rows < int(graph.num_nodes):
-            raise GraphfeedError(f"features['feat'] has {feat.num_rows} rows but the graph "
-                                 f"{int(graph.num_nodes)} nodes")
-        self._sampler = with_fanouts(placed.sampler, [-1])
-        self._plans = {}  # names -> _Plan
-
-    def _plan(self, names: tuple) -> _Plan:
-        if names not in self._plans:
-            targets = (np.concatenate([self.sets[k] for k in names]) if names
-                       else np.zeros(0, np.int64))
-            self._plans[names] = _Plan(needed_nodes(self.graph, targets, self.num_layers + 1))
-        return self._plans[names]
-
-    def logits(self, model, name: str, *, progress: bool = False, argmax: bool = False):
-        """``(logits (n, C) float32, labels (n,) int64 or None)`` on CPU for set ``name`` in the
-        order of its ids (``argmax=True``: ``(n, 1)`` predicted classes)."""
-        return self.evaluate(model, (name,), progress=progress, argmax=argmax)[name]
-
-    def evaluate(self, model, names: Optional[Sequence[str]] = None, *, progress: bool = False,
-                 argmax: bool = False) -> dict:
-        """name -> ``(logits, labels)`` as :meth:`logits` gives, for every set in ``names``
-        (default: all), from one pass over the layers. Every rank must call it."""
-        import torch
-
-        names = tuple(self.sets) if names is None else tuple(names)
-        net = unwrap(model)
-        if net.num_layers != self.num_layers:
-            raise GraphfeedError(f"the model has {net.num_layers} layers, the evaluator "
-                                 f"{self.num_layers}")
-        plan = self._plan(names)
-        was_training = net.training
-        net.eval()
-        try:
-            h = None
-            with torch.no_grad():
-                for i in range(self.num_layers):
-                    width = h.shape[1] if h is not None else int(
-                        np.prod(self.placed.features["feat"].row_shape, dtype=np.int64))
-                    direct = direct_layer(net, i, width, self._threads())
-                    if direct is None:
-                        h = self._block_layer(net, i, plan, h, progress)
-                    else:
-                        h = self._direct_layer(net, i, direct, plan, h, progress)
-        finally:
-            net.train(was_training)
-        out = {}
-        last = torch.from_numpy(plan.sets[-1]).to(h.device)
-        for k in names:
-            rows = torch.searchsorted(last, torch.from_numpy(self.sets[k]).to(h.device))
-            got = h[rows]
-            got = got.argmax(-1, keepdim=True) if argmax else got
-            out[k] = (got.cpu(), self.labels.get(k))
-        return out
-
-    def _direct_layer(self, net, i: int, layer, plan: _Plan, h_prev, progress: bool):
-        """Layer ``i``'s output for ``plan.sets[i + 1]`` (rows in their order) from a source table
-        over ``plan.sets[i]``, every rank's share gathered."""
-        import torch
-
-        from .._progress import bar
-
-        n, w = int(self.graph.num_nodes), self.world_size
-        src_nodes, nodes = plan.sets[i], plan.sets[i + 1]
-        row_of = _RowMap(src_nodes, n)
-        feat = self.placed.features["feat"]
-
-        def read_input(ids):  # layer i's input rows of ids (node ids: feat has them, __init__)
-            if i == 0:
-                return features_as_float(feat.read(torch.from_numpy(ids), check=False)).to(
-                    self.device)
-            return _take(h_prev, row_of(ids)).to(self.device)
-
-        def fill(ids, out):  # the source rows of ids; float32 features kept as they are are
-            # read straight into the table
-            if (i == 0 and not layer.project and feat.dtype == torch.float32
-                    and feat.device == out.device):
-                feat.read(torch.from_numpy(ids), out=out.view(ids.shape[0], *feat.row_shape),
-                          check=False)
-            else:
-                out.copy_(layer.source(read_input(ids)))
-
-        share = self._share(nodes)
-        batches = edge_batches(np.asarray(self.graph.in_degrees[share], dtype=np.int64),
-                               self.max_batch_edges, self.max_batch)
-        build = i == 0 or layer.project
-        chunks = self._chunks(src_nodes.shape[0]) if build else 0
-        with bar(chunks + len(batches), f"eval layer {i}", enabled=progress) as pbar:
-            if build:
-                table = self._table(src_nodes, layer.width, fill, pbar)
-            else:
-                table = h_prev  # rows of src_nodes already
-            table = layer.prepare(table)
-            out = None
-            indptr, indices = self.graph.indptr, self.graph.indices
-            for a, b in batches:
-                dst = share[a:b]
-                crow, col = _in_edges(indptr, indices, dst)
-                edges = _Edges(dst, row_of(dst), crow, col, row_of(col))
-                y = layer.output(edges, table, read_input)
-                y = net.finish_layer(i, y, lambda: read_input(dst)).float()
-                if out is None:
-                    out = self._alloc(share.shape[0], y.shape[1])
-                out[a:b] = y.to(out.device)
-                pbar.update(1)
-        if out is None:  # no destinations on this rank
-            out = None if w > 1 else torch.zeros((0, 0), dtype=torch.float32)
-        return self._gathered(out, nodes.shape[0])
-
-    def _block_layer(self, net, i: int, plan: _Plan, h_prev, progress: bool):
-        """Layer ``i``'s output for ``plan.sets[i + 1]`` through sampled blocks (every
-        in-neighbour), every rank's share gathered."""
-        import torch
-
-        from .._progress import bar
-        from ..loader.dataloader import DataLoader
-        from ..loader.item_sampler import ItemSampler
-
-        n, w = int(self.graph.num_nodes), self.world_size
-        nodes, prev_nodes = plan.sets[i + 1], plan.sets[i]
-        share = nodes[self.rank::w]
-        if i not in plan.loaders:
-            groups = degree_groups(share, self.graph.in_degrees, self.max_batch_edges,
-                                   self.max_batch)
-            feats = {"feat": self.placed.features["feat"]} if i == 0 else None
-            plan.loaders[i] = [DataLoader(ItemSampler(ids, bs, shuffle=False), self._sampler,
-                                          node_features=feats, device=self.device,
-                                          num_threads=self.num_threads, prefetch=self.prefetch)
-                               for ids, bs in groups]
-        loaders = plan.loaders[i]
-        # global id -> row of the previous layer (identity when it covers every node)
-        prev_index = None
-        if h_prev is not None and prev_nodes.shape[0] < n:
-            prev_index = torch.from_numpy(prev_nodes).to(h_prev.device)
-        share_t = torch.from_numpy(share)
-        local = None
-        total = sum(len(ld) for ld in loaders)
-        with bar(total, f"eval layer {i}", enabled=progress) as pbar:
-            for loader in loaders:
-                loader.set_epoch(0)
-                for batch in loader:
-                    block = batch.blocks[0]
-                    if i == 0:
-                        x = features_as_float(batch.x)
-                    else:
-                        src = block.src_nodes.to(h_prev.device)
-                        rows = src if prev_index is None else torch.searchsorted(prev_index, src)
-                        x = h_prev[rows].to(self.device, non_blocking=True)
-                    y = net.layer(i, x, block).float()
-                    if local is None:
-                        local = self._alloc(share.shape[0], y.shape[1])
-                    pos = torch.searchsorted(share_t, batch.seeds.cpu())
-                    local[pos.to(local.device)] = y.to(local.device)
-                    pbar.update(1)
-        if w == 1:
-            if local is None:  # nothing to compute: no rows
-                local = torch.zeros((0, 0), dtype=torch.float32)
-            return local
-        return gather_strided(local, nodes.shape[0], w, alloc=self._alloc)
-
-    def close(self) -> None:
         for plan in self._plans.values():
             plan.close()
         self._plans = {}
-        super().close()
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None

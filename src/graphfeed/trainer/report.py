@@ -33,7 +33,8 @@ def log_epoch(cfg, stats: EpochStats, rank: int = 0) -> None:
 def final_line(r: TrainResult) -> str:
     """The summary every trainer prints last: the best validation epoch on ``r.main_metric``,
     the test metrics there, then what the run compared itself with (the MLP baseline and the
-    majority class of node classification, the degree baseline of link prediction)."""
+    majority class of node classification, the degree baseline of link prediction), and where
+    a run cut short stopped."""
     test = ", ".join(f"{k} {v:.4f}" for k, v in r.test.items())
     line = (f"{r.model}: best valid {r.main_metric} {r.best_valid:.4f} at epoch {r.best_epoch}; "
             f"test there: {test}")
@@ -45,4 +46,6 @@ def final_line(r: TrainResult) -> str:
     degree = r.baselines.get("degree", {}).get("test")
     if degree:
         line += f"; degree baseline test: mrr {degree['mrr']:.4f}, roc_auc {degree['roc_auc']:.4f}"
+    if r.interrupted:
+        line += f"; interrupted {r.interrupted}: the best epoch so far"
     return line

@@ -97,6 +97,9 @@ class TrainResult:
     #: link prediction: baseline name -> split -> metrics (e.g. the degree baseline)
     baselines: dict = field(default_factory=dict)
     precision: str = "32"  # --precision: 32, bf16-mixed or fp16-mixed
+    #: a run cut short (Ctrl-C, SIGTERM) after an evaluated epoch: where it stopped ("in epoch
+    #: 7", "during the baselines"); the figures are those of the best epoch so far
+    interrupted: Optional[str] = None
 
     def to_dict(self) -> dict:
         return json_safe(dataclasses.asdict(self))

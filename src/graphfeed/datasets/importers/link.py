@@ -171,7 +171,7 @@ def prepare_link_split(src, out, *, split=None, undirected: bool = False, dedupe
     if ds.num_edges == 0:
         raise DatasetError(f"prepare link-split: {src} has 0 edges; there are no edge pairs to "
                            f"split, nothing to train on")
-    if relation or getattr(ds, "hetero", None) is not None:  # typed pairs of given relations
+    if relation or ds.hetero is not None:  # typed pairs of given relations
         from ..hetero_link import split_typed_dataset
 
         rels = [relation] if isinstance(relation, str) else list(relation or [])

@@ -36,6 +36,11 @@ class Task:
     #: the values of ``TrainConfig`` fields left ``None`` (``dropout``, ``weight_decay``): the
     #: regularisation chosen on this task's own benchmarks (``TrainConfig.validate`` fills them)
     defaults: dict = {"dropout": 0.5, "weight_decay": 0.0}
+    #: the opened ``Dataset`` it trains on (``prepare`` sets it; ``None`` on partitions): a
+    #: checkpoint records its name, folder and fingerprint
+    dataset = None
+    #: what scores its sets (``open_evaluator``), opened by ``open_evaluation``
+    evaluator = None
 
     def __init__(self, cfg, *, device: str, rank: int = 0, world_size: int = 1,
                  say: Callable[[str], None] = print):
@@ -90,4 +95,26 @@ class Task:
         """After the last epoch: baselines and warnings into ``result``."""
 
     def close(self) -> None:
-        """Release loaders (the run's end, however it ends)."""
+        """Release the evaluator (the run's end, however it ends); idempotent."""
+        if self.evaluator is not None:
+            self.evaluator.close()
+            self.evaluator = None
+
+
+def open_evaluator(method: str, placed, sets: dict, *, num_layers: int, plan,
+                   seed: int, rank: int = 0, world_size: int = 1, num_threads: int = 2,
+                   prefetch: int = 2, labels: bool = True):
+    """The one way a task scores node sets: the evaluator of ``method`` (``"layerwise"``, over
+    ``placed.graph``, typed or not; ``"sampled"``, ``trainer.evaluate.Evaluator`` with ``plan``) for the
+    sets (name -> node ids, every rank the same, or each rank its part's). Every evaluator
+    has ``evaluate(model, names, progress=, argmax=)`` -> name -> ``(rows, labels)`` in the
+    order of its ``ids[name]``, ``logits(model, name)``, ``under_autocast`` and ``close()``."""
+    from ..evaluate import Evaluator
+    from ..layerwise import LayerwiseEvaluator
+
+    if method != "layerwise":
+        return Evaluator(placed, sets, plan, seed=seed, rank=rank, world_size=world_size,
+                         num_threads=num_threads, prefetch=prefetch, labels=labels)
+    return LayerwiseEvaluator(placed, placed.graph, sets, num_layers, rank=rank,
+                              world_size=world_size, num_threads=num_threads,
+                              prefetch=prefetch, labels=labels)

@@ -1,5 +1,6 @@
 """Link prediction, the ``link`` task (``--task link``), on a ``link_prediction`` dataset,
-homogeneous or typed.
+homogeneous or typed: pairs keyed as ``LinkSampler`` keys them (``None`` for an untyped graph,
+an edge type for a typed one; ``datasets.link.link_pairs``), so one code path serves both.
 
 - **Graphs.** The dataset's graph holds every edge (split pairs included). Message passing
   runs on the graph without the valid and test pairs (and their reverses: the reverse edge of an
@@ -31,7 +32,7 @@ import numpy as np
 
 from ...errors import GraphfeedError
 from ..config import TrainConfig
-from ..evaluate import Evaluator, features_as_float, plan_eval, resolve_eval_method, unwrap
+from ..evaluate import plan_eval, resolve_eval_method, unwrap
 from ..metrics import roc_auc
 from ..result import TrainResult
 from .base import Task
@@ -66,24 +67,40 @@ def link_metrics(pos, neg) -> dict:
 
 
 # ---------------------------------------------------------------------------- checks
-def check_link_dataset(cfg, dataset) -> int:
-    """What ``--task link`` refuses on a homogeneous dataset before placing data; returns the
-    input width."""
+def check_link_dataset(cfg, dataset) -> list:
+    """What ``--task link`` refuses before placing data; returns the keys it trains on (the
+    edge types with training pairs; ``[None]`` for an untyped dataset)."""
+    from ...datasets.link import link_pairs
+    from ...models import check_options
+    from ...placement.plan import check_dataset
+
+    typed = dataset.hetero is not None
     if dataset.task_type != "link_prediction":
         raise GraphfeedError(
             f"--task link needs a link_prediction dataset (node_pairs splits); {dataset.name!r} "
             f"is a {dataset.task_type} dataset: split its edges into one with graphfeed prepare "
-            f"link-split {cfg.dataset} OUT (or use the built-in 'link')")
-    if "feat" not in dataset.features:
+            f"link-split {cfg.dataset} OUT" + (" --relation REL" if typed else "")
+            + " (or use the built-in 'link' or 'hetero-link')")
+    if not typed and "feat" not in dataset.features:
         raise GraphfeedError(f"dataset {dataset.name!r} has no node feature 'feat'")
-    if dataset.link_split("train")[0].shape[1] == 0:
-        raise GraphfeedError(f"dataset {dataset.name!r} has no training pairs")
     _check_predict(cfg)
-    if cfg.predict and "test" not in dataset.split_names:
+    if cfg.predict and typed:
+        check_typed_predict_path(cfg.predict)
+    if cfg.partitions:
+        raise GraphfeedError("--partitions: link datasets train on one graph")
+    check_options(cfg, dataset)
+    method = cfg.sampling_method()
+    check_dataset(dataset, method=method, labels=False)
+    if not method.is_uniform:
+        check_link_method(method.bind(dataset), dataset.name)
+    keys = [k for k, (p, _) in link_pairs(dataset, "train").items() if p.shape[1]]
+    if not keys:
+        raise GraphfeedError(f"dataset {dataset.name!r} has no training pairs")
+    if cfg.predict and not set(link_pairs(dataset, "test")) & set(keys):
         raise GraphfeedError(f"--predict scores the test pairs, and dataset {dataset.name!r} has "
-                             f"no test split")
-    shape = dataset.features["feat"].row_shape
-    return int(np.prod(shape)) if shape else 1
+                             f"no test pairs" + (f" of a relation it trains on "
+                                                 f"({[list(e) for e in keys]})" if typed else ""))
+    return keys
 
 
 def _check_predict(cfg) -> None:
@@ -101,36 +118,6 @@ def check_link_method(method, name: str) -> None:
                              f"time, and dataset {name!r} has edge times only; give it node "
                              f"times (prepare generic --node-times), or sample pairs at their "
                              f"own times from Python with LinkSampler(pair_times=...)")
-
-
-def check_typed_link_dataset(cfg, dataset) -> list:
-    """What ``--task link`` refuses on a typed link dataset before placing data; returns the
-    edge types it trains on (those with training pairs)."""
-    from ...datasets.hetero_link import typed_link_edge_types
-
-    if dataset.task_type != "link_prediction":
-        raise GraphfeedError(f"--task link needs a link_prediction dataset; {dataset.name!r} is a "
-                             f"{dataset.task_type} dataset (make typed pairs with graphfeed "
-                             f"prepare link-split SRC OUT --relation REL, or use the built-in "
-                             f"'hetero-link')")
-    if cfg.predict:
-        check_typed_predict_path(cfg.predict)
-    _check_predict(cfg)
-    if cfg.partitions:
-        raise GraphfeedError("--partitions: typed link datasets train on one graph")
-    from .node import refuse_rgcn_options
-
-    refuse_rgcn_options(cfg)
-    if cfg.sampling_method().kind != "uniform":
-        raise GraphfeedError(f"heterogeneous datasets are sampled uniformly; got "
-                             f"{cfg.sampling_method().describe()}")
-    ets = typed_link_edge_types(dataset, "train")
-    if not ets:
-        raise GraphfeedError(f"dataset {dataset.name!r} has no training pairs")
-    if cfg.predict and not set(typed_link_edge_types(dataset, "test")) & set(ets):
-        raise GraphfeedError(f"--predict scores the test pairs, and dataset {dataset.name!r} has "
-                             f"no test pairs of a relation it trains on ({[list(e) for e in ets]})")
-    return ets
 
 
 # ---------------------------------------------------------------------------- predictions
@@ -185,7 +172,8 @@ def _score(net, emb: dict, pairs: dict):
         return table[idx].to(dev)
 
     with torch.no_grad():
-        for (s, _, d), (p, n) in pairs.items():
+        for key, (p, n) in pairs.items():
+            s, d = (None, None) if key is None else (key[0], key[2])
             k = n.shape[1]
             step = max(1, _EVAL_PAIRS_PER_CHUNK // (k + 1))
             for a in range(0, p.shape[1], step):
@@ -199,8 +187,34 @@ def _score(net, emb: dict, pairs: dict):
     return torch.cat(pos_all).numpy(), torch.cat(neg_all).numpy()
 
 
-#: the one edge type of a homogeneous graph, as the scoring code sees it
-_HOMO = (None, None, None)
+#: the settings a resumed run must share with its checkpoint, and its trainer tag, by the data's
+#: kind (the typed model is always the R-GCN: --model and --heads do not matter)
+TRAINERS = {"plain": "link", "typed": "hetero-link"}
+RESUME_KEYS = {"plain": LINK_RESUME_KEYS, "typed": TYPED_LINK_RESUME_KEYS}
+
+
+def _by_type(placed, ids: np.ndarray, rows) -> dict:
+    """Node type -> ``(rows, type-local ids)`` of embeddings ``rows`` of sorted global ``ids``
+    (:func:`_score`'s embeddings); the one type ``None`` of untyped data."""
+    import torch
+
+    h = placed.hetero
+    if h is None:
+        return {None: (rows, ids)}
+    types = h.node_type_ids(ids)
+    out = {}
+    for j, t in enumerate(h.node_types):
+        sel = np.flatnonzero(types == j)
+        if sel.size:
+            out[t] = (rows[torch.from_numpy(sel)], ids[sel] - int(h.node_offsets[j]))
+    return out
+
+
+def _global(placed, key, local: np.ndarray, end: int) -> np.ndarray:
+    """Global ids of the type-local ids ``local`` of endpoint ``end`` (0 source, 2
+    destination) of ``key``'s pairs: themselves for untyped data."""
+    h = placed.hetero
+    return local if h is None else local + int(h.node_offsets[h.type_id(key[end])])
 
 
 class LinkTask(Task):
@@ -212,18 +226,16 @@ class LinkTask(Task):
     #: every training edge is a label, so link prediction needs less regularisation
     defaults = {"dropout": 0.5, "weight_decay": 0.0}
 
-    def __init__(self, cfg, *, data, dataset, mp, train_pairs: dict, splits: dict, in_dim,
+    def __init__(self, cfg, *, data, train_pairs: dict, splits: dict, reverse: dict,
                  device: str, rank: int = 0, world_size: int = 1, say=print,
-                 model_factory=None, eval_plan=None, out_types=(), exclude: str = "self"):
+                 model_factory=None, eval_plan=None, exclude: str = "self"):
         super().__init__(cfg, device=device, rank=rank, world_size=world_size, say=say)
-        self.data, self.dataset, self.mp = data, dataset, mp
-        self.train_pairs, self.splits, self.in_dim = train_pairs, splits, in_dim
-        self.factory, self.eval_plan, self.out_types = model_factory, eval_plan, out_types
-        self.typed = _HOMO not in train_pairs
-        self.trainer = "hetero-link" if self.typed else "link"
-        self.resume_keys = TYPED_LINK_RESUME_KEYS if self.typed else LINK_RESUME_KEYS
+        self.data, self.train_pairs, self.splits = data, train_pairs, splits
+        self.reverse, self.exclude = reverse, exclude
+        self.factory, self.eval_plan = model_factory, eval_plan
+        self.trainer = TRAINERS[data.kind]
+        self.resume_keys = RESUME_KEYS[data.kind]
         self.rows_per_seed = 1 + cfg.num_negatives
-        self.exclude = exclude
         self.evaluator = None
         self.eval_method = "sampled"
 
@@ -232,356 +244,196 @@ class LinkTask(Task):
     def check(cls, cfg, dataset, device: str) -> dict:
         """``--dry-run``: the checks :meth:`prepare` makes before placing data, and what the
         run would train."""
-        out = {"decoder": cfg.decoder, "fanouts": list(cfg.fanouts)}
-        if getattr(dataset, "hetero", None) is not None:
-            return {"model": "rgcn", "edge_types": [list(e) for e in
-                                                    check_typed_link_dataset(cfg, dataset)], **out}
-        in_dim = check_link_dataset(cfg, dataset)
-        method = cfg.sampling_method()
-        if not method.is_uniform:
-            method = method.bind(dataset)
-        check_link_method(method, dataset.name)
-        return {"model": cfg.model, "in_dim": in_dim, **out}
+        from ...models import input_width, model_name
+
+        keys = check_link_dataset(cfg, dataset)
+        typed = dataset.hetero is not None
+        out = {"model": model_name(cfg, typed), "decoder": cfg.decoder,
+               "fanouts": list(cfg.fanouts)}
+        if typed:
+            return {**out, "edge_types": [list(e) for e in keys]}
+        return {**out, "in_dim": input_width(dataset)}
 
     @classmethod
     def prepare(cls, cfg, dataset, plan, *, rank: int, world_size: int, say, model=None):
-        if getattr(dataset, "hetero", None) is not None:
-            return cls._prepare_typed(cfg, dataset, plan, rank=rank, world_size=world_size,
-                                      say=say)
         import torch
 
-        from ...datasets.link import without_pairs
-        from ...placement.apply import estimate_bytes
+        from ...datasets.link import link_pairs, reverse_keys, without_held
+        from ...models import model_name
         from ...sampling.link import LinkSampler
 
-        in_dim = check_link_dataset(cfg, dataset)
-        undirected = bool(dataset.metadata.graph.undirected)
-        train = np.asarray(dataset.link_split("train")[0], dtype=np.int64)
-        held = [np.asarray(dataset.link_split(k)[0], dtype=np.int64) for k in ("valid", "test")
-                if k in dataset.split_names]
-        plan = plan.for_dataset(dataset, ["feat"])
-        placement = plan.decide(*estimate_bytes(dataset.graph, {"feat": dataset.features["feat"]}))
-        graph, feats = plan.open(dataset, ["feat"], pins_host=placement.spec.features == "pinned"
-                                 or placement.spec.graph == "pinned")
-        mp = (without_pairs(graph, np.concatenate(held, axis=1), reverse=undirected) if held
-              else graph)
-        method = cfg.sampling_method()
-        if not method.is_uniform:
-            method = method.bind(dataset)
-        check_link_method(method, dataset.name)
-        placed = plan.place(mp, {"feat": feats["feat"]}, list(cfg.fanouts), replace=cfg.replace,
-                            seed=cfg.seed, placement=placement, method=method)
+        keys = check_link_dataset(cfg, dataset)
+        train = {k: p for k, (p, _) in link_pairs(dataset, "train").items() if k in keys}
+        held = {}
+        for name in ("valid", "test"):
+            for k, (p, _) in link_pairs(dataset, name).items():
+                held.setdefault(k, []).append(p)
+        held = {k: np.concatenate(v, axis=1) for k, v in held.items()}
+        rev = {}
+
+        def message_passing(graph):  # without the held-out pairs (and their reverses)
+            rev.update(reverse_keys(dataset, graph))
+            return without_held(graph, held, rev)
+
+        placed = plan.place_dataset(dataset, list(cfg.fanouts), graph=message_passing,
+                                    labels=False, replace=cfg.replace, seed=cfg.seed,
+                                    method=cfg.sampling_method())
         if world_size > 1 or cfg.table_cache:  # the method's tables once per machine
             from ...distributed.tables import share_prepared
 
             share_prepared(placed.sampler, plan.world, private_copy=plan.private_copy,
                            cache_dir=cfg.table_cache)
+        mp = placed.graph
+        typed = placed.hetero is not None
+        fused = mp.csc if typed else mp
+        widths = placed.in_dims
         eval_plan = plan_eval(len(cfg.fanouts), cfg.batch_size,
-                              int(mp.in_degrees.max(initial=0)), cfg.eval_fanouts,
-                              in_dim=in_dim)
+                              int(fused.in_degrees.max(initial=0)),
+                              cfg.eval_fanouts or (cfg.fanouts if typed else None),
+                              in_dim=max(widths.values(), default=0) if typed else widths)
         drawer = LinkSampler(placed.sampler, num_negatives=cfg.eval_negatives,
                              negatives="per_source", seed=cfg.seed)
-        splits = {}
-        for i, k in enumerate(("valid", "test")):
-            if k not in dataset.split_names:
-                continue
-            pairs, fixed = dataset.link_split(k)
-            pairs = np.ascontiguousarray(pairs, dtype=np.int64)
-            neg = (np.asarray(fixed, dtype=np.int64) if fixed is not None else  # keyed by split
-                   drawer.draw_negatives(torch.from_numpy(pairs), epoch=i + 1).cpu().numpy())
-            splits[k] = {_HOMO: (pairs, neg)}
-        exclude = "reverse" if undirected else "self"
-        say(f"graphfeed: placement {placed.placement.reason}")
-        say(f"graphfeed train: link prediction on {dataset.name} ({dataset.num_nodes:,} nodes, "
-            f"{mp.num_edges:,} message-passing edges of {dataset.num_edges:,}; "
-            f"train/valid/test pairs {train.shape[1]:,}/"
-            + "/".join(f"{s[_HOMO][0].shape[1]:,}" for s in splits.values())
-            + f"); model {cfg.model} + {cfg.decoder} decoder, fanouts {list(cfg.fanouts)}, "
-            f"{cfg.num_negatives} negative(s) per pair, {cfg.eval_negatives} per pair in "
-            f"evaluation, exclude {exclude}, batch {cfg.batch_size}, device {placed.device}, "
-            f"features {cfg.features}, seed {cfg.seed}"
-            + (f", {world_size} ranks" if world_size > 1 else ""))
-        return cls(cfg, data=placed, dataset=dataset, mp=mp, train_pairs={_HOMO: train},
-                   splits=splits, in_dim=in_dim, device=str(placed.device), rank=rank,
-                   world_size=world_size, say=say, model_factory=model, eval_plan=eval_plan,
-                   exclude=exclude)
-
-    @classmethod
-    def _prepare_typed(cls, cfg, dataset, plan, *, rank, world_size, say):
-        import torch
-
-        from ...datasets.hetero_link import (reverse_edge_types, typed_link_split,
-                                             without_typed_pairs)
-        from ...models import typed_in_dims
-        from ...placement.typed import describe
-        from ...sampling.link import LinkSampler
-
-        ets = check_typed_link_dataset(cfg, dataset)
-        h = dataset.hetero
-        rev = reverse_edge_types(h)
-        train = {et: np.asarray(p, dtype=np.int64)
-                 for et, (p, _) in typed_link_split(dataset, "train").items() if et in ets}
-        held = {}
-        for name in ("valid", "test"):
-            for et, (p, _) in typed_link_split(dataset, name).items():
-                held.setdefault(et, []).append(np.asarray(p, dtype=np.int64))
-        mp = without_typed_pairs(h, {et: np.concatenate(v, axis=1) for et, v in held.items()},
-                                 reverse=rev)
-        exclude = "reverse" if any(et in rev for et in ets) else "self"
-        placed = plan.place_typed(dataset, list(cfg.fanouts), graph=mp, replace=cfg.replace,
-                                  seed=cfg.seed, labels=False)
-        drawer = LinkSampler(placed.sampler, num_negatives=cfg.eval_negatives,
-                             negatives="per_source", seed=cfg.seed)
-        splits = {}
+        splits, used = {}, set()  # used: how evaluation gets its negatives, for the header
         for i, name in enumerate(("valid", "test")):
             out = {}
-            for et, (pairs, fixed) in typed_link_split(dataset, name).items():
-                if et not in ets:
+            for k, (pairs, fixed) in link_pairs(dataset, name).items():
+                if k not in keys:
                     continue
-                pairs = np.ascontiguousarray(pairs, dtype=np.int64)
-                neg = (np.asarray(fixed, dtype=np.int64) if fixed is not None else
-                       drawer.draw_negatives(torch.from_numpy(pairs), edge_type=et,
+                neg = (np.asarray(fixed, dtype=np.int64) if fixed is not None else  # by split
+                       drawer.draw_negatives(torch.from_numpy(pairs), edge_type=k,
                                              epoch=i + 1).cpu().numpy())
-                out[et] = (pairs, neg)
-            splits[name] = out
-        out_types = tuple(t for t in h.node_types if any(t in (et[0], et[2]) for et in ets))
-        n_train = sum(int(p.shape[1]) for p in train.values())
-        say(f"graphfeed: placement {describe(placed)}")
-        say(f"graphfeed train: typed link prediction on {dataset.name} ({h.num_nodes:,} nodes of "
-            f"{h.num_node_types} types, {mp.num_edges:,} message-passing edges of "
-            f"{h.num_edges:,}; predicting {[list(e) for e in ets]}; train/valid/test pairs "
-            f"{n_train:,}/" + "/".join(f"{sum(p.shape[1] for p, _ in s.values()):,}"
-                                       for s in splits.values())
-            + f"); model R-GCN + {cfg.decoder} decoder, fanouts {list(cfg.fanouts)} per edge "
-            f"type, {cfg.num_negatives} negative(s) per pair, {cfg.eval_negatives} per pair in "
-            f"evaluation, exclude {exclude} (reverse relations "
-            f"{[[a[1], b[1]] for a, b in rev.items()]}), batch {cfg.batch_size}, device "
-            f"{plan.device}, features {cfg.features}, seed {cfg.seed}"
-            + (f", {world_size} ranks" if world_size > 1 else ""))
-        task = cls(cfg, data=placed, dataset=dataset, mp=mp, train_pairs=train, splits=splits,
-                   in_dim=typed_in_dims(placed.features), device=str(plan.device), rank=rank,
-                   world_size=world_size, say=say, out_types=out_types, exclude=exclude)
-        task.reverse = rev
+                used.add(f"the split's {neg.shape[1]} stored" if fixed is not None
+                         else f"{cfg.eval_negatives} drawn")
+                out[k] = (pairs, neg)
+            if out:
+                splits[name] = out
+        exclude = "reverse" if any(k in rev for k in keys) else "self"
+        say(f"graphfeed: placement {placed.describe()}")
+        count = {n: f"{sum(int(p.shape[1]) for p, _ in s.values()):,}" for n, s in splits.items()}
+        what = (f"{mp.num_nodes:,} nodes of {mp.num_node_types} types; predicting "
+                f"{[list(e) for e in keys]}" if typed else f"{dataset.num_nodes:,} nodes")
+        say(f"graphfeed train: link prediction on {dataset.name} ({what}, {mp.num_edges:,} "
+            f"message-passing edges of {dataset.num_edges:,}; train/valid/test pairs "
+            f"{sum(int(p.shape[1]) for p in train.values()):,}/" + "/".join(count.values())
+            + f"); model {model_name(cfg, typed)} + {cfg.decoder} decoder, fanouts "
+            f"{list(cfg.fanouts)}{' per edge type' if typed else ''}, {cfg.num_negatives} "
+            f"negative(s) per pair, {' and '.join(sorted(used)) or 'no'} per pair in evaluation, "
+            f"exclude "
+            f"{exclude}" + (f" (reverse relations {[[a[1], b[1]] for a, b in rev.items()]})"
+                            if typed else "")
+            + f", batch {cfg.batch_size}, device {placed.device}, features {cfg.features}, "
+            f"seed {cfg.seed}" + (f", {world_size} ranks" if world_size > 1 else ""))
+        task = cls(cfg, data=placed, train_pairs=train, splits=splits, reverse=rev,
+                   device=str(placed.device), rank=rank, world_size=world_size, say=say,
+                   model_factory=model, eval_plan=eval_plan, exclude=exclude)
+        task.dataset = dataset
         return task
 
     def build_model(self):
-        cfg = self.cfg
-        if self.typed:
-            from ...models import HeteroRGCN, TypedLinkPredictor
-            from ..layerwise_typed import supports_typed_layerwise
+        from ...models import link_model
+        from ...models.layerwise import layerwise_refusal
 
-            h = self.dataset.hetero
-            enc = HeteroRGCN(h.node_types, h.edge_types, self.in_dim, cfg.hidden, cfg.hidden,
-                             len(cfg.fanouts), self.out_types, cfg.dropout)
-            # the R-GCN encoder evaluates layer-wise over the message-passing graph
-            self.eval_method = resolve_eval_method(
-                cfg, supported=supports_typed_layerwise(enc),
-                why_not="the typed encoder is not graphfeed's HeteroRGCN")
-            return TypedLinkPredictor(enc, cfg.hidden, cfg.decoder)
-        if self.factory is not None:
-            net = self.factory(self.in_dim)
-        else:
-            from ...models import build_link_model
-
-            net = build_link_model(cfg, self.in_dim, in_degrees=self.mp.in_degrees
-                                   if cfg.model == "gcn" else None)
+        net = link_model(self.cfg, self.data, list(self.train_pairs), self.factory)
         # layer-wise evaluation of the encoder where it is exact (the built-in encoders)
-        from ..layerwise import supports_layerwise
-
         enc = getattr(net, "encoder", None)
-        self.eval_method = resolve_eval_method(
-            cfg, supported=enc is not None and supports_layerwise(enc),
-            why_not=f"the encoder of {type(net).__name__} is not a graphfeed BlockGNN whose every "
-                    f"layer depends only on its destinations' in-edges")
+        why = (self.data.layerwise_refusal or layerwise_refusal(enc) if enc is not None else
+               f"{type(net).__name__} has no encoder to evaluate layer-wise")
+        self.eval_method = resolve_eval_method(self.cfg, supported=why is None, why_not=why or "")
+        self.model_name = (f"rgcn+{self.cfg.decoder}" if self.data.hetero is not None
+                           else f"{self.cfg.model}+{self.cfg.decoder}")
         return net
 
     def result(self) -> TrainResult:
-        cfg = self.cfg
-        fanouts = ([-1] * len(cfg.fanouts) if self.eval_method == "layerwise"
-                   else list(cfg.eval_fanouts or cfg.fanouts) if self.typed
+        fanouts = ([-1] * len(self.cfg.fanouts) if self.eval_method == "layerwise"
                    else list(self.eval_plan.fanouts))
-        model = f"rgcn+{cfg.decoder}" if self.typed else f"{cfg.model}+{cfg.decoder}"
-        if self.typed:
-            from ...placement.typed import describe
-
-            reason = describe(self.data)
-        else:
-            reason = self.data.placement.reason
-        return TrainResult(mode=self.data.mode, placement_reason=reason,
-                           model=model, task="link", main_metric="mrr", eval_fanouts=fanouts,
-                           eval_method=self.eval_method)
+        return TrainResult(mode=self.data.mode, placement_reason=self.data.describe(),
+                           model=self.model_name, task="link", main_metric="mrr",
+                           eval_fanouts=fanouts, eval_method=self.eval_method)
 
     def train_loader(self):
+        from ...loader.dataloader import DataLoader
         from ...loader.item_sampler import ItemSampler
+        from ...sampling.link import LinkSampler
 
-        cfg = self.cfg
+        cfg, placed = self.cfg, self.data
         n = sum(int(p.shape[1]) for p in self.train_pairs.values())
         items = ItemSampler(n, cfg.batch_size, shuffle=True, seed=cfg.seed, rank=self.rank,
                             world_size=self.world_size)
-        from ...loader.dataloader import DataLoader
-        from ...sampling.link import LinkSampler
-
-        if self.typed:
-            s = LinkSampler(self.data.sampler, num_negatives=cfg.num_negatives,
-                            exclude=self.exclude, reverse_edge_types=self.reverse,
-                            seed=cfg.seed).with_pairs(self.train_pairs)
-            return DataLoader(items, s, type_features=self.data.features,
-                              num_threads=cfg.num_threads, prefetch=cfg.prefetch)
-
-        s = LinkSampler(self.data.sampler, num_negatives=cfg.num_negatives, exclude=self.exclude,
-                        seed=cfg.seed).with_pairs(self.train_pairs[_HOMO])
-        return DataLoader(items, s, node_features={"feat": self.data.features["feat"]},
-                          device=self.data.device, num_threads=cfg.num_threads,
+        s = LinkSampler(placed.sampler, num_negatives=cfg.num_negatives, exclude=self.exclude,
+                        reverse_edge_types=self.reverse or None,
+                        seed=cfg.seed).with_pairs(self.train_pairs)
+        return DataLoader(items, s, **placed.join(labels=False), num_threads=cfg.num_threads,
                           prefetch=cfg.prefetch)
 
     def step(self, model, batch):
         import torch
         import torch.nn.functional as F
 
-        if self.typed:
-            batch = batch.to(self.device)
-            out = model(batch.x_dict, batch.blocks, batch.edge_label_index_dict)
-            logit = torch.cat([out[et] for et in out])
-            y = torch.cat([batch.edge_label_dict[et] for et in out]).to(logit.device)
-        else:
-            logit = model(features_as_float(batch.x), batch.blocks, batch.edge_label_index)
-            y = batch.edge_label.to(logit.device)
-        loss = F.binary_cross_entropy_with_logits(logit, y)
-        return loss, ((logit.detach() > 0) == (y > 0.5)).sum(), int(y.shape[0])
+        batch = batch.to(self.device)
+        out = model(batch.inputs, batch.blocks, batch.edge_label_index)
+        y = batch.edge_label
+        if isinstance(out, dict):  # typed: one logit tensor per edge type
+            y = torch.cat([y[et] for et in out])
+            out = torch.cat([out[et] for et in out])
+        y = y.to(out.device)
+        loss = F.binary_cross_entropy_with_logits(out, y)
+        return loss, ((out.detach() > 0) == (y > 0.5)).sum(), int(y.shape[0])
 
     # ------------------------------------------------------------------ evaluation
     def open_evaluation(self, net) -> None:
+        """One evaluator over every endpoint the splits score (pairs and negatives, global
+        ids), embedded once per evaluation for both splits."""
+        from .base import open_evaluator
+
         cfg = self.cfg
-        if self.typed:
-            h = self.dataset.hetero
-            ids = [np.zeros(0, np.int64)]
-            for pairs in self.splits.values():
-                for (s, _, d), (p, n) in pairs.items():
-                    ids += [p[0] + h.node_offsets[h.type_id(s)],
-                            np.concatenate([p[1], n.ravel()]) + h.node_offsets[h.type_id(d)]]
-            need = np.unique(np.concatenate(ids))
-            if self.eval_method == "layerwise":  # the R-GCN's layers over the message-passing
-                # graph, the nodes the splits need embedded once per evaluation for both splits
-                from ..layerwise_typed import TypedLayerwiseEvaluator
+        ids = [np.zeros(0, np.int64)]
+        for pairs in self.splits.values():
+            for k, (p, n) in pairs.items():
+                ids += [_global(self.data, k, p[0], 0),
+                        _global(self.data, k, np.concatenate([p[1], n.ravel()]), 2)]
+        self.need = np.unique(np.concatenate(ids))
+        self.evaluator = open_evaluator(
+            self.eval_method, self.data, {"need": self.need},
+            num_layers=len(cfg.fanouts), plan=self.eval_plan, seed=cfg.seed, rank=self.rank,
+            world_size=self.world_size, num_threads=cfg.num_threads, prefetch=cfg.prefetch,
+            labels=False)
 
-                self.need = need
-                self.evaluator = TypedLayerwiseEvaluator(
-                    self.data, self.mp, {"need": need}, unwrap(net).encoder.num_layers,
-                    rank=self.rank, world_size=self.world_size, num_threads=cfg.num_threads,
-                    labels=False)
-                return
-            # the nodes the splits need, embedded once per evaluation for both splits: this
-            # rank embeds its contiguous share
-            self.need = np.array_split(need, self.world_size)[self.rank]
-            self.eval_sampler = self.data.sampler.with_fanouts(list(cfg.eval_fanouts
-                                                                    or cfg.fanouts))
-            return
-        nodes = {k: np.unique(np.concatenate([p.ravel(), n.ravel()]))
-                 for k, s in self.splits.items() for p, n in s.values()}
-        self.nodes = nodes
-        if self.eval_method == "layerwise":  # the encoder's layers over the message-passing graph
-            from ..layerwise import LayerwiseEvaluator
+    def evaluates_under_autocast(self) -> bool:
+        return self.eval_method != "layerwise"
 
-            self.evaluator = LayerwiseEvaluator(
-                self.data, self.mp, nodes, unwrap(net).encoder.num_layers, rank=self.rank,
-                world_size=self.world_size, num_threads=cfg.num_threads, prefetch=cfg.prefetch,
-                labels=False)
-            return
-        self.evaluator = Evaluator(self.data, nodes, self.eval_plan, seed=cfg.seed,
-                                   rank=self.rank, world_size=self.world_size,
-                                   num_threads=cfg.num_threads, prefetch=cfg.prefetch,
-                                   labels=False)
-
-    def _embeddings(self, model, names, progress: bool) -> dict:
-        """Split name -> (node type -> ``(rows, nodes)``, :func:`_score`'s embeddings) for the
-        splits ``names``: typed, every split's endpoints at once (layer-wise: rows of the
-        sorted type-local endpoints; sampled: a table over every node of the type); homogeneous,
-        each split's nodes (rows in ``self.nodes[name]`` order), layer-wise in one pass over the
-        layers or sampled per split. Every rank must call it."""
+    def _embeddings(self, model, progress: bool) -> dict:
+        """Node type -> ``(rows, type-local ids)`` of every endpoint (:func:`_score`'s
+        embeddings); every rank must call it."""
         import torch
 
-        if self.typed and self.eval_method == "layerwise":
-            rows, _ = self.evaluator.evaluate(unwrap(model).encoder, ("need",),
-                                              progress=progress)["need"]
-            h = self.mp
-            types = h.node_type_ids(self.need)
-            emb = {}
-            for t in self.out_types:  # type-local ids, sorted (self.need is)
-                j = h.type_id(t)
-                sel = np.flatnonzero(types == j)
-                emb[t] = (rows[torch.from_numpy(sel)], self.need[sel] - int(h.node_offsets[j]))
-            return {name: emb for name in names}
-        if self.typed:
-            emb = {t: (e, None) for t, e in self._typed_embeddings(unwrap(model)).items()}
-            return {name: emb for name in names}
-        if self.eval_method == "layerwise":
-            got = self.evaluator.evaluate(unwrap(model).encoder, tuple(names), progress=progress)
-        else:
-            got = {n: self.evaluator.logits(model, n, progress=progress) for n in names}
-        out = {}
-        for name in names:
-            h = got[name][0]
-            if h is None:
-                h = torch.zeros((0, self.cfg.hidden))
-            out[name] = {None: (h, self.nodes[name])}
-        return out
-
-    def _typed_embeddings(self, net) -> dict:
-        import torch
-
-        from ...loader.dataloader import DataLoader
-        from ...loader.item_sampler import ItemSampler
-
-        cfg, h = self.cfg, self.dataset.hetero
-        was = net.training
-        net.eval()
-        emb = {t: torch.zeros(h.num_nodes_of(t), cfg.hidden) for t in self.out_types}
-        ld = DataLoader(ItemSampler(self.need, cfg.batch_size, shuffle=False, seed=cfg.seed),
-                        self.eval_sampler, type_features=self.data.features,
-                        num_threads=cfg.num_threads, prefetch=cfg.prefetch)
-        try:
-            with torch.no_grad():
-                for mb in ld:
-                    mb = mb.to(self.device)
-                    out = net(mb.x_dict, mb.blocks)
-                    for t, rows in mb.seed_dict.items():
-                        if t in emb and rows.numel():
-                            emb[t][rows.cpu()] = out[t].float().cpu()
-        finally:
-            ld.close()
-            net.train(was)
-        if self.world_size > 1:  # every rank embedded its share: the sum is the whole table
-            import torch.distributed as dist
-
-            from ...distributed.sharing import collective_device
-
-            for t in self.out_types:
-                red = emb[t].to(collective_device())
-                dist.all_reduce(red)
-                emb[t] = red.cpu()
-        return emb
+        net = unwrap(model)
+        enc = getattr(net, "encoder", net)
+        rows, _ = self.evaluator.evaluate(enc, ("need",), progress=progress)["need"]
+        if rows is None:
+            rows = torch.zeros((0, self.cfg.hidden))
+        return _by_type(self.data, self.need, rows)
 
     def evaluate(self, model, *, progress: bool = False) -> dict:
         net = unwrap(model)
-        emb = self._embeddings(model, tuple(self.splits), progress)
-        return {name: link_metrics(*_score(net, emb[name], pairs))
+        emb = self._embeddings(model, progress)
+        return {name: link_metrics(*_score(net, emb, pairs))
                 for name, pairs in self.splits.items()}
 
     def predict(self, model, path) -> str:
         net = unwrap(model)
         pairs = self.splits["test"]
-        emb = self._embeddings(model, ("test",), self.cfg.progress and self.rank == 0)["test"]
+        emb = self._embeddings(model, self.cfg.progress and self.rank == 0)
         if self.rank != 0:
             return str(path)
         scores = {}
-        for et, pn in pairs.items():
-            pos, neg = _score(net, emb, {et: pn})
-            scores[et] = np.concatenate([pos.reshape(-1, 1), neg.reshape(pos.shape[0], -1)],
-                                        axis=1).astype(np.float32)
-        if not self.typed:
+        for k, pn in pairs.items():
+            pos, neg = _score(net, emb, {k: pn})
+            scores[k] = np.concatenate([pos.reshape(-1, 1), neg.reshape(pos.shape[0], -1)],
+                                       axis=1).astype(np.float32)
+        if None in scores:  # untyped: one array
             from .node import save_predictions
 
-            a = scores[_HOMO]
+            a = scores[None]
             save_predictions(path, a)
             self.say(f"graphfeed train: wrote the scores of {a.shape[0]:,} test pairs and their "
                      f"{a.shape[1] - 1} negatives each ({a.shape[0]:,} x {a.shape[1]} logits) to "
@@ -598,26 +450,17 @@ class LinkTask(Task):
                      f"{format_metrics(link_metrics(a[:, 0], a[:, 1:]))}")
         return str(path)
 
-    def close(self) -> None:
-        if self.evaluator is not None:
-            self.evaluator.close()
-            self.evaluator = None
-
     def finish(self, result) -> None:
         """The degree baseline: a pair scored by its destination's in-degree (within the
         relation) in the message-passing graph."""
-        deg = {}
-        for et in self.train_pairs:
-            if self.typed:
-                _, dst = self.mp.edges_of(et)
-                deg[et] = np.bincount(dst, minlength=self.mp.num_nodes_of(et[2])).astype(
-                    np.float64)
-            else:
-                deg[et] = np.asarray(self.mp.in_degrees, dtype=np.float64)
+        from ...graph.hetero import relation_in_degrees
+
+        deg = {k: relation_in_degrees(self.data.graph, k).astype(np.float64)
+               for k in self.train_pairs}
         result.baselines = {"degree": {}}
         for name, pairs in self.splits.items():
-            pos = [deg[et][p[1]] for et, (p, _) in pairs.items() if et in deg]
-            neg = [deg[et][n] for et, (_, n) in pairs.items() if et in deg]
+            pos = [deg[k][p[1]] for k, (p, _) in pairs.items() if k in deg]
+            neg = [deg[k][n] for k, (_, n) in pairs.items() if k in deg]
             result.baselines["degree"][name] = link_metrics(
                 np.concatenate(pos) if pos else np.zeros(0),
                 np.concatenate(neg) if neg else np.zeros((0, 1)))

@@ -1,20 +1,16 @@
-"""Node classification, the ``node`` task, on the three kinds of data the plan places:
+"""Node classification, the ``node`` task, on any placed data (``graphfeed.placement.Placed``):
+one graph, untyped or typed (a dataset with node and edge types), or this rank's part of a
+partitioned dataset (``--partitions``).
 
-- **homogeneous** (``PlacedData``): ``--model`` (GraphSAGE, GCN, GAT, or a factory) over the
-  blocks; layer-wise (exact) or sampled evaluation (:mod:`..evaluate`, :mod:`..layerwise`);
-  ``--predict`` the class of every test node (or every node), the MLP baseline, the majority
-  class;
-- **typed** (``TypedPlaced``, a dataset with node and edge types): the R-GCN
-  (``graphfeed.models.HeteroRGCN``) on the target type's seeds; layer-wise (exact,
-  :mod:`..layerwise_typed`) or sampled evaluation (with the training fanouts unless
-  ``--eval-fanouts``); predictions of the target type (type-local ids for ``--predict-nodes
-  all``), the MLP baseline on the target type's own features;
-- **partitioned** (``PartitionPlaced``, ``--partitions``): the model over the distributed
-  sampler and features; each rank evaluates its part's share, the scores are gathered;
-  ``--predict`` writes the class of every test node in increasing dataset id order.
+The data says what differs: its model (``graphfeed.models.node_model``: the R-GCN on typed
+data, ``--model`` on untyped), its loaders (``Placed.loader``), its placement line, its epoch
+hooks (a partition's exchange counters), the dataset ids of its node ids. Evaluation is one
+call (``trainer.tasks.base.open_evaluator``: layer-wise, exact, for the built-in models, else
+sampled); this module turns its rows into metrics, predictions and baselines (the MLP on the
+seeds' own features, the majority class) where the data can be read by one rank.
 
-Refused with a message: what a kind cannot do (sampling methods other than uniform on typed
-graphs and partitions, GCN over partitions, layer-wise evaluation of partitions).
+Refused with a message before data is placed: what the data cannot do (a sampling method a
+typed graph does not honour, GCN over partitions, layer-wise evaluation of partitions).
 """
 
 from __future__ import annotations
@@ -27,16 +23,13 @@ import numpy as np
 
 from ...errors import GraphfeedError
 from ..config import TrainConfig
-from ..evaluate import (Evaluator, default_eval_fanouts, features_as_float, gather_rows,
-                        layerwise_cost_note, plan_eval, resolve_eval_method, unwrap)
+from ..evaluate import features_as_float, layerwise_cost_note, plan_eval, resolve_eval_method
 from ..metrics import compute_metrics, is_better, majority_class, task_for
 from ..result import TrainResult
 from .base import Task
 
 #: bytes per parameter while training with Adam: the weight, its gradient and two moments
 _BYTES_PER_PARAM = 16
-#: the settings a resumed typed run must share with its checkpoint (the model is the R-GCN)
-TYPED_RESUME_KEYS = tuple(k for k in TrainConfig.RESUME_KEYS if k not in ("model", "heads"))
 
 
 def check_model_fits(cfg, in_dim: int, num_classes: int, device: str) -> None:
@@ -81,27 +74,6 @@ def check_partitions(cfg) -> None:
         raise GraphfeedError(f"--partitions {cfg.partitions}: no node feature 'feat'")
 
 
-def check_typed(cfg, dataset) -> str:
-    """What node classification on a typed dataset refuses; returns the target type."""
-    refuse_rgcn_options(cfg)
-    if cfg.sampling_method().kind != "uniform":
-        raise GraphfeedError(f"heterogeneous datasets are sampled uniformly; got "
-                             f"{cfg.sampling_method().describe()}")
-    target = dataset.metadata.hetero.target_type
-    if target is None:
-        raise GraphfeedError(f"dataset {dataset.name!r}: its hetero section names no target_type "
-                             f"(the node type the labels and splits are of)")
-    return target
-
-
-def refuse_rgcn_options(cfg) -> None:
-    """Typed graphs train the R-GCN: the options of the homogeneous models are refused by name."""
-    if cfg.norm != "auto" or cfg.residual:
-        flag = f"--norm {cfg.norm}" if cfg.norm != "auto" else "--residual"
-        raise GraphfeedError(f"{flag}: typed (heterogeneous) datasets train the R-GCN, which has "
-                             f"no norm or residual options; drop {flag}")
-
-
 def save_predictions(path, array: np.ndarray) -> str:
     """Write ``array`` to ``.npy`` file ``path`` atomically; errors name the file."""
     from ..._io import save_npy
@@ -138,6 +110,9 @@ class Preflight:
 
 def preflight(cfg, dataset, device: str) -> Preflight:
     """Everything node classification refuses before the data is placed or a model allocated."""
+    from ...models import check_options, input_width
+    from ...placement.plan import check_dataset
+
     splits = split_ids(dataset, cfg.split)
     if len(splits[0]) == 0:
         raise GraphfeedError(f"dataset {cfg.dataset!r} has no training ids")
@@ -148,76 +123,43 @@ def preflight(cfg, dataset, device: str) -> Preflight:
     if num_classes < 2:
         raise GraphfeedError(
             f"dataset {cfg.dataset!r} has {num_classes} class(es); classification needs 2 or more")
-    typed = getattr(dataset, "hetero", None) is not None
-    row_shape = dataset.features["feat"].row_shape if "feat" in dataset.features else None
-    if row_shape is None and typed:
-        from ...models.rgcn import hetero_in_dim  # per-type features
-
-        row_shape = (hetero_in_dim(dataset),)
-    if row_shape is None:
-        raise GraphfeedError(f"dataset {cfg.dataset!r} has no node feature 'feat'")
-    in_dim = int(np.prod(row_shape)) if row_shape else 1
+    in_dim = input_width(dataset)
     check_model_fits(cfg, in_dim, num_classes, device)
-    if typed:
-        check_typed(cfg, dataset)
-    elif not cfg.sampling_method().is_uniform:
-        cfg.sampling_method().bind(dataset)  # the dataset's weights or times, as placing binds
+    check_options(cfg, dataset)
+    check_dataset(dataset, method=cfg.sampling_method())
     # the built-in models (the R-GCN on typed graphs too) evaluate layer-wise, unless the graph
     # is too large for it (then sampled, with the training fanouts); a custom model may turn
-    # that into sampled once built (_eval_method_for)
+    # that into sampled once built (NodeTask.build_model)
     note = None
     if cfg.eval_method == "auto" and cfg.eval_fanouts is None:
         note = layerwise_cost_note(len(cfg.fanouts), dataset.num_nodes, dataset.num_edges,
                                    len(splits[1]) + len(splits[2]), cfg.fanouts)
     method = resolve_eval_method(cfg, too_costly=note)
+    # sampled evaluation's default fanouts: capped per layer (trainer.evaluate); a typed graph
+    # samples each relation, so it keeps the training fanouts, as a graph too large to
+    # evaluate layer-wise does
+    typed = dataset.hetero is not None
     plan = plan_eval(len(cfg.fanouts), cfg.batch_size,
                      int(dataset.graph.in_degrees.max(initial=0)),
-                     cfg.fanouts if note else cfg.eval_fanouts, in_dim=in_dim)
+                     cfg.eval_fanouts or (cfg.fanouts if note or typed else None), in_dim=in_dim)
     return Preflight(splits, num_classes, in_dim, plan, method, note or "")
 
 
-class ShareEvaluator:
-    """Sampled evaluation where each rank scores its own share of a set (typed graphs: a
-    contiguous slice; partitions: its part's share) through loaders built once, and the rows are
-    gathered in rank order (:func:`~graphfeed.trainer.evaluate.gather_rows`). ``loaders``: name
-    -> loader; ``infer(net, batch)`` -> ``(logits, labels, ids)`` of a batch (or ``None`` for
-    an empty one)."""
+def describe_dataset(dataset) -> str:
+    """The data part of the first line: the dataset's name, nodes and edges (of how many
+    types)."""
+    h = dataset.hetero
+    if h is None:
+        return f"dataset {dataset.name} ({dataset.num_nodes:,} nodes, {dataset.num_edges:,} edges"
+    return (f"heterogeneous dataset {dataset.name} ({h.num_nodes:,} nodes of {h.num_node_types} "
+            f"types, {h.num_edges:,} edges of {h.num_edge_types} types; target "
+            f"{dataset.metadata.hetero.target_type!r}")
 
-    def __init__(self, loaders: dict, infer, world_size: int):
-        self.loaders, self.infer, self.world_size = loaders, infer, world_size
 
-    def scores(self, model, name: str, *, progress: bool = False):
-        """``(logits float32 (n, C), labels int64 (n,), ids int64 (n,))`` on the CPU over every
-        rank's share, in rank order."""
-        import torch
-
-        from ..._progress import bar
-
-        net = unwrap(model)
-        was = net.training
-        net.eval()
-        ld = self.loaders[name]
-        ld.set_epoch(0)  # the same neighbourhoods every evaluation
-        rows = []
-        with torch.no_grad(), bar(len(ld), f"eval {name}", enabled=progress) as pbar:
-            for batch in ld:
-                got = self.infer(net, batch)
-                if got is not None:
-                    logits, y, ids = got
-                    rows.append(torch.cat([logits.double().cpu(), y.double().cpu().reshape(-1, 1),
-                                           ids.double().cpu().reshape(-1, 1)], dim=1))
-                pbar.update(1)
-        net.train(was)
-        local = torch.cat(rows) if rows else None
-        out = gather_rows(local, self.world_size) if self.world_size > 1 else local
-        if out is None or out.shape[0] == 0:
-            return None, torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)
-        return out[:, :-2].float(), out[:, -2].long(), out[:, -1].long()
-
-    def close(self) -> None:
-        for ld in self.loaders.values():
-            ld.close()
-        self.loaders = {}
+#: the checkpoint's trainer tag and the settings a resume must share, by the data's kind (the
+#: typed model is always the R-GCN: --model and --heads do not matter)
+TRAINERS = {"plain": "node", "typed": "hetero", "partitioned": "partitioned"}
+RESUME_KEYS = {"typed": tuple(k for k in TrainConfig.RESUME_KEYS if k not in ("model", "heads"))}
 
 
 class NodeTask(Task):
@@ -227,40 +169,36 @@ class NodeTask(Task):
     #: reach"): their 120-140 labelled nodes overfit within a few steps without it
     defaults = {"dropout": 0.7, "weight_decay": 5e-3}
 
-    def __init__(self, cfg, *, data, dataset, splits, num_classes: int, in_dim, device: str,
-                 rank: int = 0, world_size: int = 1, say=print, model_factory=None,
+    def __init__(self, cfg, *, data, splits, num_classes: int, device: str, rank: int = 0,
+                 world_size: int = 1, say=print, model_factory=None,
                  eval_method: str = "sampled", eval_plan=None):
         super().__init__(cfg, device=device, rank=rank, world_size=world_size, say=say)
-        self.data, self.dataset = data, dataset
+        self.data = data
         self.train_ids, self.valid_ids, self.test_ids = (np.asarray(s) for s in splits)
-        self.num_classes, self.in_dim = num_classes, in_dim
+        self.num_classes = num_classes
         self.kind = task_for(num_classes)
         self.main = self.kind.main
         self.factory, self.eval_method, self.eval_plan = model_factory, eval_method, eval_plan
         self.evaluator = None
-        self.graph = ("partitioned" if getattr(data, "mode", None) == "partitioned" else
-                      "typed" if getattr(dataset, "hetero", None) is not None else "homogeneous")
-        self.trainer = {"homogeneous": "node", "typed": "hetero",
-                        "partitioned": "partitioned"}[self.graph]
-        self.resume_keys = (TYPED_RESUME_KEYS if self.graph == "typed"
-                            else TrainConfig.RESUME_KEYS)
-        self._epoch_start = None
+        self.trainer = TRAINERS[data.kind]
+        self.resume_keys = RESUME_KEYS.get(data.kind, TrainConfig.RESUME_KEYS)
+        self.model_name = cfg.model
 
     # ------------------------------------------------------------------ building
     @classmethod
     def check(cls, cfg, dataset, device: str) -> dict:
         """``--dry-run``: :func:`preflight`, and what the run would train and evaluate."""
+        from ...models import model_name
+
         pre = preflight(cfg, dataset, device)
-        typed = getattr(dataset, "hetero", None) is not None
         return {
-            "model": "rgcn" if typed else cfg.model, "in_dim": pre.in_dim,
-            "num_classes": pre.num_classes,
+            "model": model_name(cfg, dataset.hetero is not None),
+            "in_dim": pre.in_dim, "num_classes": pre.num_classes,
             "train/valid/test": "/".join(str(len(s)) for s in pre.splits),
             "fanouts": list(cfg.fanouts), "eval": pre.eval_method,
             "eval_fanouts": ([-1] * len(cfg.fanouts) if pre.eval_method == "layerwise"
-                             else list(cfg.eval_fanouts or cfg.fanouts) if typed  # the R-GCN's
                              else list(pre.eval_plan.fanouts)),
-            "eval_batch_size": cfg.batch_size if typed else pre.eval_plan.batch_size,
+            "eval_batch_size": pre.eval_plan.batch_size,
             "eval_every": cfg.eval_every,
         }
 
@@ -271,12 +209,11 @@ class NodeTask(Task):
         if cfg.partitions:
             return cls._prepare_partitions(cfg, plan, rank=rank, world_size=world_size, say=say,
                                            model=model)
+        from ...models import model_name
+
         pre = preflight(cfg, dataset, plan.device)
-        if getattr(dataset, "hetero", None) is not None:
-            return cls._prepare_typed(cfg, dataset, plan, pre, rank=rank, world_size=world_size,
-                                      say=say)
-        placed = plan.prepare(dataset, list(cfg.fanouts), replace=cfg.replace, seed=cfg.seed,
-                              method=cfg.sampling_method())
+        placed = plan.place_dataset(dataset, list(cfg.fanouts), replace=cfg.replace,
+                                    seed=cfg.seed, method=cfg.sampling_method())
         # the method's tables: once per machine under several ranks (or mapped from
         # --table-cache), before any loader thread samples
         if world_size > 1 or cfg.table_cache:
@@ -284,45 +221,22 @@ class NodeTask(Task):
 
             share_prepared(placed.sampler, plan.world, private_copy=plan.private_copy,
                            cache_dir=cfg.table_cache)
-        device = str(placed.device)
-        feat = placed.features["feat"]
-        say(f"graphfeed: placement {placed.placement.reason}")
+        say(f"graphfeed: placement {placed.describe()}")
         tr, va, te = pre.splits
-        say(f"graphfeed train: dataset {dataset.name} ({dataset.num_nodes:,} nodes, "
-            f"{dataset.num_edges:,} edges, {pre.in_dim} features "
-            f"({str(feat.dtype).replace('torch.', '')}), {pre.num_classes} classes; "
-            f"train/valid/test {len(tr):,}/{len(va):,}/{len(te):,}); model {cfg.model}, fanouts "
-            f"{list(cfg.fanouts)}, {describe_eval(cfg, pre)}, batch {cfg.batch_size}, sampler "
-            f"{cfg.sampling_method().describe()}, device {device}, features {cfg.features}, "
-            f"seed {cfg.seed}" + (f", {world_size} ranks" if world_size > 1 else ""))
-        return cls(cfg, data=placed, dataset=dataset, splits=pre.splits,
-                   num_classes=pre.num_classes, in_dim=pre.in_dim, device=device, rank=rank,
-                   world_size=world_size, say=say, model_factory=model,
-                   eval_method=pre.eval_method, eval_plan=pre.eval_plan)
-
-    @classmethod
-    def _prepare_typed(cls, cfg, dataset, plan, pre, *, rank, world_size, say):
-        from ...models import typed_in_dims
-
-        target = check_typed(cfg, dataset)
-        h = dataset.hetero
-        placed = plan.place_typed(dataset, list(cfg.fanouts), replace=cfg.replace, seed=cfg.seed)
-        tr, va, te = pre.splits
-        say(f"graphfeed train: heterogeneous dataset {dataset.name} ({h.num_nodes:,} nodes of "
-            f"{h.num_node_types} types, {h.num_edges:,} edges of {h.num_edge_types} types; "
-            f"target {target!r}, {dataset.num_classes} classes; train/valid/test {len(tr):,}/"
-            f"{len(va):,}/{len(te):,}); model R-GCN (mean), fanouts {list(cfg.fanouts)} per edge "
-            f"type, {describe_typed_eval(cfg, pre.eval_method)}, batch {cfg.batch_size}, device "
-            f"{plan.device}, features {cfg.features}, seed {cfg.seed}"
+        typed = placed.hetero is not None
+        feat = next(iter(placed.input_features.values()), None)
+        dtype = "" if feat is None else f" ({str(feat.dtype).replace('torch.', '')})"
+        say(f"graphfeed train: {describe_dataset(dataset)}, {pre.in_dim} features{dtype}, "
+            f"{pre.num_classes} classes; train/valid/test {len(tr):,}/{len(va):,}/{len(te):,}); "
+            f"model {model_name(cfg, typed)}, fanouts "
+            f"{list(cfg.fanouts)}{' per edge type' if typed else ''}, {describe_eval(cfg, pre)}, "
+            f"batch {cfg.batch_size}, sampler {cfg.sampling_method().describe()}, device "
+            f"{placed.device}, features {cfg.features}, seed {cfg.seed}"
             + (f", {world_size} ranks" if world_size > 1 else ""))
-        from ...placement.typed import describe
-
-        say(f"graphfeed: placement {describe(placed)}")
-        task = cls(cfg, data=placed, dataset=dataset, splits=pre.splits,
-                   num_classes=pre.num_classes, in_dim=typed_in_dims(placed.features),
-                   device=str(plan.device), rank=rank, world_size=world_size, say=say,
-                   eval_method=pre.eval_method)
-        task.target = target
+        task = cls(cfg, data=placed, splits=pre.splits, num_classes=pre.num_classes,
+                   device=str(placed.device), rank=rank, world_size=world_size, say=say,
+                   model_factory=model, eval_method=pre.eval_method, eval_plan=pre.eval_plan)
+        task.dataset = dataset
         return task
 
     @classmethod
@@ -331,188 +245,90 @@ class NodeTask(Task):
         placed = plan.place_partitions(cfg.partitions, list(cfg.fanouts), replace=cfg.replace,
                                        seed=cfg.seed, timeout_s=cfg.dist_timeout,
                                        remote_cache=cfg.remote_cache)
-        book, feat = placed.book, placed.features["feat"]
-        in_dim = int(np.prod(feat.row_shape)) if feat.row_shape else 1
-        eval_fanouts = tuple(cfg.eval_fanouts or default_eval_fanouts(len(cfg.fanouts)))
-        say(f"graphfeed: placement {placed.reason}")
+        book = placed.book
+        # no rank holds every in-degree: the evaluation plan assumes the fanouts are reached
+        eval_plan = plan_eval(len(cfg.fanouts), cfg.batch_size, 1 << 31, cfg.eval_fanouts,
+                              in_dim=placed.in_dims)
+        say(f"graphfeed: placement {placed.describe()}")
         say(f"graphfeed train: partitions {book.path} ({book.num_parts} parts, {book.method}, "
             f"edge cut {100 * book.edge_cut_fraction:.1f}%), {book.num_nodes:,} nodes, "
             f"{placed.exchange.size} ranks ({placed.per_part} per part), model {cfg.model}, "
-            f"fanouts {list(cfg.fanouts)}, eval fanouts {list(eval_fanouts)}, batch "
-            f"{cfg.batch_size}, seed {cfg.seed}"
+            f"fanouts {list(cfg.fanouts)}, eval fanouts {list(eval_plan.fanouts)} in batches "
+            f"of {eval_plan.batch_size}, batch {cfg.batch_size}, seed {cfg.seed}"
             + (f", remote cache {cfg.remote_cache} rows" if cfg.remote_cache else ""))
         s = placed.splits
-        from ..evaluate import EvalPlan
-
-        return cls(cfg, data=placed, dataset=None, splits=(s["train"], s["valid"], s["test"]),
-                   num_classes=int(book.num_classes), in_dim=in_dim, device="cpu", rank=rank,
-                   world_size=world_size, say=say, model_factory=model,
-                   eval_plan=EvalPlan(eval_fanouts, cfg.batch_size))
+        return cls(cfg, data=placed, splits=(s["train"], s["valid"], s["test"]),
+                   num_classes=int(book.num_classes), device="cpu", rank=rank,
+                   world_size=world_size, say=say, model_factory=model, eval_plan=eval_plan,
+                   eval_method=resolve_eval_method(cfg, supported=False,
+                                                   why_not=placed.layerwise_refusal))
 
     def build_model(self):
-        cfg = self.cfg
-        if self.graph == "typed":
-            from ...models import HeteroRGCN
+        from ...models import model_name, node_model
+        from ...models.layerwise import layerwise_refusal
 
-            h = self.dataset.hetero
-            return HeteroRGCN(h.node_types, h.edge_types, self.in_dim, cfg.hidden,
-                              self.num_classes, len(cfg.fanouts), self.target, cfg.dropout)
-        if self.factory is not None:
-            net = self.factory(self.in_dim, self.num_classes)
-            self.custom_name = type(net).__name__
-        else:
-            from ...models import build_model
-
-            degrees = (self.dataset.graph.in_degrees if cfg.model == "gcn"
-                       and self.graph == "homogeneous" else None)
-            net = build_model(cfg.model, self.in_dim, cfg.hidden, self.num_classes,
-                              len(cfg.fanouts), dropout=cfg.dropout, heads=cfg.heads,
-                              in_degrees=degrees, norm=cfg.norm, residual=cfg.residual)
-        if self.graph == "homogeneous":
-            self.eval_method = _eval_method_for(cfg, self.eval_method, net)
+        net = node_model(self.cfg, self.data, self.num_classes, self.factory)
+        self.model_name = (type(net).__name__ if self.factory is not None
+                           else model_name(self.cfg, self.data.hetero is not None))
+        why = self.data.layerwise_refusal or layerwise_refusal(net)
+        if self.eval_method == "layerwise" and why:  # a custom model: sampled, or refused
+            self.eval_method = resolve_eval_method(self.cfg, supported=False, why_not=why)
         return net
 
     def result(self) -> TrainResult:
-        cfg, d = self.cfg, self.data
-        if self.graph == "partitioned":
-            mode, reason = "partitioned", d.reason
-        elif self.graph == "typed":
-            from ...placement.typed import describe
-
-            mode, reason = d.mode, describe(d)
-        else:
-            mode, reason = d.mode, d.placement.reason
-        if self.graph == "typed":
-            name = "rgcn"
-        else:
-            name = cfg.model if self.factory is None else self.custom_name
         layerwise = self.eval_method == "layerwise"
-        fanouts = ([-1] * len(cfg.fanouts) if layerwise else
-                   list(self.eval_plan.fanouts) if self.eval_plan is not None else
-                   list(cfg.eval_fanouts or cfg.fanouts))
-        return TrainResult(mode=mode, placement_reason=reason, model=name, task=self.kind.kind,
-                           main_metric=self.main, eval_fanouts=fanouts,
-                           eval_method=self.eval_method)
+        fanouts = [-1] * len(self.cfg.fanouts) if layerwise else list(self.eval_plan.fanouts)
+        return TrainResult(mode=self.data.mode, placement_reason=self.data.describe(),
+                           model=self.model_name, task=self.kind.kind, main_metric=self.main,
+                           eval_fanouts=fanouts, eval_method=self.eval_method)
 
     def train_loader(self):
         cfg = self.cfg
-        if self.graph == "partitioned":
-            return self.data.loader(self.train_ids, train=True, batch_size=cfg.batch_size,
-                                    seed=cfg.seed, prefetch=cfg.prefetch)
-        if self.graph == "typed":
-            return self._typed_loader(self.train_ids, train=True)
-        from ...placement.plan import node_loader
-
-        return node_loader(self.train_ids, self.data, batch_size=cfg.batch_size, shuffle=True,
-                           seed=cfg.seed, rank=self.rank, world_size=self.world_size,
-                           num_threads=cfg.num_threads, prefetch=cfg.prefetch)
-
-    def _typed_loader(self, ids, *, train: bool, sampler=None):
-        from ...loader.dataloader import DataLoader
-        from ...loader.item_sampler import ItemSampler
-
-        cfg = self.cfg
-        if train:  # every rank the same number of batches (DDP steps together)
-            items = ItemSampler(ids, cfg.batch_size, shuffle=True, seed=cfg.seed, rank=self.rank,
+        return self.data.loader(self.train_ids, train=True, batch_size=cfg.batch_size,
+                                seed=cfg.seed, num_threads=cfg.num_threads,
+                                prefetch=cfg.prefetch, rank=self.rank,
                                 world_size=self.world_size)
-        else:  # each rank scores its contiguous share once; the scores are gathered
-            share = np.array_split(np.asarray(ids), self.world_size)[self.rank]
-            items = ItemSampler(share, cfg.batch_size, shuffle=False, seed=cfg.seed)
-        return DataLoader(items, sampler or self.data.sampler,
-                          type_features=self.data.features, labels=self.data.labels,
-                          num_threads=cfg.num_threads, prefetch=cfg.prefetch)
-
-    def _forward(self, model, batch):
-        """``(logits, labels)`` of a batch on the training device."""
-        import torch
-
-        if self.graph == "typed":
-            batch = batch.to(self.device)
-            out = model(batch.x_dict, batch.blocks)
-        elif self.graph == "partitioned":
-            out = model(batch.node_features["feat"].float(), batch.blocks)
-        else:
-            out = model(features_as_float(batch.x), batch.blocks)
-        return out, batch.labels.to(torch.long).reshape(-1)
 
     def step(self, model, batch):
+        import torch
         import torch.nn.functional as F
 
-        out, y = self._forward(model, batch)
+        batch = batch.to(self.device)
+        out = model(batch.inputs, batch.blocks)
+        y = batch.labels.to(torch.long).reshape(-1)
         n = int(y.shape[0])
         # an empty batch (a partitioned rank out of seeds) still joins DDP's all-reduce
         loss = F.cross_entropy(out, y) if n else out.sum() * 0.0
         return loss, (out.detach().argmax(-1) == y).sum(), n
 
     def before_epoch(self, epoch: int) -> None:
-        if self.graph == "partitioned":  # the epoch line counts this epoch's training only
-            self._epoch_start = self.data.epoch_stats()
+        self.data.before_epoch(epoch)
 
     def after_epoch(self, epoch: int) -> str:
-        if self.graph != "partitioned":
-            return ""
-        line = self.data.epoch_line(self._epoch_start)
-        self.data.after_epoch(epoch)
-        return line
+        return self.data.after_epoch(epoch)
 
     # ------------------------------------------------------------------ evaluation
-    def _infer(self, net, batch):
-        if self.graph == "partitioned" and not batch.seeds.numel():
-            return None
-        out, y = self._forward(net, batch)
-        ids = batch.seeds if self.graph == "partitioned" else y.new_zeros(y.shape)
-        return out, y, ids
-
-    def _share_evaluator(self, sets: dict):
-        cfg = self.cfg
-        if self.graph == "typed":
-            s = self.data.sampler.with_fanouts(list(cfg.eval_fanouts or cfg.fanouts))
-            loaders = {n: self._typed_loader(ids, train=False, sampler=s) for n, ids in sets.items()}
-        else:
-            s = self.data.sampler.with_fanouts(list(self.eval_plan.fanouts))
-            loaders = {n: self.data.loader(ids, train=False, batch_size=cfg.batch_size,
-                                           seed=cfg.seed, prefetch=cfg.prefetch, sampler=s)
-                       for n, ids in sets.items()}
-        return ShareEvaluator(loaders, self._infer, self.world_size)
-
     def _evaluator(self, sets: dict, net, *, labels: bool = True):
+        from .base import open_evaluator
+
         cfg = self.cfg
-        if self.graph == "typed" and self.eval_method == "layerwise":
-            from ..layerwise_typed import TypedLayerwiseEvaluator
-
-            return TypedLayerwiseEvaluator(self.data, self.dataset.hetero, sets,
-                                           unwrap(net).num_layers, rank=self.rank,
-                                           world_size=self.world_size,
-                                           num_threads=cfg.num_threads, labels=labels)
-        if self.graph != "homogeneous":
-            return self._share_evaluator(sets)
-        if self.eval_method == "layerwise":
-            from ..layerwise import LayerwiseEvaluator
-
-            return LayerwiseEvaluator(self.data, self.dataset.graph, sets, unwrap(net).num_layers,
-                                      rank=self.rank, world_size=self.world_size,
-                                      num_threads=cfg.num_threads, prefetch=cfg.prefetch,
-                                      labels=labels)
-        return Evaluator(self.data, sets, self.eval_plan, seed=cfg.seed, rank=self.rank,
-                         world_size=self.world_size, num_threads=cfg.num_threads,
-                         prefetch=cfg.prefetch, labels=labels)
+        return open_evaluator(self.eval_method, self.data, sets,
+                              num_layers=len(cfg.fanouts), plan=self.eval_plan,
+                              seed=cfg.seed, rank=self.rank, world_size=self.world_size,
+                              num_threads=cfg.num_threads, prefetch=cfg.prefetch, labels=labels)
 
     def open_evaluation(self, net) -> None:
-        self.net = net
         self.evaluator = self._evaluator({"valid": self.valid_ids, "test": self.test_ids}, net)
 
-    def _scores(self, evaluator, model, name, progress):
-        if isinstance(evaluator, ShareEvaluator):
-            logits, y, _ = evaluator.scores(model, name, progress=progress)
-            return logits, y
-        return evaluator.logits(model, name, progress=progress)
+    def evaluates_under_autocast(self) -> bool:
+        from ..evaluate import Evaluator
+
+        return self.eval_method != "layerwise" and Evaluator.under_autocast
 
     def evaluate(self, model, *, progress: bool = False) -> dict:
         names = ("valid", "test")
-        if isinstance(self.evaluator, ShareEvaluator):
-            got = {n: self._scores(self.evaluator, model, n, progress) for n in names}
-        else:  # both sets from one pass (layer-wise: each layer once for both)
-            got = self.evaluator.evaluate(model, names, progress=progress)
+        # both sets from one pass (layer-wise: each layer once for both)
+        got = self.evaluator.evaluate(model, names, progress=progress)
         out = {}
         for name in names:
             logits, y = got[name]
@@ -523,45 +339,22 @@ class NodeTask(Task):
 
     def predict(self, model, path) -> str:
         cfg = self.cfg
-        typed = self.graph == "typed"
-        if self.graph == "homogeneous" or (typed and self.eval_method == "layerwise"):
-            if cfg.predict_nodes == "test":
-                ids = self.test_ids
-            elif typed:  # every node of the target type, in type-local id order
-                h = self.dataset.hetero
-                off = int(h.node_offsets[h.type_id(self.target)])
-                ids = np.arange(off, off + h.num_nodes_of(self.target), dtype=np.int64)
-            else:
-                ids = np.arange(self.dataset.num_nodes, dtype=np.int64)
-            ev = self._evaluator({"predict": ids}, model, labels=False)
-            try:
-                classes, _ = ev.logits(model, "predict", progress=cfg.progress and self.rank == 0,
-                                       argmax=True)
-            finally:
-                ev.close()
-            pred = (classes.reshape(-1).numpy() if classes is not None else np.zeros(0))
-            what = (f"{cfg.predict_nodes} {self.target!r} nodes" if typed
-                    else f"{cfg.predict_nodes} nodes")
-        elif typed:
-            h = self.dataset.hetero
-            if cfg.predict_nodes == "test":
-                logits, _, _ = self.evaluator.scores(model, "test")
-            else:  # every node of the target type, in type-local id order
-                off = int(h.node_offsets[h.type_id(self.target)])
-                every = np.arange(off, off + h.num_nodes_of(self.target), dtype=np.int64)
-                ev = self._share_evaluator({"all": every})
-                try:
-                    logits, _, _ = ev.scores(model, "all")
-                finally:
-                    ev.close()
-            pred = logits.argmax(-1).numpy() if logits is not None else np.zeros(0)
-            what = f"{cfg.predict_nodes} {self.target!r} nodes"
-        else:  # partitions: every part's test nodes, in increasing dataset (original) id
-            logits, _, ids = self.evaluator.scores(model, "test")
-            orig = self._original_ids(ids.numpy())
-            order = np.argsort(orig, kind="stable")
-            pred = logits.argmax(-1).numpy()[order] if logits is not None else np.zeros(0)
+        ids = self.test_ids if cfg.predict_nodes == "test" else self.data.node_ids()
+        ev = self._evaluator({"predict": ids}, model, labels=False)
+        try:
+            classes, _ = ev.logits(model, "predict", progress=cfg.progress and self.rank == 0,
+                                   argmax=True)
+            got = ev.ids["predict"]
+        finally:
+            ev.close()
+        pred = classes.reshape(-1).numpy() if classes is not None else np.zeros(0, np.int64)
+        orig = self.data.original_ids(got)
+        what = f"{cfg.predict_nodes} nodes"
+        if orig is not got:  # relabelled (partitions): every part's nodes, by dataset id
+            pred = pred[np.argsort(orig, kind="stable")]
             what = "test nodes, in increasing dataset id"
+        elif self.data.target_type is not None:
+            what = f"{cfg.predict_nodes} {self.data.target_type!r} nodes"
         if self.rank != 0:
             return str(path)
         pred = np.asarray(pred).astype(np.int64)
@@ -569,84 +362,49 @@ class NodeTask(Task):
         self.say(f"graphfeed train: wrote {len(pred):,} predictions ({what}) to {path}")
         return str(path)
 
-    def _original_ids(self, ids: np.ndarray) -> np.ndarray:
-        """Dataset ids of partitioned (relabelled) global ids: every rank's own part maps its
-        nodes, the sum over ranks of one part each gives all (a collective)."""
-        import torch
-
-        part = self.data.part
-        mine = np.zeros(ids.shape[0], dtype=np.int64)
-        own = (ids >= part.lo) & (ids < part.hi)
-        first_of_part = self.data.exchange.rank % self.data.per_part == 0
-        if first_of_part:
-            mine[own] = np.asarray(part.orig_ids)[ids[own] - part.lo]
-        if self.world_size > 1:
-            from .. import fit
-
-            t = torch.from_numpy(mine.astype(np.float64))
-            return np.asarray(fit.all_reduce(t.tolist()), dtype=np.int64)
-        return mine
-
-    def close(self) -> None:
-        if self.evaluator is not None:
-            self.evaluator.close()
-            self.evaluator = None
-
     # ------------------------------------------------------------------ the end
     def finish(self, result) -> None:
         cfg = self.cfg
-        if self.graph == "partitioned":  # labels and features live in the parts
+        labels = {k: self.data.seed_labels(ids) for k, ids in
+                  (("train", self.train_ids), ("valid", self.valid_ids), ("test", self.test_ids))}
+        if labels["train"] is None:  # no rank reads every label (partitions): no baselines
             result.warnings = _warnings(result, self.kind)
             return
-        labels = np.asarray(self.dataset.labels)
-        cls = majority_class(labels[self.train_ids])
+        cls = majority_class(labels["train"])
 
-        def rate(ids):
-            return float(np.mean(labels[ids] == cls)) if len(ids) else float("nan")
+        def rate(y):
+            return float(np.mean(y == cls)) if len(y) else float("nan")
 
-        result.majority = {"class": cls, "valid_acc": rate(self.valid_ids),
-                           "test_acc": rate(self.test_ids)}
-        result.warnings = _warnings(result, self.kind, labels[self.valid_ids])
-        if not cfg.mlp_baseline or self.rank != 0:
+        result.majority = {"class": cls, "valid_acc": rate(labels["valid"]),
+                           "test_acc": rate(labels["test"])}
+        result.warnings = _warnings(result, self.kind, labels["valid"])
+        rows = [self.data.seed_features(ids) for ids in
+                (self.train_ids, self.valid_ids, self.test_ids)]
+        if not cfg.mlp_baseline or self.rank != 0 or rows[0] is None:
             return
-        if self.graph == "homogeneous":
-            feat, lab = self.data.features["feat"], self.data.features["label"]
-            ids = (self.train_ids, self.valid_ids, self.test_ids)
-        else:
-            tf = self.data.features.get(self.target, {})
-            if "feat" not in tf:
-                return
-            from ...features.memory import InMemoryFeature
+        from ...features.memory import InMemoryFeature
 
-            h = self.dataset.hetero
-            feat = tf["feat"]
-            off = int(h.node_offsets[h.type_id(self.target)])
-            lab = InMemoryFeature(np.ascontiguousarray(labels[off:off + feat.num_rows]))
-            ids = tuple(np.asarray(s, dtype=np.int64) - off for s in
-                        (self.train_ids, self.valid_ids, self.test_ids))
-        result.mlp_test = train_mlp_baseline(cfg, self.kind, feat, lab, ids, self.num_classes)
+        feat = rows[0][0]
+        lab = InMemoryFeature(np.concatenate([labels["train"], labels["valid"], labels["test"]]))
+        cut = np.cumsum([0] + [len(r[1]) for r in rows])
+        ids = [np.arange(cut[i], cut[i + 1]) for i in range(3)]
+        result.mlp_test = train_mlp_baseline(cfg, self.kind, _Rows(feat, rows), lab, ids,
+                                             self.num_classes)
         result.mlp_test_acc = result.mlp_test["accuracy"]
 
 
-def _eval_method_for(cfg, method: str, net) -> str:
-    """``method``, or sampled when a custom model cannot be evaluated layer-wise (refused when
-    ``--eval layerwise`` asked for it)."""
-    from ..layerwise import supports_layerwise
+class _Rows:
+    """The baseline's input rows: the seeds' own rows of ``feat`` (train, valid, test in turn),
+    read at positions into their concatenation."""
 
-    if method != "layerwise" or supports_layerwise(net):
-        return method
-    return resolve_eval_method(
-        cfg, supported=False,
-        why_not=f"model {type(net).__name__} is not a graphfeed BlockGNN whose every layer "
-                f"depends only on its destinations' in-edges (layerwise_exact)")
+    def __init__(self, feat, rows):
+        self.feat = feat
+        self.index = np.concatenate([np.asarray(r[1], dtype=np.int64) for r in rows])
 
+    def read(self, pos):
+        import torch
 
-def describe_typed_eval(cfg, method: str) -> str:
-    """The evaluation part of a typed run's first line."""
-    every = f" every {cfg.eval_every} epochs" if cfg.eval_every > 1 else ""
-    if method == "layerwise":
-        return f"evaluation layer-wise (every neighbour){every}"
-    return f"eval fanouts {list(cfg.eval_fanouts or cfg.fanouts)} per edge type{every}"
+        return self.feat.read(torch.from_numpy(self.index[np.asarray(pos)]))
 
 
 def describe_eval(cfg, pre) -> str:
@@ -746,5 +504,5 @@ def train_mlp_baseline(cfg, kind, feat, labels, ids, num_classes: int) -> dict:
     return best_te
 
 
-__all__ = ["NodeTask", "ShareEvaluator", "check_model_fits", "check_partitions", "check_typed",
-           "save_predictions", "train_mlp_baseline", "describe_eval"]
+__all__ = ["NodeTask", "check_model_fits", "check_partitions", "save_predictions",
+           "train_mlp_baseline", "describe_eval"]
