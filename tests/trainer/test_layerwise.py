@@ -245,7 +245,7 @@ def test_only_the_reference_layers_run_directly(varied_dataset):
 
 
 def test_csr_sum_rows_weights_per_edge_and_per_head():
-    from graphfeed.models.layerwise import csr_sum_rows
+    from graphfeed.models._kernels import csr_sum_rows
 
     rng = np.random.default_rng(0)
     crow = np.array([0, 3, 3, 7], dtype=np.int64)  # the middle row has no edge

@@ -77,7 +77,7 @@ def _placed(ds, fanouts=(5, 5), backend="ram", labels=True):
     from graphfeed.placement.plan import DataPlan
 
     plan = DataPlan(features=backend, mode="auto", device="cpu", world=World())
-    return plan.place_typed(ds, list(fanouts), labels=labels)
+    return plan.place_dataset(ds, list(fanouts), labels=labels)
 
 
 def _model(ds, layers=2, hidden=8, out=CLASSES, target="paper"):

@@ -16,7 +16,8 @@ batch of destinations from its in-edges per relation. Two models have it:
   (``input_rows``, ``relation_source``, ``layer_output``) per node type and relation.
 
 The sums over in-edges (:func:`aggregate`) read only the rows the edges name: the numba kernel
-:func:`csr_sum_rows` on the host (row ranges over the evaluator's threads, GIL released), sparse
+:func:`._kernels.csr_sum_rows` on the host (row ranges over the evaluator's threads, GIL
+released; imported when first summed, so importing this module loads no numba), sparse
 x dense products on a GPU. Where a layer's output is narrower than its input, the source table
 holds the input already multiplied by the neighbours' weight (aggregation is linear:
 ``W mean(x_u) == mean(W x_u)`` up to rounding).
@@ -30,13 +31,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from .._numba import kernel, prefetch
-
-__all__ = ["Edges", "Layer", "LayerMath", "Threads", "aggregate", "csr_sum_rows",
-           "direct_layer", "layer_math", "layerwise_refusal", "take_rows"]
-
-#: source rows prefetched ahead by the CPU aggregation (as ``features._gather.PREFETCH_ROWS``)
-_PREFETCH_EDGES = 8
+__all__ = ["Edges", "Layer", "LayerMath", "Threads", "aggregate", "direct_layer", "layer_math",
+           "layerwise_refusal", "take_rows", "unwrap"]
 
 
 def take_rows(table, rows: np.ndarray):
@@ -77,37 +73,6 @@ class Edges:
 
 
 
-@kernel
-def csr_sum_rows(crow, col, values, table, out, start, end):
-    """``out[v, k] += sum over e in [crow[v], crow[v + 1]) of values[e, k // c] *
-    table[col[e], k]`` for the rows ``v`` in ``[start, end)`` and the columns ``k`` below
-    ``out.shape[1]``, with ``c = out.shape[1] // values.shape[1]`` (one weight per edge and
-    block of columns: GAT's heads); ``values`` of shape ``(0, 0)``: every weight 1. float32
-    ``table`` and ``out``, ``out`` zeroed by the caller; reads only the rows ``col`` names."""
-    d = out.shape[1]
-    if d == 0:
-        return
-    weighted = values.shape[0] > 0
-    heads = values.shape[1] if weighted else 1
-    c = d // heads
-    stop = crow[end]
-    for v in range(start, end):
-        for e in range(crow[v], crow[v + 1]):
-            if e + _PREFETCH_EDGES < stop:
-                ahead = table[col[e + _PREFETCH_EDGES]]
-                prefetch(ahead, 0)
-                prefetch(ahead, d - 1)
-            u = col[e]
-            if weighted:
-                for h in range(heads):
-                    w = values[e, h]
-                    for k in range(h * c, (h + 1) * c):
-                        out[v, k] += w * table[u, k]
-            else:
-                for k in range(d):
-                    out[v, k] += table[u, k]
-
-
 def _row_ranges(crow: np.ndarray, parts: int) -> list:
     """``[(start, stop), ...]``: the rows of a CSR cut into at most ``parts`` consecutive ranges
     of about equal edge counts (none empty)."""
@@ -132,9 +97,11 @@ def aggregate(edges: Edges, table, values=None, width: Optional[int] = None,
     ``table``'s device, float32 ``(n, width)`` there (``width`` default: the table's).
     ``values``: float32 ``(E,)``, or ``(E, H)`` for one weight per block of ``width // H``
     columns, or ``None`` (every weight 1). Reads only the rows the edges name: on the host
-    :func:`csr_sum_rows` (row ranges split over ``threads``), elsewhere
+    ``_kernels.csr_sum_rows`` (row ranges split over ``threads``), elsewhere
     :func:`_sparse_sum_rows`."""
     import torch
+
+    from ._kernels import csr_sum_rows
 
     width = table.shape[1] if width is None else int(width)
     if values is not None and values.dim() == 1:
@@ -394,7 +361,8 @@ def direct_layer(net, i: int, in_width: int, threads: Threads = Threads()):
 
 
 
-def _unwrap(model):
+def unwrap(model):
+    """The module inside a DistributedDataParallel wrapper, else ``model``."""
     from torch.nn.parallel import DistributedDataParallel
 
     return model.module if isinstance(model, DistributedDataParallel) else model
@@ -414,7 +382,7 @@ def layerwise_refusal(model) -> Optional[str]:
     from .gnn import BlockGNN
     from .rgcn import HeteroRGCN
 
-    net = _unwrap(model)
+    net = unwrap(model)
     if isinstance(net, HeteroRGCN):
         if type(net) is HeteroRGCN and not _has_forward_hooks(net):
             return None
@@ -563,7 +531,7 @@ def layer_math(model, threads: "Threads" = None) -> LayerMath:
     """:class:`LayerMath` of ``model`` (a DDP wrapper looked through); a ``ValueError``
     naming why when layer-wise inference would not compute its forward
     (:func:`layerwise_refusal`)."""
-    net = _unwrap(model)
+    net = unwrap(model)
     why = layerwise_refusal(net)
     if why is not None:
         raise ValueError(f"layer-wise evaluation: {why}")

@@ -299,12 +299,6 @@ class DataPlan:
         return self.prepare(dataset, fanouts, inputs=inputs, labels=labels, graph=graph,
                             replace=replace, seed=seed, method=method, hw=hw)
 
-    def place_typed(self, dataset, fanouts: Sequence[int], **kw):
-        """:meth:`place_dataset` of a typed dataset."""
-        from .typed import place_typed
-
-        return place_typed(self, dataset, fanouts, **kw)
-
     def place_partitions(self, path, fanouts: Sequence[int], *, replace: bool = False,
                          seed: int = 0, timeout_s: float = 1800.0, remote_cache: int = 0):
         """A partitioned dataset (``graphfeed partition``) for this rank: its part memory-mapped,

@@ -1,5 +1,5 @@
 """Typed graphs (node and edge types, ``graphfeed.graph.HeteroGraph``) placed by the same modes
-as homogeneous ones: :meth:`graphfeed.placement.DataPlan.place_typed` calls these.
+as homogeneous ones: :meth:`graphfeed.placement.DataPlan.place_dataset` calls these for typed data.
 
 - **decide** (``DataPlan.decide``; ``plan.typed_placement`` for loaded objects): the one
   decision of every kind of data, on the graph's bytes and every per-type feature's, so a mode

@@ -34,6 +34,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..errors import GraphfeedError
+from ..models.layerwise import unwrap  # noqa: F401 (the tasks and evaluators read it here)
 
 #: smallest evaluation batch when memory allows (inference amortises per-batch overhead)
 EVAL_BATCH_SIZE = 1024
@@ -139,13 +140,6 @@ def with_fanouts(sampler, fanouts: Sequence[int]):
             f"evaluation fanouts need a NeighborSampler or TorchNeighborSampler, got "
             f"{type(sampler).__name__}"
         ) from None
-
-
-def unwrap(model):
-    """The module inside a DistributedDataParallel wrapper, else ``model``."""
-    from torch.nn.parallel import DistributedDataParallel
-
-    return model.module if isinstance(model, DistributedDataParallel) else model
 
 
 def features_as_float(x):
