@@ -50,3 +50,18 @@ def assert_one_line_error(rc, err, *fragments):
     assert "Traceback" not in err
     for f in fragments:
         assert f in lines[0], lines[0]
+
+
+def typed_generic_inputs(tmp_path) -> None:
+    """Inputs of a typed ``prepare generic`` in ``tmp_path``: 40 nodes alternating ``paper`` and
+    ``author`` (``types.txt``), 100 random edges of relation ``r`` (``edges.csv``, the type in
+    column 2) and labels 0..2 on the papers, -1 on the authors (``y.npy``)."""
+    import numpy as np
+
+    n = 40
+    types = np.where(np.arange(n) % 2 == 0, "paper", "author")
+    (tmp_path / "types.txt").write_text("\n".join(types) + "\n")
+    rng = np.random.default_rng(1)
+    (tmp_path / "edges.csv").write_text(
+        "".join(f"{s},{d},r\n" for s, d in rng.integers(0, n, (100, 2))))
+    np.save(tmp_path / "y.npy", np.where(types == "paper", rng.integers(0, 3, n), -1))

@@ -12,7 +12,7 @@ import pytest
 from graphfeed.datasets.importers import SplitRule, check_trainable
 from graphfeed.errors import DatasetError
 
-from ds_helpers import assert_one_line_error, run_cli
+from ds_helpers import assert_one_line_error, run_cli, typed_generic_inputs
 
 
 def _nothing_written(out):
@@ -83,13 +83,7 @@ def test_every_split_set_is_checked():
 
 
 def test_a_typed_generic_dataset_is_refused_too(tmp_path, capsys):
-    n = 40
-    types = np.where(np.arange(n) % 2 == 0, "paper", "author")
-    (tmp_path / "types.txt").write_text("\n".join(types) + "\n")
-    rng = np.random.default_rng(1)
-    (tmp_path / "edges.csv").write_text(
-        "".join(f"{s},{d},r\n" for s, d in rng.integers(0, n, (100, 2))))
-    np.save(tmp_path / "y.npy", np.where(types == "paper", rng.integers(0, 3, n), -1))
+    typed_generic_inputs(tmp_path)
     out = tmp_path / "out"
     rc, _, err = run_cli(["prepare", "generic", out, "--edges", tmp_path / "edges.csv",
                           "--labels", tmp_path / "y.npy", "--node-types", tmp_path / "types.txt",

@@ -12,7 +12,7 @@ import numpy as np
 from graphfeed.datasets.format import write_dataset
 from graphfeed.graph.csc import CSCGraph
 
-from ds_helpers import assert_one_line_error, run_cli
+from ds_helpers import assert_one_line_error, run_cli, typed_generic_inputs
 
 
 def _nothing_written(out):
@@ -60,13 +60,7 @@ def test_generic_no_labels_and_empty_train_file(tmp_path, capsys):
 
 
 def test_target_type_without_labels(tmp_path, capsys):
-    n = 40
-    types = np.where(np.arange(n) % 2 == 0, "paper", "author")
-    (tmp_path / "types.txt").write_text("\n".join(types) + "\n")
-    rng = np.random.default_rng(1)
-    (tmp_path / "edges.csv").write_text(
-        "".join(f"{s},{d},r\n" for s, d in rng.integers(0, n, (100, 2))))
-    np.save(tmp_path / "y.npy", np.where(types == "paper", rng.integers(0, 3, n), -1))
+    typed_generic_inputs(tmp_path)
     out = tmp_path / "out"
     base = ["prepare", "generic", out, "--edges", tmp_path / "edges.csv", "--labels",
             tmp_path / "y.npy", "--node-types", tmp_path / "types.txt", "--edge-type-col", "2",

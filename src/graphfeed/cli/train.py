@@ -160,6 +160,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    default=D.eval_negatives,
                    help="--task link: negatives each valid/test pair is ranked against (the "
                         "dataset's fixed ones when it has them) [%(default)s]")
+    p.add_argument("--inputs", type=_input_names, default=D.inputs, metavar="NAME[,NAME...]",
+                   help="the node features the model reads, side by side (e.g. feat_0,feat_1 of "
+                        "a GraphBolt folder); an untyped dataset's [feat]")
     p.add_argument("--no-mlp", action="store_true", help="skip the MLP baseline")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--data-root", default=D.data_root,
@@ -232,8 +235,17 @@ def config_from_args(args):
         decoder=args.decoder,
         num_negatives=args.num_negatives,
         eval_negatives=args.eval_negatives,
+        inputs=args.inputs,
         precision=args.precision,
     )
+
+
+def _input_names(text: str) -> tuple:
+    names = tuple(n.strip() for n in text.split(","))
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"a comma-separated list of feature names, got "
+                                         f"{text!r}")
+    return names
 
 
 def run(args) -> int:

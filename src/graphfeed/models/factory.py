@@ -20,17 +20,24 @@ from ..errors import GraphfeedError
 __all__ = ["check_options", "input_width", "link_model", "model_name", "node_model"]
 
 
-def input_width(dataset) -> int:
-    """The model's input width on ``dataset``: its ``"feat"`` row's, or for a typed dataset
-    the widest per-type ``"feat"`` (1 when no type has one); a ``GraphfeedError`` when an
-    untyped dataset has no ``"feat"``."""
+def input_width(dataset, inputs=("feat",)) -> int:
+    """The model's input width on ``dataset``: the sum of its ``inputs`` features' row widths
+    (``--inputs``; default its ``"feat"``), or for a typed dataset the widest per-type
+    ``"feat"`` (1 when no type has one); a ``GraphfeedError`` naming a missing input."""
     if dataset.hetero is not None:
+        if tuple(inputs) != ("feat",):
+            raise GraphfeedError("--inputs chooses an untyped dataset's input features; a typed "
+                                 "dataset's are its per-type 'feat' features")
         from .rgcn import hetero_in_dim
 
         return hetero_in_dim(dataset)
-    if "feat" not in dataset.features:
-        raise GraphfeedError(f"dataset {dataset.name!r} has no node feature 'feat'")
-    return int(np.prod(dataset.features["feat"].row_shape) or 1)
+    missing = [n for n in inputs if n not in dataset.features]
+    if missing:
+        raise GraphfeedError(f"dataset {dataset.name!r} has no node feature "
+                             f"{', '.join(map(repr, missing))} (its features: "
+                             f"{sorted(set(dataset.features) - {dataset.target})}; choose "
+                             f"with --inputs)")
+    return sum(int(np.prod(dataset.features[n].row_shape) or 1) for n in inputs)
 
 
 def check_options(cfg, dataset) -> None:

@@ -245,8 +245,15 @@ class DataPlan:
         loader_feats = {n: feats[n] for n in inputs}
         if labels:
             loader_feats["label"] = feats[target]
-        return plan.place(opened if graph is None else graph(opened), loader_feats, fanouts,
-                          replace=replace, seed=seed, placement=placement, method=method)
+        placed = plan.place(opened if graph is None else graph(opened), loader_feats, fanouts,
+                            replace=replace, seed=seed, placement=placement, method=method)
+        if tuple(inputs) != ("feat",):  # layer 0 reads "feat": the inputs side by side
+            from ..features.joined import JoinedFeature
+
+            parts = [placed.features.pop(n) for n in inputs]
+            placed.features["feat"] = (parts[0] if len(parts) == 1 else
+                                       JoinedFeature(parts, list(inputs)))
+        return placed
 
     def open_typed(self, dataset, *, labels: bool = True, pins_host: Optional[bool] = None):
         """``(HeteroGraph, {type: {name: Feature}}, labels)`` of typed ``dataset`` for this

@@ -9,6 +9,7 @@ from typing import Optional, Sequence
 
 from .._checks import check_float as _float
 from .._checks import check_int as _int
+from .._checks import shown
 from ..errors import GraphfeedError
 from ..models.names import MODEL_NAMES as MODELS  # the --model names
 from ..models.names import NORMS  # the --norm names
@@ -111,6 +112,8 @@ class TrainConfig:
     num_negatives: int = 1  # link: uniform negatives per training pair
     eval_negatives: int = 1000  # link: negatives per pair for MRR / Hits@K in evaluation
     precision: str = "32"  # 32, bf16-mixed or fp16-mixed (autocast; PRECISIONS)
+    #: the node features layer 0 reads, side by side (an untyped dataset's; default its "feat")
+    inputs: tuple = ("feat",)
 
     def validate(self) -> "TrainConfig":
         if self.task not in TASKS:
@@ -203,6 +206,15 @@ class TrainConfig:
             raise GraphfeedError(f"decoder must be one of {', '.join(DECODERS)}, got {self.decoder!r}")
         self.num_negatives = _int("num_negatives", self.num_negatives, 1, MAX_NEGATIVES)
         self.eval_negatives = _int("eval_negatives", self.eval_negatives, 1, MAX_NEGATIVES)
+        if isinstance(self.inputs, str) or not isinstance(self.inputs, (list, tuple)) \
+                or not self.inputs or not all(isinstance(n, str) and n for n in self.inputs) \
+                or len(set(self.inputs)) != len(self.inputs):
+            raise GraphfeedError(f"inputs must be distinct node feature names, at least one, got "
+                                 f"{shown(self.inputs)}")
+        self.inputs = tuple(self.inputs)
+        if self.inputs != ("feat",) and self.partitions:
+            raise GraphfeedError("inputs: a partitioned dataset's input is its 'feat'; drop "
+                                 "--inputs (or --partitions)")
         if self.task == "link" and self.partitions:
             raise GraphfeedError("task link does not train over partitions yet: drop partitions "
                                  "(or train --task node)")
@@ -235,7 +247,7 @@ class TrainConfig:
                    "dropout", "lr",
                    "weight_decay", "seed", "replace", "eval_fanouts", "eval_method", "sampler",
                    "layer_dependency", "labor_variates", "temporal_strategy", "strict_time",
-                   "precision")
+                   "precision", "inputs")
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)

@@ -71,7 +71,7 @@ def check_link_dataset(cfg, dataset) -> list:
     """What ``--task link`` refuses before placing data; returns the keys it trains on (the
     edge types with training pairs; ``[None]`` for an untyped dataset)."""
     from ...datasets.link import link_pairs
-    from ...models import check_options
+    from ...models import check_options, input_width
     from ...placement.plan import check_dataset
 
     typed = dataset.hetero is not None
@@ -81,8 +81,7 @@ def check_link_dataset(cfg, dataset) -> list:
             f"is a {dataset.task_type} dataset: split its edges into one with graphfeed prepare "
             f"link-split {cfg.dataset} OUT" + (" --relation REL" if typed else "")
             + " (or use the built-in 'link' or 'hetero-link')")
-    if not typed and "feat" not in dataset.features:
-        raise GraphfeedError(f"dataset {dataset.name!r} has no node feature 'feat'")
+    input_width(dataset, cfg.inputs)  # the inputs exist (or are refused by name)
     _check_predict(cfg)
     if cfg.predict and typed:
         check_typed_predict_path(cfg.predict)
@@ -252,7 +251,7 @@ class LinkTask(Task):
                "fanouts": list(cfg.fanouts)}
         if typed:
             return {**out, "edge_types": [list(e) for e in keys]}
-        return {**out, "in_dim": input_width(dataset)}
+        return {**out, "in_dim": input_width(dataset, cfg.inputs)}
 
     @classmethod
     def prepare(cls, cfg, dataset, plan, *, rank: int, world_size: int, say, model=None):
@@ -276,7 +275,7 @@ class LinkTask(Task):
             return without_held(graph, held, rev)
 
         placed = plan.place_dataset(dataset, list(cfg.fanouts), graph=message_passing,
-                                    labels=False, replace=cfg.replace, seed=cfg.seed,
+                                    inputs=cfg.inputs, labels=False, replace=cfg.replace, seed=cfg.seed,
                                     method=cfg.sampling_method())
         if world_size > 1 or cfg.table_cache:  # the method's tables once per machine
             from ...distributed.tables import share_prepared

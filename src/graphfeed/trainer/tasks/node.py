@@ -123,7 +123,7 @@ def preflight(cfg, dataset, device: str) -> Preflight:
     if num_classes < 2:
         raise GraphfeedError(
             f"dataset {cfg.dataset!r} has {num_classes} class(es); classification needs 2 or more")
-    in_dim = input_width(dataset)
+    in_dim = input_width(dataset, cfg.inputs)
     check_model_fits(cfg, in_dim, num_classes, device)
     check_options(cfg, dataset)
     check_dataset(dataset, method=cfg.sampling_method())
@@ -212,7 +212,8 @@ class NodeTask(Task):
         from ...models import model_name
 
         pre = preflight(cfg, dataset, plan.device)
-        placed = plan.place_dataset(dataset, list(cfg.fanouts), replace=cfg.replace,
+        placed = plan.place_dataset(dataset, list(cfg.fanouts), inputs=cfg.inputs,
+                                    replace=cfg.replace,
                                     seed=cfg.seed, method=cfg.sampling_method())
         # the method's tables: once per machine under several ranks (or mapped from
         # --table-cache), before any loader thread samples
