@@ -4,7 +4,7 @@ The loop (model to device, DDP, optimiser, resume/save/stop, progress, loss chec
 statistics, ``--log``, early stopping, the final line) is the same for every task; a task
 says what it trains on and how it is scored:
 
-- ``trainer`` (the checkpoint's tag, one of ``checkpoint.TRAINERS``), ``resume_keys``,
+- ``trainer`` (the tag a checkpoint records; a resume by another task is refused), ``resume_keys``,
   ``main`` (the metric that picks the best epoch), ``unit`` (what ``seeds/s`` counts) and
   ``rows_per_seed`` (loss rows per seed: ``1 + negatives`` for link prediction);
 - :meth:`build_model` (on the CPU; ``fit`` moves it), :meth:`train_loader`, :meth:`step` (one
