@@ -303,8 +303,8 @@ def _check_placement(cfg: TrainConfig, dataset) -> dict:
     n = max(1, cfg.nproc)
     plan = _plan(cfg, World(world_size=n, local_world_size=n))
     typed = dataset.hetero is not None  # typed: its per-type features
-    names = ([] if typed else ["feat"]) + ([getattr(dataset, "target", "label")]
-                                           if cfg.task == "node" else [])
+    names = ([] if typed else list(cfg.inputs)) + ([getattr(dataset, "target", "label")]
+                                                   if cfg.task == "node" else [])
     names = [k for k in names if k in dataset.features]
     plan = plan.for_dataset(dataset, names)
     p = plan.decide(*plan.data_bytes(dataset, names))

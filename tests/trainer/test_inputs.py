@@ -85,3 +85,13 @@ def test_joined_feature_reads_and_promotes():
     assert j.read(ids, out=out) is out
     with pytest.raises(GraphfeedError, match="same rows and device"):
         JoinedFeature([InMemoryFeature(x), InMemoryFeature(m[:3])], ["x", "m"])
+
+
+def test_the_dry_run_counts_the_inputs(data):
+    from graphfeed.training import check_run
+
+    apart, _ = data
+    plan = check_run(_cfg(apart, inputs=("feat_0", "feat_1")))
+    assert plan["in_dim"] == 8  # 5 float32 + 3 uint8 columns
+    # the two inputs and the labels, as a run places them: 200 x (5 x 4 + 3 x 1 + 8) bytes
+    assert "features 6.2 kB" in plan["placement"]
