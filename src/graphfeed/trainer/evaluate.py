@@ -93,6 +93,43 @@ def resolve_eval_method(cfg, *, supported: bool = True, why_not: str = "",
     return "layerwise"
 
 
+def choose_evaluation(cfg, dataset, eval_nodes: int, in_dim) -> tuple:
+    """``(method, EvalPlan, note)`` of a run of ``cfg`` on ``dataset`` scoring ``eval_nodes``
+    nodes with inputs ``in_dim`` wide: the built-in models (the R-GCN on typed graphs too)
+    evaluate layer-wise unless the graph is too large for it (``note`` says why; then sampled
+    with the training fanouts, as a typed graph's sampled evaluation is, each relation sampled);
+    else sampled evaluation's capped default fanouts. A custom model may still turn layer-wise
+    into sampled once built (:func:`method_for_model`)."""
+    note = None
+    if cfg.eval_method == "auto" and cfg.eval_fanouts is None:
+        note = layerwise_cost_note(len(cfg.fanouts), dataset.num_nodes, dataset.num_edges,
+                                   eval_nodes, cfg.fanouts)
+    method = resolve_eval_method(cfg, too_costly=note)
+    typed = dataset.hetero is not None
+    plan = plan_eval(len(cfg.fanouts), cfg.batch_size,
+                     int(dataset.graph.in_degrees.max(initial=0)),
+                     cfg.eval_fanouts or (cfg.fanouts if note or typed else None), in_dim=in_dim)
+    return method, plan, note or ""
+
+
+def method_for_model(method: str, cfg, why_not: Optional[str]) -> str:
+    """``method`` once the model is built: layer-wise stays layer-wise unless ``why_not`` says
+    the model (a custom one) cannot be evaluated so; then ``auto`` becomes sampled and an
+    explicit ``--eval layerwise`` is refused (:func:`resolve_eval_method`)."""
+    if method != "layerwise" or not why_not:
+        return method
+    return resolve_eval_method(cfg, supported=False, why_not=why_not)
+
+
+def describe_evaluation(cfg, method: str, plan, note: str = "") -> str:
+    """The evaluation part of a run's header line."""
+    every = f" every {cfg.eval_every} epochs" if cfg.eval_every > 1 else ""
+    if method == "layerwise":
+        return f"evaluation layer-wise (every neighbour){every}"
+    why = f" (the training fanouts: {note})" if note else ""
+    return (f"eval fanouts {list(plan.fanouts)}{why} in batches of {plan.batch_size}{every}")
+
+
 def evaluates_epoch(cfg, epoch: int) -> bool:
     """Whether (0-based) ``epoch`` is evaluated: every ``cfg.eval_every``-th epoch (epochs
     ``N - 1``, ``2N - 1``, ...) and the last."""

@@ -23,7 +23,8 @@ import numpy as np
 
 from ...errors import GraphfeedError
 from ..config import TrainConfig
-from ..evaluate import features_as_float, layerwise_cost_note, plan_eval, resolve_eval_method
+from ..evaluate import (choose_evaluation, describe_evaluation, features_as_float,
+                        method_for_model, plan_eval, resolve_eval_method)
 from ..metrics import compute_metrics, is_better, majority_class, task_for
 from ..result import TrainResult
 from .base import Task
@@ -127,22 +128,9 @@ def preflight(cfg, dataset, device: str) -> Preflight:
     check_model_fits(cfg, in_dim, num_classes, device)
     check_options(cfg, dataset)
     check_dataset(dataset, method=cfg.sampling_method())
-    # the built-in models (the R-GCN on typed graphs too) evaluate layer-wise, unless the graph
-    # is too large for it (then sampled, with the training fanouts); a custom model may turn
-    # that into sampled once built (NodeTask.build_model)
-    note = None
-    if cfg.eval_method == "auto" and cfg.eval_fanouts is None:
-        note = layerwise_cost_note(len(cfg.fanouts), dataset.num_nodes, dataset.num_edges,
-                                   len(splits[1]) + len(splits[2]), cfg.fanouts)
-    method = resolve_eval_method(cfg, too_costly=note)
-    # sampled evaluation's default fanouts: capped per layer (trainer.evaluate); a typed graph
-    # samples each relation, so it keeps the training fanouts, as a graph too large to
-    # evaluate layer-wise does
-    typed = dataset.hetero is not None
-    plan = plan_eval(len(cfg.fanouts), cfg.batch_size,
-                     int(dataset.graph.in_degrees.max(initial=0)),
-                     cfg.eval_fanouts or (cfg.fanouts if note or typed else None), in_dim=in_dim)
-    return Preflight(splits, num_classes, in_dim, plan, method, note or "")
+    method, plan, note = choose_evaluation(cfg, dataset, len(splits[1]) + len(splits[2]),
+                                           in_dim)
+    return Preflight(splits, num_classes, in_dim, plan, method, note)
 
 
 def describe_dataset(dataset) -> str:
@@ -227,10 +215,11 @@ class NodeTask(Task):
         typed = placed.hetero is not None
         feat = next(iter(placed.input_features.values()), None)
         dtype = "" if feat is None else f" ({str(feat.dtype).replace('torch.', '')})"
+        evaluation = describe_evaluation(cfg, pre.eval_method, pre.eval_plan, pre.eval_note)
         say(f"graphfeed train: {describe_dataset(dataset)}, {pre.in_dim} features{dtype}, "
             f"{pre.num_classes} classes; train/valid/test {len(tr):,}/{len(va):,}/{len(te):,}); "
             f"model {model_name(cfg, typed)}, fanouts "
-            f"{list(cfg.fanouts)}{' per edge type' if typed else ''}, {describe_eval(cfg, pre)}, "
+            f"{list(cfg.fanouts)}{' per edge type' if typed else ''}, {evaluation}, "
             f"batch {cfg.batch_size}, sampler {cfg.sampling_method().describe()}, device "
             f"{placed.device}, features {cfg.features}, seed {cfg.seed}"
             + (f", {world_size} ranks" if world_size > 1 else ""))
@@ -272,8 +261,7 @@ class NodeTask(Task):
         self.model_name = (type(net).__name__ if self.factory is not None
                            else model_name(self.cfg, self.data.hetero is not None))
         why = self.data.layerwise_refusal or layerwise_refusal(net)
-        if self.eval_method == "layerwise" and why:  # a custom model: sampled, or refused
-            self.eval_method = resolve_eval_method(self.cfg, supported=False, why_not=why)
+        self.eval_method = method_for_model(self.eval_method, self.cfg, why)
         return net
 
     def result(self) -> TrainResult:
@@ -408,15 +396,6 @@ class _Rows:
         return self.feat.read(torch.from_numpy(self.index[np.asarray(pos)]))
 
 
-def describe_eval(cfg, pre) -> str:
-    every = f" every {cfg.eval_every} epochs" if cfg.eval_every > 1 else ""
-    if pre.eval_method == "layerwise":
-        return f"evaluation layer-wise (every neighbour){every}"
-    why = f" (the training fanouts: {pre.eval_note})" if pre.eval_note else ""
-    return (f"eval fanouts {list(pre.eval_plan.fanouts)}{why} in batches of "
-            f"{pre.eval_plan.batch_size}{every}")
-
-
 def _warnings(r: TrainResult, kind, valid_labels=None) -> list:
     """What the run should be told about its best epoch, judged on the main metric: a
     multiclass model whose valid accuracy is no better than always answering the majority class;
@@ -506,4 +485,4 @@ def train_mlp_baseline(cfg, kind, feat, labels, ids, num_classes: int) -> dict:
 
 
 __all__ = ["NodeTask", "check_model_fits", "check_partitions", "save_predictions",
-           "train_mlp_baseline", "describe_eval"]
+           "train_mlp_baseline"]
