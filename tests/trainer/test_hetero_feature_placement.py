@@ -175,7 +175,8 @@ def test_gpu_features_gather_on_the_device_without_a_host_sync(data_root, hetero
     from graphfeed.features.memory import InMemoryFeature
     from graphfeed.loader.fetch import FetchFeatures
     from graphfeed.placement.plan import typed_placement
-    from graphfeed.placement.typed import place_type_features, typed_sampler
+    from graphfeed.placement.apply import mode_sampler
+    from graphfeed.placement.typed import place_type_features
 
     ds, tfeats, labels = hetero
     p = typed_placement(mode, ds.hetero, tfeats, "cuda:0")
@@ -185,7 +186,7 @@ def test_gpu_features_gather_on_the_device_without_a_host_sync(data_root, hetero
             assert isinstance(f, InMemoryFeature) and f.device.type == "cuda"
     if mode == "pinned-cuda":  # UVA views of page-locked host rows, kept alive
         assert placed.keep_alive and all(t.is_pinned() for t in placed.keep_alive)
-    s = typed_sampler(p, ds.hetero, (10, 5), "cuda:0")
+    s = mode_sampler(p.spec, ds.hetero, (10, 5), "cuda:0")
     off = int(ds.hetero.node_offsets[ds.hetero.type_id("paper")])
     mb = s.sample(torch.arange(off, off + 256, device="cuda:0"), epoch=0, batch_index=0)
     fetch = FetchFeatures({}, None, type_features=placed.type_features)

@@ -14,14 +14,15 @@ def test_modes_pick_the_sampler(data_root):
     from graphfeed.sampling.hetero import HeteroNeighborSampler
     from graphfeed.sampling.torch_hetero import TorchHeteroSampler
     from graphfeed.placement.plan import typed_placement
-    from graphfeed.placement.typed import open_type_features, typed_sampler
+    from graphfeed.placement.apply import mode_sampler
+    from graphfeed.placement.typed import open_type_features
     from graphfeed.training import open_dataset
 
     ds = open_dataset("hetero", data_root, verbose=False)
     h, tfeats = ds.hetero, open_type_features(ds, "ram")
 
     def sampler(mode):
-        return typed_sampler(typed_placement(mode, h, tfeats, "cpu"), h, (10, 5), "cpu")
+        return mode_sampler(typed_placement(mode, h, tfeats, "cpu").spec, h, (10, 5), "cpu")
 
     for mode in ("cuda-cuda", "pinned-cuda"):  # the mode's spec names the torch typed sampler
         s = sampler(mode)

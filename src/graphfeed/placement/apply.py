@@ -31,7 +31,8 @@ from .base import PlacedData
 from .modes import ModeSpec
 from .planner import Placement
 
-__all__ = ["PlacedData", "apply_placement", "estimate_bytes", "place_feature"]
+__all__ = ["PlacedData", "apply_placement", "estimate_bytes", "feature_location", "mode_sampler",
+           "place_feature"]
 
 # Rows copied per step when a feature that is not in memory (disk, LMDB) moves to the GPU or
 # into pinned memory: bounds the extra host memory to about this many bytes.
@@ -91,16 +92,45 @@ def _build(placement: Placement, graph: CSCGraph, feats: dict, fanouts, *, repla
            seed: int, method=None) -> PlacedData:
     """The sampler and features of ``placement``'s spec (no device checks: tests run the GPU
     modes' logic with a CPU device through this)."""
-    from ..sampling import build_sampler
-
     spec: ModeSpec = placement.spec
     device = torch.device(placement.device)
-    sampler = build_sampler(spec.sampler, graph, fanouts,
-                            device=torch.device(placement.sampling_device),
-                            replace=replace, seed=seed, uva=spec.graph == "pinned", method=method)
+    sampler = mode_sampler(spec, graph, fanouts, device, replace=replace, seed=seed,
+                           method=method)
     keep: list = []
-    placed = {name: place_feature(f, spec.features, device, keep) for name, f in feats.items()}
-    return PlacedData(placement, sampler, placed, device, keep_alive=keep, graph=graph)
+    loc, where = feature_location(spec, device)
+    placed = {name: place_feature(f, loc, device, keep) for name, f in feats.items()}
+    return PlacedData(placement, sampler, placed, device, keep_alive=keep, graph=graph,
+                      where=where)
+
+
+def mode_sampler(spec: ModeSpec, graph, fanouts, device, *, replace: bool = False, seed: int = 0,
+                 method=None):
+    """The sampler of mode ``spec`` over ``graph`` (a ``HeteroGraph``: ``build_sampler`` builds
+    the typed counterpart of ``spec.sampler``): on the host for the modes that sample there,
+    else on ``device``, a pinned graph read through UVA views where ``device`` is a GPU (on a
+    CPU device, the test bed of the GPU modes, the graph stays as it is)."""
+    from ..sampling import build_sampler
+
+    dev = torch.device(device) if spec.samples_on_device else torch.device("cpu")
+    return build_sampler(spec.sampler, graph, list(fanouts), device=dev, replace=replace,
+                         seed=seed, uva=spec.graph == "pinned" and dev.type == "cuda",
+                         method=method)
+
+
+def feature_location(spec: ModeSpec, device) -> tuple:
+    """``(location, where)`` of mode ``spec``'s features on ``device`` (:func:`place_feature`'s
+    location, and words for the placement line): ``host`` (read by the CPU), ``device`` (a
+    copy in GPU memory) or ``pinned`` (page-locked host rows gathered through UVA); on a CPU
+    device a GPU mode keeps an in-memory copy on the CPU (the test bed of the GPU modes)."""
+    dev = torch.device(device)
+    loc = spec.features
+    if loc == "host":
+        return "host", "read by the CPU"
+    if dev.type != "cuda":
+        return "device", "in memory on the CPU (no GPU)"
+    if loc == "device":
+        return "device", f"copied to {dev}"
+    return "pinned", f"in pinned host memory, gathered by {dev} through UVA"
 
 
 # ---------------------------------------------------------------------- helpers

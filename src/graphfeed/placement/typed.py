@@ -8,10 +8,10 @@ as homogeneous ones: :meth:`graphfeed.placement.DataPlan.place_dataset` calls th
   CPU device runs its logic on the CPU (the test bed of the GPU path without a GPU).
 - **open and share** (``DataPlan.open_typed``): the per-type features on the plan's backend,
   one copy per machine under several ranks (``graphfeed.distributed.share_dataset``).
-- **sample** (:func:`typed_sampler`): the mode's sampler, whose typed counterpart
-  ``build_sampler`` builds for a typed graph: the numba ``hetero`` sampler where the graph
-  stays on the host, the vectorised ``torch-hetero`` sampler where the GPU reads it (copied
-  there, or UVA views of pinned host memory).
+- **sample** (``apply.mode_sampler``, shared with untyped data): the mode's sampler, whose
+  typed counterpart ``build_sampler`` builds for a typed graph: the numba ``hetero`` sampler
+  where the graph stays on the host, the vectorised ``torch-hetero`` sampler where the GPU reads
+  it (copied there, or UVA views of pinned host memory).
 - **place** (:func:`place_type_features`): each type's features (and the labels) where the
   mode's spec says, through :func:`~graphfeed.placement.apply.place_feature`, the one placing
   of homogeneous features: copied to the GPU, page-locked and read through UVA views, or left
@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from .apply import mode_sampler
 from .base import PlacedData
 
-__all__ = ["open_type_features", "typed_sampler", "place_type_features", "place_typed"]
+__all__ = ["open_type_features", "place_type_features", "place_typed"]
 
 
 def open_type_features(dataset, backend: str, cache_size: int = 0,
@@ -37,25 +38,6 @@ def open_type_features(dataset, backend: str, cache_size: int = 0,
             for t, fs in dataset.type_features.items()}
 
 
-def _on_cuda(device) -> bool:
-    return str(device).startswith("cuda")
-
-
-def typed_sampler(placement, graph, fanouts: Sequence[int], device, *, replace: bool = False,
-                  seed: int = 0):
-    """The sampler of ``placement``'s mode over typed ``graph`` (``build_sampler`` builds the
-    typed counterpart of :attr:`ModeSpec.sampler`): on the host for the CPU modes, on
-    ``device`` for the GPU ones (``pinned`` graphs read through UVA views on a CUDA device)."""
-    from ..sampling import build_sampler
-
-    spec = placement.spec
-    if not spec.samples_on_device:
-        return build_sampler(spec.sampler, graph, list(fanouts), replace=replace, seed=seed)
-    uva = spec.graph == "pinned" and _on_cuda(device)
-    return build_sampler(spec.sampler, graph, list(fanouts), device=str(device),
-                         replace=replace, seed=seed, uva=uva)
-
-
 def place_type_features(placement, tfeats: dict, device, *, labels=None, sampler=None,
                         graph=None) -> PlacedData:
     """``tfeats`` and ``labels`` where ``placement`` says (``apply.place_feature``):
@@ -65,18 +47,10 @@ def place_type_features(placement, tfeats: dict, device, *, labels=None, sampler
     memory on the CPU; a typed :class:`~graphfeed.placement.base.PlacedData`."""
     import torch
 
-    from .apply import place_feature
+    from .apply import feature_location, place_feature
 
     dev = torch.device(str(device))
-    loc = placement.spec.features
-    if loc == "host":
-        return PlacedData(placement, sampler, {}, dev, type_features=dict(tfeats), labels=labels,
-                          graph=graph)
-    if dev.type == "cuda":
-        where = (f"copied to {dev}" if loc == "device" else
-                 f"in pinned host memory, gathered by {dev} through UVA")
-    else:
-        loc, where = "device", "in memory on the CPU (no GPU)"
+    loc, where = feature_location(placement.spec, dev)
     keep: list = []
     out = {t: {n: place_feature(f, loc, dev, keep) for n, f in fs.items()}
            for t, fs in tfeats.items()}
@@ -99,7 +73,8 @@ def place_typed(plan, dataset, fanouts: Sequence[int], *, graph=None, replace: b
     pins = placement.spec.features == "pinned" or placement.spec.graph == "pinned"
     hetero, tfeats, lab = plan.open_typed(dataset, labels=labels, pins_host=pins)
     hetero = hetero if graph is None else graph(hetero)
-    sampler = typed_sampler(placement, hetero, fanouts, plan.device, replace=replace, seed=seed)
+    sampler = mode_sampler(placement.spec, hetero, fanouts, plan.device, replace=replace,
+                           seed=seed)
     placed = place_type_features(placement, tfeats, plan.device, labels=lab, sampler=sampler,
                                  graph=hetero)
     placed.target_type = dataset.metadata.hetero.target_type if labels else None
