@@ -515,9 +515,9 @@ class LayerMath:
         ``n`` rows of the type's learned vector; untyped: ``x`` as float32."""
         if self.typed:
             return self.net.input_rows(t, x, n)
-        import torch
+        from ..sampling.base import float_rows
 
-        return x.to(torch.float32).reshape(x.shape[0], -1)
+        return float_rows(x)
 
     def layer(self, i: int, in_width: int) -> Optional[Layer]:
         """Layer ``i`` (its input ``in_width`` wide), or ``None`` to run it through blocks."""

@@ -76,6 +76,14 @@ class Block:
 EdgeType = tuple[str, str, str]
 
 
+def float_rows(x: torch.Tensor) -> torch.Tensor:
+    """Model input from stored features of any dtype (uint8, float16, bfloat16, ...): float32
+    ``(rows, features)``. Exact for the 2-byte floats (float32 holds every float16 and bfloat16
+    value), so storing features in half the bytes changes the model's input by the storage
+    rounding only; ``--precision bf16-mixed`` lowers the arithmetic separately (autocast)."""
+    return x.to(torch.float32).reshape(x.shape[0], -1)
+
+
 def _to(d: dict, device, non_blocking: bool) -> dict:
     return {k: v.to(device, non_blocking=non_blocking) for k, v in d.items()}
 
@@ -270,7 +278,7 @@ class MiniBatch:
         if self.is_typed:
             return self.x_dict
         x = self.x
-        return None if x is None else x.to(torch.float32).reshape(x.shape[0], -1)
+        return None if x is None else float_rows(x)
 
     def edge_index_dict(self, layer: int) -> dict:
         """Typed: layer ``layer``'s edge type -> ``edge_index``."""

@@ -179,16 +179,6 @@ def with_fanouts(sampler, fanouts: Sequence[int]):
         ) from None
 
 
-def features_as_float(x):
-    """Model input: any stored dtype (uint8, float16, bfloat16, ...) as float32 ``(rows,
-    features)``. Exact for the 2-byte floats (float32 holds every float16 and bfloat16
-    value), so storing features in half the bytes changes the model's input by the storage
-    rounding only; ``--precision bf16-mixed`` lowers the arithmetic separately (autocast)."""
-    import torch
-
-    return x.to(torch.float32).reshape(x.shape[0], -1)
-
-
 def seed_rows(out, batch):
     """A model's output as rows of ``batch.seeds``: a tensor as it is; a typed model's dict
     (node type -> rows of its seeds) concatenated in node type order, the order a typed

@@ -57,8 +57,7 @@ import numpy as np
 from ..errors import GraphfeedError
 from ..graph.neighbourhood import Relations, degree_groups, edge_batches, needed_nodes
 from ..models.layerwise import Edges, Threads, layer_math, take_rows
-from .evaluate import EVAL_MAX_BATCH_EDGES, features_as_float, gather_strided, unwrap, \
-    with_fanouts
+from .evaluate import EVAL_MAX_BATCH_EDGES, gather_strided, unwrap, with_fanouts
 
 __all__ = ["LAYERWISE_MAX_BATCH", "LayerwiseEvaluator"]
 
@@ -245,6 +244,7 @@ class LayerwiseEvaluator:
         """Node type -> layer 0's input table over ``nodes[t]`` where the model computes its
         inputs, ``None`` where they are the stored features (read on demand)."""
         from .._progress import bar
+        from ..sampling.base import float_rows
 
         if math.input_width is None:
             return {t: None for t in nodes}
@@ -261,7 +261,7 @@ class LayerwiseEvaluator:
                     if not math.reads_features(t):
                         out.copy_(math.input_rows(t, n=ids.shape[0]))
                         return
-                    x = features_as_float(self._read_features(t, ids)).to(self.device)
+                    x = float_rows(self._read_features(t, ids)).to(self.device)
                     out.copy_(math.input_rows(t, x))
 
                 h[t] = self._table(nodes[t], math.input_width, fill, pbar)
@@ -274,6 +274,7 @@ class LayerwiseEvaluator:
         import torch
 
         from .._progress import bar
+        from ..sampling.base import float_rows
 
         src, dst = self.rel.by_type(plan.sets[i]), self.rel.by_type(plan.sets[i + 1])
         widths = {t: (int(v.shape[1]) if v is not None else
@@ -286,7 +287,7 @@ class LayerwiseEvaluator:
 
         def read_input(t, ids):  # layer i's input rows of ids (sorted, of type t)
             if h[t] is None:
-                return features_as_float(self._read_features(t, ids)).to(self.device)
+                return float_rows(self._read_features(t, ids)).to(self.device)
             return take_rows(h[t], row_of[t](ids)).to(self.device)
 
         types = [t for t in layer.types if t in dst]
@@ -375,7 +376,7 @@ class LayerwiseEvaluator:
                 for batch in loader:
                     block = batch.blocks[0]
                     if h_prev is None:
-                        x = features_as_float(batch.x)
+                        x = batch.inputs  # float32 rows of the stored features
                     else:
                         src = block.src_nodes.to(h_prev.device)
                         rows = src if prev_index is None else torch.searchsorted(prev_index, src)

@@ -23,8 +23,8 @@ import numpy as np
 
 from ...errors import GraphfeedError
 from ..config import TrainConfig
-from ..evaluate import (choose_evaluation, describe_evaluation, features_as_float,
-                        method_for_model, plan_eval, resolve_eval_method)
+from ..evaluate import (choose_evaluation, describe_evaluation, method_for_model, plan_eval,
+                        resolve_eval_method)
 from ..metrics import compute_metrics, is_better, majority_class, task_for
 from ..result import TrainResult
 from .base import Task
@@ -440,10 +440,11 @@ def train_mlp_baseline(cfg, kind, feat, labels, ids, num_classes: int) -> dict:
 
     from ..._progress import bar
     from ...models import MLP
+    from ...sampling.base import float_rows
 
     def rows(i):
         t = torch.as_tensor(np.asarray(i), dtype=torch.int64)
-        return features_as_float(feat.read(t)).cpu(), labels.read(t).to(torch.long).reshape(-1).cpu()
+        return float_rows(feat.read(t)).cpu(), labels.read(t).to(torch.long).reshape(-1).cpu()
 
     (x_tr, y_tr), (x_va, y_va), (x_te, y_te) = (rows(i) for i in ids)
     torch.manual_seed(cfg.seed)
