@@ -59,13 +59,14 @@ def shown(value, limit: int = 60) -> str:
     size: a pickle's memo or a YAML alias makes a 1 kB file hold a list of 9 references to a
     list of 9 references ..., whose ``repr`` has billions of items)."""
     if isinstance(value, (list, tuple, set, frozenset, dict)):
-        items = list(value.items()) if isinstance(value, dict) else list(value)
-        flat = [x for kv in items for x in (kv if isinstance(value, dict) else (kv,))]
-        if len(items) > _SHOWN_ITEMS or any(
+        n = len(value)  # first: a huge container is never copied to be looked at
+        flat = ([x for kv in value.items() for x in kv] if isinstance(value, dict)
+                else list(value)) if n <= _SHOWN_ITEMS else []
+        if n > _SHOWN_ITEMS or any(
                 isinstance(x, (list, tuple, set, frozenset, dict)) or
                 (isinstance(x, (str, bytes)) and len(x) > limit) for x in flat):
             kind = "mapping" if isinstance(value, dict) else type(value).__name__
-            return f"a {kind} of {len(items)} item{'' if len(items) == 1 else 's'}"
+            return f"a {kind} of {n} item{'' if n == 1 else 's'}"
     elif isinstance(value, (str, bytes)) and len(value) > limit:
         value = value[:limit]
     r = repr(value)

@@ -178,12 +178,10 @@ class PlacedData(Placed):
     def input_features(self) -> dict:
         if self.type_features is None:
             return {None: self.features["feat"]} if "feat" in self.features else {}
-        out = {}
-        for t, feats in self.type_features.items():
-            f = feats.get("feat", next(iter(feats.values())) if len(feats) == 1 else None)
-            if f is not None:
-                out[t] = f
-        return out
+        from ..sampling.base import input_of
+
+        rows = {t: input_of(feats) for t, feats in self.type_features.items()}
+        return {t: f for t, f in rows.items() if f is not None}
 
     @property
     def label_feature(self):

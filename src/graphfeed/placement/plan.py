@@ -128,12 +128,10 @@ class DataPlan:
         if self.features != AUTO:
             return self
         target = getattr(dataset, "target", "label")
-        feats = [dataset.features[n] for n in names]
-        row = sum(int(f.row_nbytes) for n, f in zip(names, feats) if n != target)
-        if dataset.hetero is not None:
-            typed = [f for fs in dataset.type_features.values() for f in fs.values()]
-            feats += typed
-            row = max([row] + [int(f.row_nbytes) for f in typed])
+        row = sum(int(dataset.features[n].row_nbytes) for n in names if n != target)
+        typed = _typed_features(dataset)
+        row = max([row] + [int(f.row_nbytes) for f in typed])
+        feats = [dataset.features[n] for n in names] + typed
         return self.for_sizes(int(dataset.graph.nbytes), sum(int(f.nbytes) for f in feats),
                               int(dataset.num_nodes), row)
 
@@ -145,9 +143,7 @@ class DataPlan:
         graph = (dataset.hetero if dataset.hetero is not None
                  else dataset.graph) if graph is None else graph
         feats = [dataset.features[n] for n in names if n in dataset.features]
-        if dataset.hetero is not None:
-            feats += [f for fs in dataset.type_features.values() for f in fs.values()]
-        return int(graph.nbytes), sum(int(f.nbytes) for f in feats)
+        return int(graph.nbytes), sum(int(f.nbytes) for f in feats + _typed_features(dataset))
 
     # ------------------------------------------------------------------ 1. decide
     def decide(self, graph_bytes: int, feature_bytes: int, *, hw=None):
@@ -315,6 +311,14 @@ class DataPlan:
 
         return place_partitions(path, fanouts, replace=replace, seed=seed, timeout_s=timeout_s,
                                 remote_cache=remote_cache)
+
+
+def _typed_features(dataset) -> list:
+    """Every per-type feature of a typed ``dataset`` (none for an untyped one): what a
+    placement of typed data counts beside the named features."""
+    if dataset.hetero is None:
+        return []
+    return [f for fs in dataset.type_features.values() for f in fs.values()]
 
 
 def check_dataset(dataset, *, method=None, labels: bool = True) -> None:

@@ -76,6 +76,14 @@ class Block:
 EdgeType = tuple[str, str, str]
 
 
+def input_of(features: dict):
+    """The input among named ``features``: its ``"feat"``, else its only one, else ``None``
+    (a batch's ``x`` and each type's ``x_dict`` entry; a placement's input features)."""
+    if "feat" in features:
+        return features["feat"]
+    return next(iter(features.values())) if len(features) == 1 else None
+
+
 def float_rows(x: torch.Tensor) -> torch.Tensor:
     """Model input from stored features of any dtype (uint8, float16, bfloat16, ...): float32
     ``(rows, features)``. Exact for the 2-byte floats (float32 holds every float16 and bfloat16
@@ -252,23 +260,14 @@ class MiniBatch:
     @property
     def x(self) -> Optional[torch.Tensor]:
         """The input features: the ``"feat"`` feature, or the only one when there is one."""
-        if "feat" in self.node_features:
-            return self.node_features["feat"]
-        if len(self.node_features) == 1:
-            return next(iter(self.node_features.values()))
-        return None
+        return input_of(self.node_features)
 
     @property
     def x_dict(self) -> dict:
         """Typed: node type -> input features, its ``"feat"`` feature or its only one; types
         without features are left out."""
-        out = {}
-        for t, feats in self.type_features.items():
-            if "feat" in feats:
-                out[t] = feats["feat"]
-            elif len(feats) == 1:
-                out[t] = next(iter(feats.values()))
-        return out
+        rows = {t: input_of(feats) for t, feats in self.type_features.items()}
+        return {t: x for t, x in rows.items() if x is not None}
 
     @property
     def inputs(self):
