@@ -92,7 +92,7 @@ def main(argv=None) -> int:
             key = np.uint64(batch_key(0, 0, b, layer))
             ei, _, src = K._count_fill(indptr, indices, dst, fanouts[layer], False, key, False)
             layers.append((ei.copy(), int(dst.shape[0]), src.shape[0]))
-            n_src = K.relabel_layer(ei, dense_map, src, dst.shape[0])
+            n_src = K.relabel_layer(ei[0], dense_map, src, dst.shape[0])
             dst = src[:n_src]
         K.reset_map(dense_map, dst)
         nodes.append(int(dst.shape[0]))
@@ -105,14 +105,14 @@ def main(argv=None) -> int:
                 d = seeds
                 for ei, nd, src in work:
                     src[:nd] = d
-                    d = src[:K.relabel_layer(ei, dense_map, src, nd)]
+                    d = src[:K.relabel_layer(ei[0], dense_map, src, nd)]
                 K.reset_map(dense_map, d)
             else:
                 _, _, table = K.insert_seeds_hash(seeds, table, n)
                 d = seeds
                 for ei, nd, src in work:
                     src[:nd] = d
-                    ns, table = K.relabel_layer_hash(ei, table, src, nd)
+                    ns, table = K.relabel_layer_hash(ei[0], table, src, nd)
                     d = src[:ns]
                 table = MapPool.clear_hash(table, int(d.shape[0]))
             if b >= 5:

@@ -133,7 +133,7 @@ def main(argv=None) -> int:
             spent["fill"] += t2 - t1
             src = np.empty(n + e, np.int64)
             src[:n] = dst
-            n_src = K.relabel_layer(edge_index, node_map, src, n)
+            n_src = K.relabel_layer(edge_index[0], node_map, src, n)
             spent["relabel"] += time.thread_time() - t2
             layers.append((edge_index, eids, src[:n_src], n))
             dst = src[:n_src]

@@ -8,7 +8,8 @@ one line in the registry and nothing else.
 ('ram',)
 
 An entry's target is ``"relative.module:attribute"`` resolved on first use (importing the
-registry stays cheap: numba, lmdb and CUDA code load only when an entry is used).
+registry stays cheap: numba, lmdb and CUDA code load only when an entry is used), or, for plain
+data such as the placement modes, the object itself.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ __all__ = ["Registry", "Entry"]
 @dataclass(frozen=True)
 class Entry:
     name: str
-    target: str  # "module:attribute", the module relative to the registry's package
+    target: Any  # "module:attribute", the module relative to the registry's package; or the object
     help: str = ""
 
 
@@ -37,9 +38,9 @@ class Registry:
         self.package = package
         self._entries: dict[str, Entry] = {}
 
-    def add(self, name: str, target: str, help: str = "") -> None:
+    def add(self, name: str, target: Any, help: str = "") -> None:
         assert name not in self._entries, f"{self.kind} {name!r} registered twice"
-        assert ":" in target, target
+        assert not isinstance(target, str) or ":" in target, target
         self._entries[name] = Entry(name, target, help)
 
     def names(self) -> tuple[str, ...]:
@@ -66,7 +67,10 @@ class Registry:
 
     def get(self, name: str) -> Any:
         """The registered object (its module imported on first use)."""
-        module, _, attr = self.entry(name).target.partition(":")
+        target = self.entry(name).target
+        if not isinstance(target, str):
+            return target
+        module, _, attr = target.partition(":")
         return getattr(importlib.import_module(module, self.package), attr)
 
     def help(self) -> str:

@@ -82,7 +82,7 @@ def test_relabel_kernel_grows_from_a_tiny_table():
     src = np.empty(rows.shape[0] + 1, np.int64)
     src[0] = 10**12 + 3  # one destination already in the table
     table = K._hash_rebuild(src, 1, 4)  # 4 slots
-    n_src, table = K.relabel_layer_hash(ei, table, src, 1)
+    n_src, table = K.relabel_layer_hash(ei[0], table, src, 1)
     uniq, first = np.unique(rows, return_index=True)
     order = uniq[np.argsort(first)]
     assert n_src == 1 + order.shape[0]

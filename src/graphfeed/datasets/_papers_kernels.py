@@ -38,39 +38,40 @@ _SH11, _SH16, _SH32, _SH40, _SH48 = (np.uint64(11), np.uint64(16), np.uint64(32)
 
 
 @kernel
-def _feistel(x, keys, half, mask):
-    left = x >> half
-    right = x & mask
-    for i in range(keys.shape[0]):
-        left, right = right, left ^ (mix64(right ^ keys[i]) & mask)
-    return (left << half) | right
+def _feistel(x, keys, half, mask, inverse):
+    """One pass of the Feistel network over ``x`` (``inverse``: the rounds undone, keys in
+    reverse order on swapped halves)."""
+    hi = x >> half
+    lo = x & mask
+    if inverse:
+        hi, lo = lo, hi
+    k = keys.shape[0]
+    for i in range(k):
+        hi, lo = lo, hi ^ (mix64(lo ^ keys[k - 1 - i if inverse else i]) & mask)
+    if inverse:
+        hi, lo = lo, hi
+    return (hi << half) | lo
 
 
 @kernel
-def _feistel_inv(y, keys, half, mask):
-    left = y >> half
-    right = y & mask
-    for i in range(keys.shape[0] - 1, -1, -1):
-        left, right = right ^ (mix64(left ^ keys[i]) & mask), left
-    return (left << half) | right
+def _walk(x, n, keys, half, mask, inverse):
+    """Cycle-walk: apply the network until the value lands in ``[0, n)``."""
+    x = _feistel(x, keys, half, mask, inverse)
+    while x >= n:
+        x = _feistel(x, keys, half, mask, inverse)
+    return x
 
 
 @kernel
 def permute(x, n, keys, half, mask):
     """The node id at virtual position ``x`` (a bijection of ``[0, n)``; all uint64)."""
-    y = _feistel(x, keys, half, mask)
-    while y >= n:
-        y = _feistel(y, keys, half, mask)
-    return y
+    return _walk(x, n, keys, half, mask, False)
 
 
 @kernel
 def unpermute(y, n, keys, half, mask):
     """The virtual position of node ``y``: :func:`permute`'s inverse."""
-    x = _feistel_inv(y, keys, half, mask)
-    while x >= n:
-        x = _feistel_inv(x, keys, half, mask)
-    return x
+    return _walk(y, n, keys, half, mask, True)
 
 
 @kernel

@@ -12,7 +12,7 @@ features:
 - ``"device"``: copied into GPU memory.
 
 :func:`graphfeed.placement.apply_placement` builds any mode from its spec, so a new combination is
-one ``ModeSpec`` and one ``MODES.add`` line here; the automatic choice (:mod:`.planner`) decides
+one ``MODES.add`` line here; the automatic choice (:mod:`.planner`) decides
 between the modes it knows.
 """
 
@@ -50,19 +50,15 @@ class ModeSpec:
         return self.graph != "host"
 
 
-CPU_CPU = ModeSpec(sampler="neighbor", batches="cpu", graph="host", features="host")
-CPU_CUDA = ModeSpec(sampler="neighbor", batches="cuda", graph="host", features="host")
-PINNED_CUDA = ModeSpec(sampler="gpu", batches="cuda", graph="pinned", features="pinned")
-CUDA_CUDA = ModeSpec(sampler="gpu", batches="cuda", graph="device", features="device")
-
 MODES = Registry("placement mode")
-MODES.add("cpu-cpu", "graphfeed.placement.modes:CPU_CPU",
+MODES.add("cpu-cpu", ModeSpec(sampler="neighbor", batches="cpu", graph="host", features="host"),
           "sample and read features on CPU, train on CPU")
-MODES.add("cpu-cuda", "graphfeed.placement.modes:CPU_CUDA",
+MODES.add("cpu-cuda", ModeSpec(sampler="neighbor", batches="cuda", graph="host", features="host"),
           "sample and read features on CPU, copy batches to the GPU")
-MODES.add("pinned-cuda", "graphfeed.placement.modes:PINNED_CUDA",
+MODES.add("pinned-cuda", ModeSpec(sampler="gpu", batches="cuda", graph="pinned",
+                                  features="pinned"),
           "graph and features in pinned host memory, sampled and gathered by the GPU")
-MODES.add("cuda-cuda", "graphfeed.placement.modes:CUDA_CUDA",
+MODES.add("cuda-cuda", ModeSpec(sampler="gpu", batches="cuda", graph="device", features="device"),
           "graph and features in GPU memory")
 
 

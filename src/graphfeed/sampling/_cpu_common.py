@@ -151,9 +151,9 @@ class MapPool:
         from . import _kernels as K
 
         if self.kind == "hash":
-            n_src, box[0] = K.relabel_layer_hash(edge_index, box[0], src, n_dst)
+            n_src, box[0] = K.relabel_layer_hash(edge_index[0], box[0], src, n_dst)
             return n_src
-        return K.relabel_layer(edge_index, box[0], src, n_dst)
+        return K.relabel_layer(edge_index[0], box[0], src, n_dst)
 
     def reset(self, box: list, nodes: np.ndarray) -> None:
         """Clean ``box[0]`` after a batch whose nodes (every one it mapped) are ``nodes``."""

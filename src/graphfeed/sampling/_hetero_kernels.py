@@ -21,8 +21,8 @@ import numpy as np
 
 from .._numba import kernel, mix64, prefetch
 from ._kernels import (
-    RELABEL_PREFETCH_AHEAD, _fill_range, _hash_find, _hash_put, _hash_shift, _hash_slot,
-    _hash_tables, count_for, hash_capacity,
+    _fill_range, _hash_put, _hash_shift, _hash_tables, count_for, hash_capacity, relabel_layer,
+    relabel_layer_hash,
 )
 
 REL_SALT = np.uint64(0x48455445524F)  # "HETERO": relation keys differ from layer keys
@@ -120,23 +120,13 @@ def fill_hetero(indices, dst_ptr, rel_dst, fanouts, replace, layer_key, item_ptr
 
 @kernel
 def relabel_hetero(rows, edge_ptr, rel_src, node_map, src, src_ptr, n_src):
-    """Global -> type-local ids of ``rows`` in place. A new node of type ``s`` gets the next
-    local id ``n_src[s]`` and is written at ``src[src_ptr[s] + id]``."""
+    """Global -> type-local ids of ``rows`` in place, relation by relation
+    (:func:`relabel_layer`): a new node of type ``s`` gets the next local id ``n_src[s]`` and is
+    written at ``src[src_ptr[s] + id]``."""
     for r in range(rel_src.shape[0]):
         s = rel_src[r]
-        base = src_ptr[s]
-        e1 = edge_ptr[r + 1]
-        for e in range(edge_ptr[r], e1):
-            if e + RELABEL_PREFETCH_AHEAD < e1:
-                prefetch(node_map, rows[e + RELABEL_PREFETCH_AHEAD])
-            u = rows[e]
-            m = node_map[u]
-            if m < 0:
-                m = n_src[s]
-                node_map[u] = m
-                src[base + m] = u
-                n_src[s] = m + 1
-            rows[e] = m
+        n_src[s] = relabel_layer(rows[edge_ptr[r]:edge_ptr[r + 1]], node_map, src[src_ptr[s]:],
+                                 n_src[s])
 
 
 @kernel
@@ -248,28 +238,13 @@ def _typed_reserve(table, dst, dst_ptr, need):
 
 @kernel
 def relabel_hetero_hash(rows, edge_ptr, rel_src, table, src, src_ptr, n_src):
-    """:func:`relabel_hetero` over the hash table (room reserved by the caller)."""
-    cap = table.shape[0] >> 1
-    mask = cap - 1
-    shift = _hash_shift(cap)
+    """:func:`relabel_hetero` over the hash table (:func:`relabel_layer_hash`; the caller
+    reserved room for every row, so the table never grows here)."""
     for r in range(rel_src.shape[0]):
-        s_type = rel_src[r]
-        base = src_ptr[s_type]
-        e1 = edge_ptr[r + 1]
-        for e in range(edge_ptr[r], e1):
-            if e + RELABEL_PREFETCH_AHEAD < e1:
-                prefetch(table, 2 * _hash_slot(rows[e + RELABEL_PREFETCH_AHEAD], shift))
-            u = rows[e]
-            s = _hash_find(table, mask, shift, u)
-            if table[2 * s] == u:
-                m = table[2 * s + 1]
-            else:
-                m = n_src[s_type]
-                table[2 * s] = u
-                table[2 * s + 1] = m
-                src[base + m] = u
-                n_src[s_type] = m + 1
-            rows[e] = m
+        s = rel_src[r]
+        n_src[s], grown = relabel_layer_hash(rows[edge_ptr[r]:edge_ptr[r + 1]], table,
+                                             src[src_ptr[s]:], n_src[s])
+        assert grown.shape[0] == table.shape[0]  # never grown: a rebuild would hold one type
 
 
 @kernel

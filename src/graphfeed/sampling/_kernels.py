@@ -283,10 +283,10 @@ def fill_layer(indices, starts, degs, lo, hi, fanout, replace, layer_key, offset
 
 
 @kernel
-def relabel_layer(edge_index, node_map, src, n_src):
-    """Global -> local ids of row 0 in place; new nodes get the next local ids in order of first
-    appearance and are appended to ``src``. Returns the new ``n_src``."""
-    rows = edge_index[0]
+def relabel_layer(rows, node_map, src, n_src):
+    """Global -> local ids of ``rows`` (an edge index's row 0) in place; new nodes get the next
+    local ids in order of first appearance and are appended to ``src`` (which has room for
+    every row). Returns the new ``n_src``."""
     num_edges = rows.shape[0]
     for e in range(num_edges):
         if e + RELABEL_PREFETCH_AHEAD < num_edges:
@@ -334,7 +334,7 @@ def sample_layer(indptr, indices, dst, fanout, replace, layer_key, node_map, wan
     ``src`` to its position."""
     edge_index, eids, src = _count_fill(indptr, indices, dst, fanout, replace, layer_key,
                                         want_eids)
-    n_src = relabel_layer(edge_index, node_map, src, dst.shape[0])
+    n_src = relabel_layer(edge_index[0], node_map, src, dst.shape[0])
     return edge_index, eids, src[:n_src]
 
 
@@ -345,7 +345,7 @@ def sample_layer_hash(indptr, indices, dst, fanout, replace, layer_key, table, w
     src, table)``: ``table`` is a new, larger array when the layer grew it."""
     edge_index, eids, src = _count_fill(indptr, indices, dst, fanout, replace, layer_key,
                                         want_eids)
-    n_src, table = relabel_layer_hash(edge_index, table, src, dst.shape[0])
+    n_src, table = relabel_layer_hash(edge_index[0], table, src, dst.shape[0])
     return edge_index, eids, src[:n_src], table
 
 
@@ -447,10 +447,9 @@ def hash_capacity(n):
 
 
 @kernel
-def relabel_layer_hash(edge_index, table, src, n_src):
+def relabel_layer_hash(rows, table, src, n_src):
     """:func:`relabel_layer` over the hash table (which holds ``src[:n_src]``). Returns
     ``(n_src, table)``; ``table`` is a new array when the layer doubled it."""
-    rows = edge_index[0]
     num_edges = rows.shape[0]
     cap = table.shape[0] >> 1
     mask = cap - 1

@@ -987,15 +987,12 @@ def count_temporal(indptr, tkey, dst, dst_times, strict, lo, hi, fanout, replace
             i = g0 + k
             if i + G < hi:  # the next group's rows
                 prefetch(indptr, dst[i + G])
-            v = dst[i]
-            st = indptr[v]
-            d = indptr[v + 1] - st
-            starts[i] = st
-            bst[k] = st
+            st = indptr[dst[i]]
+            starts[i] = bst[k] = st
             blo[k] = 0
-            bhi[k] = d
+            bhi[k] = indptr[dst[i] + 1] - st
             bound[k] = dst_times[i]
-            prefetch(tkey, st + (d >> 1))
+            prefetch(tkey, st + (bhi[k] >> 1))
         _search_group(tkey, bst, blo, bhi, bound, strict, n)
         for k in range(n):
             m = blo[k]
