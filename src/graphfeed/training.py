@@ -5,7 +5,8 @@ ranks) and ``torchrun --nproc-per-node N -m graphfeed train`` alike: when a proc
 (``WORLD_SIZE > 1``) the model is wrapped in DistributedDataParallel, every rank takes an equal
 share of the training ids each epoch, evaluation is split across ranks and gathered, and only
 rank 0 prints. :func:`train_runs` repeats a run over ``cfg.runs`` seeds and reports mean and
-standard deviation. The pieces live in :mod:`graphfeed.trainer` (config, loop, evaluation,
+standard deviation; :func:`tune` (``cfg.tune``) searches a few settings on the validation
+set and keeps the winner. The pieces live in :mod:`graphfeed.trainer` (config, loop, evaluation,
 metrics, checkpoints, the PyG adapter); this module places the data for a run.
 """
 
@@ -26,7 +27,7 @@ from .trainer.config import TrainConfig
 from .trainer.evaluate import EVAL_BATCH_SIZE
 from .trainer.result import EpochStats, RunsResult, TrainResult
 
-__all__ = ["TrainConfig", "EpochStats", "TrainResult", "RunsResult", "train", "train_runs",
+__all__ = ["TrainConfig", "EpochStats", "TrainResult", "RunsResult", "train", "train_runs", "tune",
            "open_dataset", "check_run", "EVAL_BATCH_SIZE"]
 
 
@@ -72,6 +73,8 @@ def train(cfg: TrainConfig, *, dataset=None, model: Optional[Callable] = None, o
       each epoch (its checkpoint is written by then). Either may raise to stop the run.
     """
     cfg.validate()
+    if cfg.tune is not None:
+        return tune(cfg, dataset=dataset, model=model, on_batch=on_batch, on_epoch=on_epoch)
     if cfg.runs != 1:
         raise GraphfeedError(f"train() runs once; use train_runs() for runs={cfg.runs}")
     if cfg.partitions:  # refused once, before any rank starts
@@ -96,6 +99,8 @@ def train_runs(cfg: TrainConfig, *, dataset=None, model: Optional[Callable] = No
     from .trainer.metrics import mean_std
 
     cfg.validate()
+    if cfg.tune is not None:
+        return tune(cfg, dataset=dataset, model=model)
     if dataset is None and cfg.nproc == 1 and not cfg.partitions:
         dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=True)
     results = []
@@ -122,6 +127,31 @@ def train_runs(cfg: TrainConfig, *, dataset=None, model: Optional[Callable] = No
         for k, v in summary.items():
             say(f"graphfeed train: {cfg.runs} runs: {k} {v['mean']:.4f} +- {v['std']:.4f}")
     return out
+
+
+def tune(cfg: TrainConfig, *, dataset=None, model=None, on_batch=None, on_epoch=None):
+    """``cfg.tune`` seconds: a few settings, each a full run of ``cfg.runs`` seeds, the winner
+    chosen on validation and run again as asked (:func:`graphfeed.trainer.tune.search`); its
+    result (a :class:`TrainResult`, or a :class:`RunsResult` for ``runs > 1``) has the table
+    in ``tune``. :func:`train` and :func:`train_runs` call it when ``cfg.tune`` is set."""
+    from .trainer.tune import search
+
+    cfg.validate()
+    assert cfg.tune is not None
+    for name, given in (("model", model), ("on_batch", on_batch), ("on_epoch", on_epoch)):
+        if given is not None:
+            raise GraphfeedError(f"tune searches graphfeed's own models and runs: drop {name}= "
+                                 f"(or tune)")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise GraphfeedError("tune runs in one process: run it without torchrun (or drop --tune)")
+    _check_outputs(cfg)  # a bad --save/--predict/--log path fails before the search, not after
+    if dataset is None:
+        dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=True)
+
+    def run(one: TrainConfig):
+        return train(one, dataset=dataset) if one.runs == 1 else train_runs(one, dataset=dataset)
+
+    return search(cfg, run, typed=dataset.hetero is not None, say=_say(cfg))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -120,6 +120,24 @@ def fraction(text: str) -> float:
     return v
 
 
+#: a duration's unit suffixes, in seconds
+_SECONDS = {"s": 1, "m": 60, "h": 3600}
+
+
+def duration(text: str) -> float:
+    """Seconds from '600', '90s', '10m', '1.5h': a positive number, seconds unless suffixed."""
+    t = text.strip().lower()
+    unit = _SECONDS.get(t[-1:], None)
+    try:
+        v = _float(t[:-1] if unit else t) * (unit or 1)
+    except argparse.ArgumentTypeError:
+        v = None
+    if v is None or not v > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive duration such as 600, 90s, 10m "
+                                         f"or 1.5h, got {text!r}")
+    return v
+
+
 def size(text: str) -> int:
     """Bytes from '0', '512MB', '2GiB', '1.5G' ..."""
     from .._units import parse_size

@@ -177,6 +177,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    metavar="ROWS",
                    help="with --partitions: remote feature rows each rank caches, the most "
                         "sampled in epoch 0 [%(default)s]")
+    p.add_argument("--tune", type=_args.duration, default=D.tune, metavar="TIME",
+                   help="search a few settings within TIME (600, 90s, 10m, 1.5h): the options "
+                        "as given, then dropout 0.5 with weight decay 0, lr 0.01, gcn, hidden "
+                        "256, one more layer with residuals (dropout 0.5, weight decay 0), each "
+                        "a full run (--runs seeds, early stopping); prints the table and keeps "
+                        "the setting with the best validation main metric, run again as asked "
+                        "(baselines, --save, --predict, --log, --json: the winner's). An option "
+                        "you set away from its default is kept: the settings changing it are "
+                        "left out. Not with --resume, --partitions or --nproc > 1 [off]")
     p.add_argument("--dry-run", action="store_true",
                    help="check the arguments and the dataset, print the plan, train nothing")
     return p
@@ -237,6 +246,7 @@ def config_from_args(args):
         eval_negatives=args.eval_negatives,
         inputs=args.inputs,
         precision=args.precision,
+        tune=args.tune,
     )
 
 

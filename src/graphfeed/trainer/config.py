@@ -26,6 +26,8 @@ MAX_RUNS = 1000
 #: seconds; datetime.timedelta overflows far above this
 MAX_DIST_TIMEOUT = 10_000_000.0
 MAX_SEED = 2**63 - 1
+#: seconds of a --tune budget: 30 days
+MAX_TUNE = 30 * 86400.0
 #: process-group backends: auto is NCCL when the ranks train on GPUs, gloo otherwise
 DIST_BACKENDS = ("auto", "gloo", "nccl")
 #: ``--runs`` derives run k's seed as ``seed + k``; keep it in range
@@ -114,6 +116,9 @@ class TrainConfig:
     precision: str = "32"  # 32, bf16-mixed or fp16-mixed (autocast; PRECISIONS)
     #: the node features layer 0 reads, side by side (an untyped dataset's; default its "feat")
     inputs: tuple = ("feat",)
+    #: seconds: search a few settings on the validation set within this budget and keep the
+    #: winner (``trainer.tune``); None: train as configured
+    tune: Optional[float] = None
 
     def validate(self) -> "TrainConfig":
         if self.task not in TASKS:
@@ -226,6 +231,13 @@ class TrainConfig:
             raise GraphfeedError("sampler labor samples without replacement: drop replace")
         if self.replace and method.kind == "temporal" and method.strategy == "last":
             raise GraphfeedError("temporal strategy last takes each recent edge once: drop replace")
+        if self.tune is not None:
+            self.tune = _float("tune", self.tune, 0.0, MAX_TUNE, lo_open=True)
+            for name, given in (("resume", self.resume), ("partitions", self.partitions),
+                                ("nproc", self.nproc > 1)):
+                if given:
+                    raise GraphfeedError(f"tune runs every setting from scratch in one process: "
+                                         f"drop {name} (--{name}) or tune (--tune)")
         if self.precision not in PRECISIONS:
             raise GraphfeedError(f"precision must be one of {', '.join(PRECISIONS)}, got "
                                  f"{self.precision!r}")

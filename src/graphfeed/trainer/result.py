@@ -100,6 +100,9 @@ class TrainResult:
     #: a run cut short (Ctrl-C, SIGTERM) after an evaluated epoch: where it stopped ("in epoch
     #: 7", "during the baselines"); the figures are those of the best epoch so far
     interrupted: Optional[str] = None
+    #: ``--tune``: one ``trainer.tune.TuneRow`` (as a dict) per candidate run; this run is the
+    #: winner's, run again as asked
+    tune: Optional[list] = None
 
     def to_dict(self) -> dict:
         return json_safe(dataclasses.asdict(self))
@@ -113,6 +116,7 @@ class RunsResult:
     runs: list = field(default_factory=list)
     main_metric: str = "accuracy"
     summary: dict = field(default_factory=dict)
+    tune: Optional[list] = None  # --tune: the candidates' table, as TrainResult.tune
 
     def to_dict(self) -> dict:
         return json_safe(dataclasses.asdict(self))
