@@ -126,12 +126,12 @@ def test_writer_is_atomic_and_pickle_free(tmp_path, monkeypatch):
     import zipfile
 
     from graphfeed.errors import GraphfeedError
-    from graphfeed.trainer.tasks.link import save_typed_predictions
+    from graphfeed.trainer.predictions import save
 
-    scores = {("a", "r", "b"): np.arange(6, dtype=np.float64).reshape(2, 3),
+    scores = {("a", "r", "b"): np.arange(6, dtype=np.float32).reshape(2, 3),
               ("b", "s", "b"): np.zeros((0, 3), np.float32)}
     path = tmp_path / "s.npz"
-    save_typed_predictions(path, scores)
+    save(path, scores)
     with np.load(path, allow_pickle=False) as z:
         assert z["a.r.b"].dtype == np.float32 and z["a.r.b"].tolist() == [[0, 1, 2], [3, 4, 5]]
         assert z["b.s.b"].shape == (0, 3)
@@ -143,8 +143,8 @@ def test_writer_is_atomic_and_pickle_free(tmp_path, monkeypatch):
 
     monkeypatch.setattr(np, "savez", boom)
     with pytest.raises(GraphfeedError, match=f"cannot write predictions to {path}: No space"):
-        save_typed_predictions(path, {("a", "r", "b"): np.ones((1, 2))})
+        save(path, {("a", "r", "b"): np.ones((1, 2))})
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["s.npz"]
     assert zipfile.is_zipfile(path)
     with pytest.raises(GraphfeedError, match="ending in .npz"):
-        save_typed_predictions(tmp_path / "s.npy", scores)
+        save(tmp_path / "s.npy", scores)

@@ -130,3 +130,99 @@ def test_wide_inputs_aggregate_without_a_row_per_edge(tiny_dataset, monkeypatch)
     out = model(torch.randn(mb.input_nodes.shape[0], 300), mb.blocks)
     out.sum().backward()
     assert out.shape == (200, 5) and model.convs[0].lin_l.weight.grad is not None
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_integer_rows_reach_a_wide_sage_layer_unwidened_with_the_same_outputs_and_gradients(
+        tiny_dataset, monkeypatch, residual):
+    """0/1 (and small count) rows stored as uint8 reach layer 0 as they are: a wide mean-SAGE
+    layer sums weight columns over each row's nonzeros, never a float row of the input width,
+    and matches the float path in value and gradient; the float path is never taken."""
+    from graphfeed.models import gnn
+
+    torch.manual_seed(0)
+    mb = NeighborSampler(tiny_dataset.graph, (10, 5), seed=3).sample(
+        torch.as_tensor(tiny_dataset.train_ids[:200]))
+    n = mb.input_nodes.shape[0]
+    g = torch.Generator().manual_seed(1)
+    x = ((torch.rand(n, 300, generator=g) < 0.02) * torch.randint(1, 4, (n, 300), generator=g)
+         ).to(torch.uint8)
+    x[5] = 0  # a row without a nonzero
+    model = build_model("sage", 300, 16, 5, 2, dropout=0.5, residual=residual)
+    model.eval()
+    assert not gnn._sparse_input(model.convs[0], x)  # a small batch: widened, as before
+    monkeypatch.setattr(gnn, "SPARSE_INPUT_MIN_BYTES", 4 * n * 300)
+    assert gnn._sparse_input(model.convs[0], x) and not gnn._sparse_input(model.convs[0], x[:, :16])
+    ref = model(x.to(torch.float32), mb.blocks)
+    ref.square().sum().backward()
+    want = {k: p.grad.clone() for k, p in model.named_parameters()}
+    model.zero_grad()
+    widened = []
+    real_to = torch.Tensor.to
+    monkeypatch.setattr(torch.Tensor, "to", lambda t, *a, **k: (
+        widened.append(t.shape) if t.dtype == torch.uint8 and t.dim() == 2 else None)
+        or real_to(t, *a, **k))
+    ours = model(x, mb.blocks)
+    ours.square().sum().backward()
+    monkeypatch.setattr(torch.Tensor, "to", real_to)
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+    for k, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, want[k], rtol=1e-4, atol=1e-5)
+    # a residual connection reads the rows themselves: then the layer widens them
+    assert (widened == [(n, 300)]) if residual else not widened
+
+
+def test_dropout_on_the_nonzeros_of_integer_rows_keeps_the_expectation(tiny_dataset):
+    """Input dropout on uint8 rows drops nonzeros and scales the rest by 1 / (1 - p): the mean
+    of many training-mode outputs of the first layer is its eval-mode output."""
+    from graphfeed.models.gnn import _sage_sparse_input
+
+    torch.manual_seed(0)
+    mb = NeighborSampler(tiny_dataset.graph, (10,), seed=3).sample(
+        torch.as_tensor(tiny_dataset.train_ids[:50]))
+    block = mb.blocks[0]
+    x = (torch.rand(block.num_src, 100) < 0.1).to(torch.uint8)
+    conv = pyg_nn.SAGEConv(100, 4)
+    with torch.no_grad():
+        exact = _sage_sparse_input(conv, x, block, 0.0)
+        runs = torch.stack([_sage_sparse_input(conv, x, block, 0.7) for _ in range(4000)])
+    assert not torch.allclose(runs[0], exact)
+    # each entry's mean over 4000 draws is within 5 standard errors of the exact value
+    se = runs.std(0) / 4000 ** 0.5
+    assert ((runs.mean(0) - exact).abs() <= 5 * se + 1e-6).all()
+
+
+@pytest.mark.parametrize("shape,density", [((50, 30), 0.2), ((7, 5), 0.0), ((1, 40), 1.0)])
+def test_csr_of_integer_rows_and_its_transpose_hold_the_same_matrix(shape, density):
+    from graphfeed.models._kernels import csr_of_rows, csr_transpose
+
+    rng = np.random.default_rng(0)
+    x = ((rng.random(shape) < density) * rng.integers(1, 200, shape)).astype(np.uint8)
+    crow = np.empty(shape[0] + 1, np.int64)
+    cols, vals = csr_of_rows(x, crow)
+
+    def dense(crow, cols, vals, n_cols):
+        out = np.zeros((crow.shape[0] - 1, n_cols), np.float32)
+        for i in range(crow.shape[0] - 1):
+            assert np.all(np.diff(cols[crow[i]:crow[i + 1]]) > 0)  # sorted, distinct
+            out[i, cols[crow[i]:crow[i + 1]]] = vals[crow[i]:crow[i + 1]]
+        return out
+
+    assert crow[-1] == np.count_nonzero(x) and vals.dtype == np.float32
+    np.testing.assert_array_equal(dense(crow, cols, vals, shape[1]), x)
+    np.testing.assert_array_equal(dense(*csr_transpose(crow, cols, vals, shape[1]), shape[0]),
+                                  x.T)
+
+
+def test_integer_rows_train_under_bf16_autocast(tiny_dataset, monkeypatch):
+    from graphfeed.models import gnn
+
+    mb = NeighborSampler(tiny_dataset.graph, (10, 5), seed=3).sample(
+        torch.as_tensor(tiny_dataset.train_ids[:100]))
+    x = (torch.rand(mb.input_nodes.shape[0], 300) < 0.05).to(torch.uint8)
+    monkeypatch.setattr(gnn, "SPARSE_INPUT_MIN_BYTES", 0)
+    model = build_model("sage", 300, 16, 5, 2)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(x, mb.blocks)
+    out.float().sum().backward()
+    assert out.shape == (100, 5) and torch.isfinite(model.convs[0].lin_l.weight.grad).all()

@@ -22,7 +22,8 @@ from ..sampling.base import Block
 from .names import MODEL_NAMES, NORMS
 from .adapter import accepts_bipartite, apply_conv
 
-__all__ = ["BlockGNN", "GraphSAGE", "GCN", "GAT", "MLP", "build_model", "parameter_count"]
+__all__ = ["BlockGNN", "GraphSAGE", "GCN", "GAT", "MLP", "build_model", "model_inputs",
+           "parameter_count"]
 
 
 def _pyg_nn():
@@ -76,16 +77,28 @@ class BlockGNN(nn.Module):
         change with the batch."""
         return all(accepts_bipartite(c) for c in self.convs)
 
+    #: layer 0 takes stored rows of any dtype (:func:`model_inputs`) and widens them itself
+    reads_stored_rows = True
+
     def layer(self, i: int, x: torch.Tensor, block: Block) -> torch.Tensor:
-        """Layer ``i`` alone on one block: ``x`` float ``(block.num_src, in_dim_i)``, the result
+        """Layer ``i`` alone on one block: ``x`` ``(block.num_src, in_dim_i)``, the result
         ``(block.num_dst, out_dim_i)``: the convolution, then (below the last layer) the norm,
         the activation and dropout (active only in training mode); layer 0 first drops input
         features when the model does. :meth:`forward` is these layers in turn, so layer-wise
-        inference (``graphfeed.trainer.layerwise``) runs exactly the training code."""
+        inference (``graphfeed.trainer.layerwise``) runs exactly the training code. Layer 0
+        takes stored rows of any dtype: a wide mean-SAGE layer reads many integer rows (0/1
+        bag-of-words stored as uint8) as they are (:func:`_sparse_input`), any other layer
+        widens them to float32 (exactly)."""
+        conv = self.convs[i]
+        if i == 0 and not x.is_floating_point():
+            x = x.reshape(x.shape[0], -1)
+            if not self.skips and _sparse_input(conv, x):
+                p = self.dropout if self.input_dropout and self.training else 0.0
+                return self.finish_layer(0, _sage_sparse_input(conv, x, block, p), None)
+            x = x.to(torch.float32)
         if self.input_dropout and i == 0:
             x = F.dropout(x, p=self.dropout, training=self.training)
-        return self.finish_layer(i, self._layer(self.convs[i], x, block),
-                                 lambda: x[: block.num_dst])
+        return self.finish_layer(i, self._layer(conv, x, block), lambda: x[: block.num_dst])
 
     def finish_layer(self, i: int, out: torch.Tensor, dst_input: Callable) -> torch.Tensor:
         """What layer ``i`` applies after its convolution ``out``: the residual connection on
@@ -120,10 +133,99 @@ def _wide_mean_sage(conv: nn.Module, x: torch.Tensor, num_edges: int) -> bool:
     """A mean-aggregation ``SAGEConv`` on input rows wider than its output whose gather of a
     source row per edge would hold at least :data:`SPARSE_MEAN_MIN_BYTES`: aggregated by
     :func:`_sage_sparse_mean`, which never holds a row per edge at the input width."""
-    sage = type(conv).__name__ == "SAGEConv"
-    return (sage and str(getattr(conv, "aggr", "")) == "mean" and not conv.project
-            and x.shape[1] > conv.out_channels
+    return (_mean_sage(conv) and x.shape[1] > conv.out_channels
             and num_edges * x.shape[1] * x.element_size() >= SPARSE_MEAN_MIN_BYTES)
+
+
+def _mean_sage(conv: nn.Module) -> bool:
+    """A mean-aggregation ``SAGEConv`` without its own input projection."""
+    return (type(conv).__name__ == "SAGEConv" and str(getattr(conv, "aggr", "")) == "mean"
+            and not conv.project)
+
+
+#: the float32 input rows (bytes) from which a wide mean-SAGE layer reads integer rows as they
+#: are (:func:`_sage_sparse_input`): below it widening them is cheaper than finding their nonzeros
+SPARSE_INPUT_MIN_BYTES = 64 << 20
+
+
+def _sparse_input(conv: nn.Module, x: torch.Tensor) -> bool:
+    """Integer rows ``x`` (on the CPU) that a mean-SAGE layer narrower than them reads without
+    widening: when their float32 copy would hold at least :data:`SPARSE_INPUT_MIN_BYTES`."""
+    return (x.device.type == "cpu" and _mean_sage(conv) and x.shape[1] > conv.out_channels
+            and 4 * x.shape[0] * x.shape[1] >= SPARSE_INPUT_MIN_BYTES)
+
+
+def _csr(crow, cols, vals, num_cols: int) -> torch.Tensor:
+    import warnings
+
+    with warnings.catch_warnings():  # "sparse CSR support is in beta"
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(crow, cols, vals, (crow.shape[0] - 1, num_cols))
+
+
+class _CSRTimes(torch.autograd.Function):
+    """``X @ weight_t`` for a CSR matrix ``X = (crow, cols, vals)`` (no gradient) and a dense
+    ``weight_t``; the backward multiplies the gradient by ``X``'s transpose
+    (:func:`~graphfeed.models._kernels.csr_transpose`), never by a dense ``X``."""
+
+    @staticmethod
+    def forward(ctx, weight_t, crow, cols, vals):
+        ctx.save_for_backward(crow, cols, vals)
+        ctx.num_cols, ctx.dtype = int(weight_t.shape[0]), weight_t.dtype
+        with torch.autocast("cpu", enabled=False):  # float32: no bfloat16 sparse product
+            return _csr(crow, cols, vals, ctx.num_cols) @ weight_t.float()
+
+    @staticmethod
+    def backward(ctx, grad):
+        from ._kernels import csr_transpose
+
+        crow, cols, vals = ctx.saved_tensors
+        t = csr_transpose(crow.numpy(), cols.numpy(), vals.numpy(), ctx.num_cols)
+        tcrow, tcols, tvals = map(torch.from_numpy, t)
+        with torch.autocast("cpu", enabled=False):
+            g = _csr(tcrow, tcols, tvals, int(grad.shape[0])) @ grad.float()
+        return g.to(ctx.dtype), None, None, None
+
+
+def _sage_sparse_input(conv: nn.Module, x: torch.Tensor, block: Block, p: float) -> torch.Tensor:
+    """A mean ``SAGEConv`` on integer rows ``x`` (0/1 bag-of-words stored as uint8) without
+    widening them: ``x`` in CSR form (:func:`~graphfeed.models._kernels.csr_of_rows`) times
+    each linear map's weight (:class:`_CSRTimes`), the neighbour mean taken after ``lin_l``
+    (the same value: the mean is linear) over rows ``out_channels`` wide instead of ``x``'s
+    width. ``p``: input dropout, applied to the nonzeros (a dropped zero is still zero: the
+    same distribution as dropout on the dense rows). CPU tensors."""
+    from ._kernels import csr_of_rows
+
+    n = block.num_dst
+    crow = torch.empty(x.shape[0] + 1, dtype=torch.long)
+    cols, vals = map(torch.from_numpy, csr_of_rows(x.numpy(), crow.numpy()))
+    if p > 0:
+        vals = vals * (torch.rand(vals.shape) >= p) / (1.0 - p)
+    h = _CSRTimes.apply(conv.lin_l.weight.t(), crow, cols, vals)  # (num_src, out)
+    src, dst = block.edge_index[0], block.edge_index[1]
+    count = torch.bincount(dst, minlength=n).to(h.dtype)
+    out = torch.zeros(n, h.shape[1], dtype=h.dtype).index_add_(0, dst, h.index_select(0, src))
+    out = out / count.clamp(min=1).unsqueeze(1)
+    if conv.lin_l.bias is not None:
+        out = out + conv.lin_l.bias
+    if conv.root_weight:
+        cut = int(crow[n])  # the destinations' rows come first
+        out = out + _CSRTimes.apply(conv.lin_r.weight.t(), crow[:n + 1], cols[:cut], vals[:cut])
+        if conv.lin_r.bias is not None:
+            out = out + conv.lin_r.bias
+    if conv.normalize:
+        out = F.normalize(out, p=2.0, dim=-1)
+    return out
+
+
+def model_inputs(model: nn.Module, batch):
+    """What ``model`` takes first from ``batch``: the stored rows, any dtype, for a model
+    that widens them itself (``reads_stored_rows``: the built-in GNNs and the link predictor
+    over one); else ``batch.inputs`` (float32 rows, or a typed batch's ``x_dict``)."""
+    net = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+    if batch.is_typed or not getattr(net, "reads_stored_rows", False):
+        return batch.inputs
+    return batch.x
 
 
 def _sage_sparse_mean(conv: nn.Module, x: torch.Tensor, block: Block) -> torch.Tensor:

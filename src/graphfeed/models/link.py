@@ -22,6 +22,7 @@ class LinkPredictor(nn.Module):
     def __init__(self, encoder: nn.Module, hidden: int, decoder: str = "dot"):
         super().__init__()
         self.encoder = encoder
+        self.reads_stored_rows = getattr(encoder, "reads_stored_rows", False)
         self.decoder = decoder
         self.mlp = (nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
                     if decoder == "mlp" else None)
@@ -60,6 +61,7 @@ class TypedLinkPredictor(nn.Module):
     def __init__(self, encoder: nn.Module, hidden: int, decoder: str = "dot"):
         super().__init__()
         self.encoder = encoder
+        self.reads_stored_rows = getattr(encoder, "reads_stored_rows", False)
         # the homogeneous predictor's decoder (its encoder slot unused)
         self.link = LinkPredictor(nn.Identity(), hidden, decoder)
 

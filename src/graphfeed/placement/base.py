@@ -61,6 +61,10 @@ class Placed(abc.ABC):
         dims = {t: int(np.prod(f.row_shape) or 1) for t, f in self.input_features.items()}
         return dims[None] if self.hetero is None else dims
 
+    def describe_fanouts(self, fanouts) -> str:
+        """The fanouts as a run's first line shows them."""
+        return f"{list(fanouts)}" + (" per edge type" if self.hetero is not None else "")
+
     @property
     @abc.abstractmethod
     def label_feature(self):

@@ -21,7 +21,7 @@ import numpy as np
 
 from .base import Placed
 
-__all__ = ["PartitionPlaced", "place_partitions"]
+__all__ = ["PartitionPlaced", "check_partitions", "place_partitions"]
 
 
 @dataclass
@@ -157,3 +157,29 @@ def place_partitions(path, fanouts: Sequence[int], *, replace: bool = False, see
     splits = {s: np.asarray(part.splits.get(s, np.empty(0, np.int64)))
               for s in ("train", "valid", "test")}
     return PartitionPlaced(book, part, ex, sampler, feats, per_part, splits, int(remote_cache))
+
+
+def check_partitions(cfg) -> None:
+    """Refuse what a partitioned run of ``cfg`` (a ``TrainConfig``) does not support, naming
+    the option, before any rank starts."""
+    import os
+
+    from ..errors import GraphfeedError
+    from ..partition.book import read_book
+
+    if cfg.model == "gcn":
+        raise GraphfeedError("--partitions trains sage or gat: gcn's normalisation needs the "
+                             "in-degree of every source node, which no part holds")
+    if cfg.sampler != "uniform":
+        raise GraphfeedError(f"--partitions samples uniformly; got --sampler {cfg.sampler}")
+    if cfg.predict and cfg.predict_nodes != "test":
+        raise GraphfeedError("--partitions --predict writes the test nodes' classes; "
+                             "--predict-nodes all is for one graph")
+    book = read_book(cfg.partitions)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    n = world if world > 1 else cfg.nproc
+    if n % book.num_parts:
+        raise GraphfeedError(f"--partitions {cfg.partitions} has {book.num_parts} parts: run a "
+                             f"multiple of {book.num_parts} processes (--nproc), got {n}")
+    if "feat" not in book.features:
+        raise GraphfeedError(f"--partitions {cfg.partitions}: no node feature 'feat'")

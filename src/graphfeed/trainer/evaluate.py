@@ -105,11 +105,24 @@ def choose_evaluation(cfg, dataset, eval_nodes: int, in_dim) -> tuple:
         note = layerwise_cost_note(len(cfg.fanouts), dataset.num_nodes, dataset.num_edges,
                                    eval_nodes, cfg.fanouts)
     method = resolve_eval_method(cfg, too_costly=note)
-    typed = dataset.hetero is not None
-    plan = plan_eval(len(cfg.fanouts), cfg.batch_size,
-                     int(dataset.graph.in_degrees.max(initial=0)),
-                     cfg.eval_fanouts or (cfg.fanouts if note or typed else None), in_dim=in_dim)
-    return method, plan, note or ""
+    graph = dataset.graph if dataset.hetero is None else dataset.hetero
+    return method, sampled_plan(cfg, graph, in_dim, training_fanouts=bool(note)), note or ""
+
+
+def sampled_plan(cfg, graph, in_dim, *, training_fanouts: bool = False) -> "EvalPlan":
+    """Sampled evaluation's :class:`EvalPlan` on ``graph`` (a ``CSCGraph``, or a
+    ``HeteroGraph``: in-degrees of its fused graph) for inputs ``in_dim`` wide (an int, or node
+    type -> int): ``cfg.eval_fanouts``, else the training fanouts on a typed graph (each
+    relation sampled) or with ``training_fanouts``, else the capped default."""
+    from ..graph.hetero import HeteroGraph
+
+    typed = isinstance(graph, HeteroGraph)
+    csc = graph.csc if typed else graph
+    if isinstance(in_dim, dict):
+        in_dim = max(in_dim.values(), default=0)
+    return plan_eval(len(cfg.fanouts), cfg.batch_size, int(csc.in_degrees.max(initial=0)),
+                     cfg.eval_fanouts or (cfg.fanouts if training_fanouts or typed else None),
+                     in_dim=in_dim)
 
 
 def method_for_model(method: str, cfg, why_not: Optional[str]) -> str:
@@ -236,6 +249,8 @@ class Evaluator:
 
         loader = self.loaders[name]
         outs, ys, ids = [], [], []
+        from ..models.gnn import model_inputs
+
         net = unwrap(model)  # the plain module: no DDP collectives in evaluation
         was_training = net.training
         net.eval()
@@ -247,7 +262,7 @@ class Evaluator:
                     if not batch.seeds.numel():  # a rank past its share (partitions)
                         continue
                     batch = batch.to(self.device)
-                    out = seed_rows(net(batch.inputs, batch.blocks), batch)
+                    out = seed_rows(net(model_inputs(net, batch), batch.blocks), batch)
                     outs.append((out.argmax(-1, keepdim=True) if argmax else out.float()).cpu())
                     ids.append(batch.seeds.cpu())
                     if self.labels:

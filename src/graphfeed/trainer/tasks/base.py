@@ -118,3 +118,14 @@ def open_evaluator(method: str, placed, sets: dict, *, num_layers: int, plan,
     return LayerwiseEvaluator(placed, placed.graph, sets, num_layers, rank=rank,
                               world_size=world_size, num_threads=num_threads,
                               prefetch=prefetch, labels=labels)
+
+
+def describe_dataset(dataset) -> str:
+    """The data part of the first line: the dataset's name, nodes and edges (of how many
+    types)."""
+    h = dataset.hetero
+    if h is None:
+        return f"dataset {dataset.name} ({dataset.num_nodes:,} nodes, {dataset.num_edges:,} edges"
+    return (f"heterogeneous dataset {dataset.name} ({h.num_nodes:,} nodes of {h.num_node_types} "
+            f"types, {h.num_edges:,} edges of {h.num_edge_types} types; target "
+            f"{dataset.metadata.hetero.target_type!r}")

@@ -32,10 +32,11 @@ import numpy as np
 
 from ...errors import GraphfeedError
 from ..config import TrainConfig
-from ..evaluate import plan_eval, resolve_eval_method, unwrap
+from ..evaluate import resolve_eval_method, sampled_plan, unwrap
 from ..metrics import roc_auc
+from ..predictions import check_path, key_name, save
 from ..result import TrainResult
-from .base import Task
+from .base import Task, describe_dataset
 
 #: the settings a resumed run must share with its checkpoint (``--resume``)
 LINK_RESUME_KEYS = TrainConfig.RESUME_KEYS + ("decoder", "num_negatives", "eval_negatives")
@@ -83,8 +84,6 @@ def check_link_dataset(cfg, dataset) -> list:
             + " (or use the built-in 'link' or 'hetero-link')")
     input_width(dataset, cfg.inputs)  # the inputs exist (or are refused by name)
     _check_predict(cfg)
-    if cfg.predict and typed:
-        check_typed_predict_path(cfg.predict)
     if cfg.partitions:
         raise GraphfeedError("--partitions: link datasets train on one graph")
     check_options(cfg, dataset)
@@ -95,6 +94,8 @@ def check_link_dataset(cfg, dataset) -> list:
     keys = [k for k, (p, _) in link_pairs(dataset, "train").items() if p.shape[1]]
     if not keys:
         raise GraphfeedError(f"dataset {dataset.name!r} has no training pairs")
+    if cfg.predict:
+        check_path(cfg.predict, keys)
     if cfg.predict and not set(link_pairs(dataset, "test")) & set(keys):
         raise GraphfeedError(f"--predict scores the test pairs, and dataset {dataset.name!r} has "
                              f"no test pairs" + (f" of a relation it trains on "
@@ -117,39 +118,6 @@ def check_link_method(method, name: str) -> None:
                              f"time, and dataset {name!r} has edge times only; give it node "
                              f"times (prepare generic --node-times), or sample pairs at their "
                              f"own times from Python with LinkSampler(pair_times=...)")
-
-
-# ---------------------------------------------------------------------------- predictions
-def predictions_key(et) -> str:
-    """The ``--predict`` ``.npz`` key of edge type ``et``: ``"<src>.<rel>.<dst>"`` (the suffix
-    of the dataset's split names)."""
-    return ".".join(et)
-
-
-def check_typed_predict_path(path) -> None:
-    """``--predict`` of typed link prediction writes one ``.npz`` (an array per relation)."""
-    if not str(path).endswith(".npz"):
-        raise GraphfeedError(f"--predict {path}: typed link prediction writes one .npz (an array "
-                             f"per relation, keys <src>.<rel>.<dst>); give a path ending in .npz")
-
-
-def save_typed_predictions(path, scores: dict) -> str:
-    """Write ``scores`` (edge type -> float32 ``(P_r, 1 + k)``) to ``.npz`` file ``path``
-    atomically (temp file, fsync, rename), without pickles: key :func:`predictions_key`, row
-    ``i`` the relation's test pair ``i`` (the dataset's split order), column 0 its logit, columns
-    ``1..k`` its evaluation negatives'. Read back with ``np.load(path, allow_pickle=False)``."""
-    from ..._io import atomic_write
-
-    check_typed_predict_path(path)
-    arrays = {predictions_key(et): np.ascontiguousarray(a, dtype=np.float32)
-              for et, a in scores.items()}
-    try:
-        # float32 arrays: nothing to pickle (older numpy's np.savez has no allow_pickle keyword
-        # and would store it as one more array)
-        atomic_write(path, lambda f: np.savez(f, **arrays))
-    except OSError as e:
-        raise GraphfeedError(f"cannot write predictions to {path}: {e.strerror or e}") from None
-    return str(path)
 
 
 # ---------------------------------------------------------------------------- scoring
@@ -246,12 +214,9 @@ class LinkTask(Task):
         from ...models import input_width, model_name
 
         keys = check_link_dataset(cfg, dataset)
-        typed = dataset.hetero is not None
-        out = {"model": model_name(cfg, typed), "decoder": cfg.decoder,
-               "fanouts": list(cfg.fanouts)}
-        if typed:
-            return {**out, "edge_types": [list(e) for e in keys]}
-        return {**out, "in_dim": input_width(dataset, cfg.inputs)}
+        return {"model": model_name(cfg, dataset.hetero is not None), "decoder": cfg.decoder,
+                "fanouts": list(cfg.fanouts), "in_dim": input_width(dataset, cfg.inputs),
+                "edge_types": [list(e) for e in keys if e is not None]}
 
     @classmethod
     def prepare(cls, cfg, dataset, plan, *, rank: int, world_size: int, say, model=None):
@@ -282,14 +247,7 @@ class LinkTask(Task):
 
             share_prepared(placed.sampler, plan.world, private_copy=plan.private_copy,
                            cache_dir=cfg.table_cache)
-        mp = placed.graph
-        typed = placed.hetero is not None
-        fused = mp.csc if typed else mp
-        widths = placed.in_dims
-        eval_plan = plan_eval(len(cfg.fanouts), cfg.batch_size,
-                              int(fused.in_degrees.max(initial=0)),
-                              cfg.eval_fanouts or (cfg.fanouts if typed else None),
-                              in_dim=max(widths.values(), default=0) if typed else widths)
+        eval_plan = sampled_plan(cfg, placed.graph, placed.in_dims)
         drawer = LinkSampler(placed.sampler, num_negatives=cfg.eval_negatives,
                              negatives="per_source", seed=cfg.seed)
         splits, used = {}, set()  # used: how evaluation gets its negatives, for the header
@@ -309,17 +267,16 @@ class LinkTask(Task):
         exclude = "reverse" if any(k in rev for k in keys) else "self"
         say(f"graphfeed: placement {placed.describe()}")
         count = {n: f"{sum(int(p.shape[1]) for p, _ in s.values()):,}" for n, s in splits.items()}
-        what = (f"{mp.num_nodes:,} nodes of {mp.num_node_types} types; predicting "
-                f"{[list(e) for e in keys]}" if typed else f"{dataset.num_nodes:,} nodes")
-        say(f"graphfeed train: link prediction on {dataset.name} ({what}, {mp.num_edges:,} "
-            f"message-passing edges of {dataset.num_edges:,}; train/valid/test pairs "
+        named = [list(k) for k in keys if k is not None]
+        say(f"graphfeed train: link prediction on {describe_dataset(dataset)}"
+            + (f"; predicting {named}" if named else "")
+            + f"; {placed.graph.num_edges:,} message-passing edges; train/valid/test pairs "
             f"{sum(int(p.shape[1]) for p in train.values()):,}/" + "/".join(count.values())
-            + f"); model {model_name(cfg, typed)} + {cfg.decoder} decoder, fanouts "
-            f"{list(cfg.fanouts)}{' per edge type' if typed else ''}, {cfg.num_negatives} "
-            f"negative(s) per pair, {' and '.join(sorted(used)) or 'no'} per pair in evaluation, "
-            f"exclude "
+            + f"); model {model_name(cfg, placed.hetero is not None)} + {cfg.decoder} decoder, "
+            f"fanouts {placed.describe_fanouts(cfg.fanouts)}, {cfg.num_negatives} negative(s) "
+            f"per pair, {' and '.join(sorted(used)) or 'no'} per pair in evaluation, exclude "
             f"{exclude}" + (f" (reverse relations {[[a[1], b[1]] for a, b in rev.items()]})"
-                            if typed else "")
+                            if named and rev else "")
             + f", batch {cfg.batch_size}, device {placed.device}, features {cfg.features}, "
             f"seed {cfg.seed}" + (f", {world_size} ranks" if world_size > 1 else ""))
         task = cls(cfg, data=placed, train_pairs=train, splits=splits, reverse=rev,
@@ -368,8 +325,10 @@ class LinkTask(Task):
         import torch
         import torch.nn.functional as F
 
+        from ...models.gnn import model_inputs
+
         batch = batch.to(self.device)
-        out = model(batch.inputs, batch.blocks, batch.edge_label_index)
+        out = model(model_inputs(model, batch), batch.blocks, batch.edge_label_index)
         y = batch.edge_label
         if isinstance(out, dict):  # typed: one logit tensor per edge type
             y = torch.cat([y[et] for et in out])
@@ -429,24 +388,17 @@ class LinkTask(Task):
             pos, neg = _score(net, emb, {k: pn})
             scores[k] = np.concatenate([pos.reshape(-1, 1), neg.reshape(pos.shape[0], -1)],
                                        axis=1).astype(np.float32)
-        if None in scores:  # untyped: one array
-            from .node import save_predictions
-
-            a = scores[None]
-            save_predictions(path, a)
-            self.say(f"graphfeed train: wrote the scores of {a.shape[0]:,} test pairs and their "
-                     f"{a.shape[1] - 1} negatives each ({a.shape[0]:,} x {a.shape[1]} logits) to "
-                     f"{path}")
-            return str(path)
         from ..metrics import format_metrics
 
-        save_typed_predictions(path, scores)
-        self.say(f"graphfeed train: wrote the scores of the test pairs and their negatives to "
-                 f"{path}: " + ", ".join(f"{predictions_key(et)} {a.shape[0]:,} x {a.shape[1]}"
-                                         for et, a in scores.items()))
-        for et, a in scores.items():  # the test metrics above are over every relation's pairs
-            self.say(f"  test {predictions_key(et)}: "
-                     f"{format_metrics(link_metrics(a[:, 0], a[:, 1:]))}")
+        save(path, scores)
+        self.say(f"graphfeed train: wrote the scores of the test pairs (row i: pair i's logit, "
+                 f"then its negatives') to {path}: "
+                 + ", ".join(f"{'' if k is None else key_name(k) + ' '}{a.shape[0]:,} x "
+                             f"{a.shape[1]}" for k, a in scores.items()))
+        if len(scores) > 1:  # the test metrics above are over every relation's pairs
+            for k, a in scores.items():
+                self.say(f"  test {key_name(k)}: "
+                         f"{format_metrics(link_metrics(a[:, 0], a[:, 1:]))}")
         return str(path)
 
     def finish(self, result) -> None:

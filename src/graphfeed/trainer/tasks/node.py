@@ -25,9 +25,11 @@ from ...errors import GraphfeedError
 from ..config import TrainConfig
 from ..evaluate import (choose_evaluation, describe_evaluation, method_for_model, plan_eval,
                         resolve_eval_method)
+from ...placement.partitioned import check_partitions
 from ..metrics import compute_metrics, is_better, majority_class, task_for
+from ..predictions import save
 from ..result import TrainResult
-from .base import Task
+from .base import Task, describe_dataset
 
 #: bytes per parameter while training with Adam: the weight, its gradient and two moments
 _BYTES_PER_PARAM = 16
@@ -51,39 +53,6 @@ def check_model_fits(cfg, in_dim: int, num_classes: int, device: str) -> None:
             f"model {cfg.model} with hidden={cfg.hidden} on {in_dim} input features has about "
             f"{params:,} parameters, {format_bytes(need)} to train with Adam, more than the "
             f"{format_bytes(have)} of {where}; use a smaller --hidden")
-
-
-def check_partitions(cfg) -> None:
-    """Refuse what a partitioned run does not support, naming the option."""
-    from ...partition.book import read_book
-
-    if cfg.model == "gcn":
-        raise GraphfeedError("--partitions trains sage or gat: gcn's normalisation needs the "
-                             "in-degree of every source node, which no part holds")
-    if cfg.sampler != "uniform":
-        raise GraphfeedError(f"--partitions samples uniformly; got --sampler {cfg.sampler}")
-    if cfg.predict and cfg.predict_nodes != "test":
-        raise GraphfeedError("--partitions --predict writes the test nodes' classes; "
-                             "--predict-nodes all is for one graph")
-    book = read_book(cfg.partitions)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    n = world if world > 1 else cfg.nproc
-    if n % book.num_parts:
-        raise GraphfeedError(f"--partitions {cfg.partitions} has {book.num_parts} parts: run a "
-                             f"multiple of {book.num_parts} processes (--nproc), got {n}")
-    if "feat" not in book.features:
-        raise GraphfeedError(f"--partitions {cfg.partitions}: no node feature 'feat'")
-
-
-def save_predictions(path, array: np.ndarray) -> str:
-    """Write ``array`` to ``.npy`` file ``path`` atomically; errors name the file."""
-    from ..._io import save_npy
-
-    try:
-        save_npy(path, array)
-    except OSError as e:
-        raise GraphfeedError(f"cannot write predictions to {path}: {e.strerror or e}") from None
-    return str(path)
 
 
 def split_ids(dataset, split):
@@ -131,17 +100,6 @@ def preflight(cfg, dataset, device: str) -> Preflight:
     method, plan, note = choose_evaluation(cfg, dataset, len(splits[1]) + len(splits[2]),
                                            in_dim)
     return Preflight(splits, num_classes, in_dim, plan, method, note)
-
-
-def describe_dataset(dataset) -> str:
-    """The data part of the first line: the dataset's name, nodes and edges (of how many
-    types)."""
-    h = dataset.hetero
-    if h is None:
-        return f"dataset {dataset.name} ({dataset.num_nodes:,} nodes, {dataset.num_edges:,} edges"
-    return (f"heterogeneous dataset {dataset.name} ({h.num_nodes:,} nodes of {h.num_node_types} "
-            f"types, {h.num_edges:,} edges of {h.num_edge_types} types; target "
-            f"{dataset.metadata.hetero.target_type!r}")
 
 
 #: the checkpoint's trainer tag and the settings a resume must share, by the data's kind (the
@@ -218,8 +176,8 @@ class NodeTask(Task):
         evaluation = describe_evaluation(cfg, pre.eval_method, pre.eval_plan, pre.eval_note)
         say(f"graphfeed train: {describe_dataset(dataset)}, {pre.in_dim} features{dtype}, "
             f"{pre.num_classes} classes; train/valid/test {len(tr):,}/{len(va):,}/{len(te):,}); "
-            f"model {model_name(cfg, typed)}, fanouts "
-            f"{list(cfg.fanouts)}{' per edge type' if typed else ''}, {evaluation}, "
+            f"model {model_name(cfg, typed)}, fanouts {placed.describe_fanouts(cfg.fanouts)}, "
+            f"{evaluation}, "
             f"batch {cfg.batch_size}, sampler {cfg.sampling_method().describe()}, device "
             f"{placed.device}, features {cfg.features}, seed {cfg.seed}"
             + (f", {world_size} ranks" if world_size > 1 else ""))
@@ -282,8 +240,10 @@ class NodeTask(Task):
         import torch
         import torch.nn.functional as F
 
+        from ...models.gnn import model_inputs
+
         batch = batch.to(self.device)
-        out = model(batch.inputs, batch.blocks)
+        out = model(model_inputs(model, batch), batch.blocks)
         y = batch.labels.to(torch.long).reshape(-1)
         n = int(y.shape[0])
         # an empty batch (a partitioned rank out of seeds) still joins DDP's all-reduce
@@ -339,15 +299,14 @@ class NodeTask(Task):
         pred = classes.reshape(-1).numpy() if classes is not None else np.zeros(0, np.int64)
         orig = self.data.original_ids(got)
         what = f"{cfg.predict_nodes} nodes"
-        if orig is not got:  # relabelled (partitions): every part's nodes, by dataset id
+        if orig is not got:  # relabelled: every part's nodes, by dataset id
             pred = pred[np.argsort(orig, kind="stable")]
             what = "test nodes, in increasing dataset id"
         elif self.data.target_type is not None:
             what = f"{cfg.predict_nodes} {self.data.target_type!r} nodes"
         if self.rank != 0:
             return str(path)
-        pred = np.asarray(pred).astype(np.int64)
-        save_predictions(path, pred)
+        save(path, {None: np.asarray(pred).astype(np.int64)})
         self.say(f"graphfeed train: wrote {len(pred):,} predictions ({what}) to {path}")
         return str(path)
 
@@ -356,7 +315,7 @@ class NodeTask(Task):
         cfg = self.cfg
         labels = {k: self.data.seed_labels(ids) for k, ids in
                   (("train", self.train_ids), ("valid", self.valid_ids), ("test", self.test_ids))}
-        if labels["train"] is None:  # no rank reads every label (partitions): no baselines
+        if labels["train"] is None:  # no rank reads every label: no baselines
             result.warnings = _warnings(result, self.kind)
             return
         cls = majority_class(labels["train"])
@@ -485,5 +444,4 @@ def train_mlp_baseline(cfg, kind, feat, labels, ids, num_classes: int) -> dict:
     return best_te
 
 
-__all__ = ["NodeTask", "check_model_fits", "check_partitions", "save_predictions",
-           "train_mlp_baseline"]
+__all__ = ["NodeTask", "check_model_fits", "check_partitions", "train_mlp_baseline"]
