@@ -349,6 +349,7 @@ class LayerwiseEvaluator:
         from .._progress import bar
         from ..loader.dataloader import DataLoader
         from ..loader.item_sampler import ItemSampler
+        from ..models.gnn import model_inputs
 
         g, w = self.rel.csc, self.world_size
         n = int(g.num_nodes)
@@ -376,7 +377,7 @@ class LayerwiseEvaluator:
                 for batch in loader:
                     block = batch.blocks[0]
                     if h_prev is None:
-                        x = batch.inputs  # float32 rows of the stored features
+                        x = model_inputs(net, batch)  # the stored rows, for layer 0
                     else:
                         src = block.src_nodes.to(h_prev.device)
                         rows = src if prev_index is None else torch.searchsorted(prev_index, src)
