@@ -28,10 +28,52 @@ from .trainer.evaluate import EVAL_BATCH_SIZE
 from .trainer.result import EpochStats, RunsResult, TrainResult
 
 __all__ = ["TrainConfig", "EpochStats", "TrainResult", "RunsResult", "train", "train_runs", "tune",
-           "open_dataset", "check_run", "EVAL_BATCH_SIZE"]
+           "by_data", "open_dataset", "check_run", "EVAL_BATCH_SIZE"]
 
 
 # ---------------------------------------------------------------------------- helpers
+#: node classification with the model left to the data trains gcn where fewer than this fraction
+#: of the nodes are training labels and the input features are 0/1, sage elsewhere
+#: (docs/training.md, "What the defaults reach")
+GCN_BELOW = 0.10
+#: rows :func:`by_data` reads, evenly spaced, to tell 0/1 features
+BINARY_ROWS = 4096
+
+
+def _binary(dataset, inputs) -> bool:
+    """Whether every input feature holds only 0 and 1 in :data:`BINARY_ROWS` rows spread over
+    the nodes (bag-of-words as the files give them; row-normalised features are not)."""
+    import numpy as np
+
+    n = dataset.num_nodes
+    ids = np.unique(np.linspace(0, n - 1, min(n, BINARY_ROWS)).astype(np.int64))
+    for name in inputs:
+        if name not in dataset.features:
+            return False  # the task refuses it, naming the features there are
+        x = dataset.features[name].read(ids).float()
+        if not bool(((x == 0) | (x == 1)).all()):
+            return False
+    return True
+
+
+def by_data(cfg: TrainConfig, dataset, say=None) -> TrainConfig:
+    """``cfg`` with the model the data chooses when it was left to it (``cfg.model_by_data``:
+    ``model=None``): gcn for node classification on an untyped graph where under
+    :data:`GCN_BELOW` of the nodes are training labels and the input features are 0/1, else
+    sage; ``say`` states the choice. Any other ``cfg`` (or no ``dataset``: partitions) comes
+    back as it is."""
+    if not cfg.model_by_data or cfg.task != "node" or dataset is None or dataset.hetero is not None:
+        return cfg
+    n, k = dataset.num_nodes, len(dataset.train_ids)
+    binary = _binary(dataset, cfg.inputs)
+    model = "gcn" if k < GCN_BELOW * n and binary else "sage"
+    if say is not None:
+        say(f"graphfeed train: model {model}, chosen by the data: {k:,} of {n:,} nodes "
+            f"({k / max(n, 1):.1%}) are training labels, features {'' if binary else 'not '}"
+            f"0/1 (gcn under {GCN_BELOW:.0%} with 0/1 features, else sage; --model chooses)")
+    return dataclasses.replace(cfg, model=model)
+
+
 #: what the ranks' fork server imports beyond graphfeed's core, so every rank shares those pages
 PRELOAD = ("graphfeed.training", "graphfeed.models.gnn", "graphfeed.trainer.fit",
            "graphfeed.trainer.tasks.node")
@@ -147,6 +189,7 @@ def tune(cfg: TrainConfig, *, dataset=None, model=None, on_batch=None, on_epoch=
     _check_outputs(cfg)  # a bad --save/--predict/--log path fails before the search, not after
     if dataset is None:
         dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=True)
+    cfg = by_data(cfg, dataset, _say(cfg))
 
     def run(one: TrainConfig):
         return train(one, dataset=dataset) if one.runs == 1 else train_runs(one, dataset=dataset)
@@ -271,6 +314,7 @@ def _train_loop(cfg: TrainConfig, dataset, plan, model=None, on_batch=None,
     with held if rank == 0 else contextlib.nullcontext(), compile_notice(say):
         if dataset is None and not cfg.partitions:
             dataset = open_dataset(cfg.dataset, cfg.data_root, verbose=rank == 0)
+        cfg = by_data(cfg, dataset, say)
         task = TASKS.get(cfg.task).prepare(cfg, dataset, plan, rank=rank, world_size=world_size,
                                            say=say, model=model)
         return fit(task, on_batch=on_batch, on_epoch=on_epoch)
@@ -320,6 +364,7 @@ def check_run(cfg: TrainConfig, *, dataset=None) -> dict:
     device = _device(cfg)
     _check_outputs(cfg)
     ds = open_dataset(cfg.dataset, cfg.data_root) if dataset is None else dataset
+    cfg = by_data(cfg, ds)
     info = TASKS.get(cfg.task).check(cfg, ds, device)
     return {"dataset": ds.name, "task": cfg.task, "device": device, **info,
             **_check_placement(cfg, ds)}

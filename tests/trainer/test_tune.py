@@ -6,6 +6,7 @@ tasks search."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from graphfeed.errors import GraphfeedError
 from graphfeed.trainer import tune as T
 from graphfeed.trainer.checkpoint import load_checkpoint
 from graphfeed.trainer.result import TrainResult
-from graphfeed.training import TrainConfig, train, train_runs
+from graphfeed.training import TrainConfig, by_data, train, train_runs
 
 pytest.importorskip("torch_geometric")
 
@@ -107,6 +108,7 @@ def test_an_option_set_away_from_its_default_is_kept():
     got, kept = names(model="gat", fanouts=(15, 10))
     assert kept == ["model", "fanouts"] and got == ["as given", "dropout 0.5, weight_decay 0",
                                                      "lr 0.01", "hidden 256"]
+    assert "model gcn" in names()[0]  # the model left to the data: the other one is tried
     # typed data train the R-GCN: no model, residual or norm to vary
     assert not any("model" in s or "residual" in s for s in names(typed=True)[0])
     # link prediction's defaults are already dropout 0.5, weight decay 0: not tried twice
@@ -170,3 +172,30 @@ def test_link_prediction_chooses_on_mrr(small_link_dataset, two):
     assert r.main_metric == "mrr" and len(r.tune) == 2
     best = max(r.tune, key=lambda row: row["valid"])
     assert best["winner"] and r.best_valid == best["valid"]
+
+
+def _data(train: int, nodes: int = 1000, hetero=None, binary=True):
+    from graphfeed.features import FeatureStore, InMemoryFeature
+
+    x = (np.arange(nodes * 4).reshape(nodes, 4) % 3 == 0).astype(np.float32)
+    if not binary:
+        x /= np.maximum(x.sum(1, keepdims=True), 1)
+    return SimpleNamespace(num_nodes=nodes, train_ids=np.arange(train), hetero=hetero,
+                           features=FeatureStore({"feat": InMemoryFeature(x)}))
+
+
+def test_the_model_left_to_the_data_is_gcn_where_few_nodes_are_labelled_with_0_1_features():
+    said = []
+    sparse = by_data(TrainConfig().validate(), _data(52), said.append)
+    assert sparse.model == "gcn" and "52 of 1,000 nodes (5.2%)" in said[0]
+    assert by_data(TrainConfig().validate(), _data(600)).model == "sage"
+    # row-normalised features: gcn (no norm) collapses there (docs/training.md)
+    assert by_data(TrainConfig().validate(), _data(52, binary=False)).model == "sage"
+    # a model that is given, link prediction and typed graphs are left as they are
+    assert by_data(TrainConfig(model="sage").validate(), _data(52)).model == "sage"
+    assert by_data(TrainConfig(task="link").validate(), _data(52)).model == "sage"
+    assert by_data(TrainConfig().validate(), _data(52, hetero=object())).model == "sage"
+    # --tune then tries the other model; a given model is kept
+    todo, kept = T.candidates(sparse, typed=False)
+    assert {"model": "sage"} in todo and "model" not in kept
+    assert "model" in T.candidates(TrainConfig(model="gcn").validate(), typed=False)[1]

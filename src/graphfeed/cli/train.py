@@ -36,7 +36,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help=f"built-in dataset ({_args.builtin_datasets()}) or a prepared dataset "
                         f"folder [%(default)s]")
     p.add_argument("--model", default=D.model, choices=list(C.MODELS),
-                   help="GraphSAGE (SAGEConv), GCN (GCNConv) or GAT (GATConv) [%(default)s]")
+                   help="GraphSAGE (SAGEConv), GCN (GCNConv) or GAT (GATConv) [by the data: "
+                        "gcn for --task node where under 10%% of the nodes are training labels "
+                        "and the features are 0/1, else sage; the run says which]")
     p.add_argument("--fanouts", type=_args.fanouts, default=list(D.fanouts),
                    help=f"neighbours per layer, input layer first, -1 = all "
                         f"[{_args.shown(D.fanouts)}]")
@@ -179,8 +181,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "sampled in epoch 0 [%(default)s]")
     p.add_argument("--tune", type=_args.duration, default=D.tune, metavar="TIME",
                    help="search a few settings within TIME (600, 90s, 10m, 1.5h): the options "
-                        "as given, then dropout 0.5 with weight decay 0, lr 0.01, gcn, hidden "
-                        "256, one more layer with residuals (dropout 0.5, weight decay 0), each "
+                        "as given, then dropout 0.5 with weight decay 0, lr 0.01, the other of "
+                        "sage and gcn, hidden 256, one more layer with residuals (dropout 0.5, weight decay 0), each "
                         "a full run (--runs seeds, early stopping); prints the table and keeps "
                         "the setting with the best validation main metric, run again as asked "
                         "(baselines, --save, --predict, --log, --json: the winner's). An option "

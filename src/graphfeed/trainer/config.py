@@ -56,7 +56,10 @@ class TrainConfig:
     layer first). ``validate()`` checks every field and returns ``self``."""
 
     dataset: str = "small"  # a built-in name (tiny, small, medium) or a prepared dataset folder
-    model: str = "sage"  # sage, gcn, gat (PyG layers over sampled blocks)
+    # sage, gcn, gat (PyG layers over sampled blocks); None: by the data (validate() makes it
+    # sage and sets model_by_data; the run then trains gcn for node classification where under
+    # 10% of the nodes are training labels and the features are 0/1: graphfeed.training.by_data)
+    model: Optional[str] = None
     fanouts: Sequence[int] = (10, 10)
     eval_fanouts: Optional[Sequence[int]] = None  # sampled: None = every neighbour, capped
     eval_method: str = "auto"  # auto (layerwise where supported), layerwise, sampled (evaluate.py)
@@ -119,6 +122,8 @@ class TrainConfig:
     #: seconds: search a few settings on the validation set within this budget and keep the
     #: winner (``trainer.tune``); None: train as configured
     tune: Optional[float] = None
+    #: set by validate() when model was left None: the run may choose it from the dataset
+    model_by_data: bool = False
 
     def validate(self) -> "TrainConfig":
         if self.task not in TASKS:
@@ -129,6 +134,8 @@ class TrainConfig:
                 setattr(self, name, value)
         if not isinstance(self.dataset, str) or not self.dataset:
             raise GraphfeedError(f"dataset must be a built-in name or a folder, got {self.dataset!r}")
+        if self.model is None:
+            self.model, self.model_by_data = "sage", True
         if self.model not in MODELS:
             raise GraphfeedError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")
         self.fanouts = check_fanouts("fanouts", self.fanouts)

@@ -34,7 +34,7 @@ CANDIDATES: tuple = (
     lambda cfg: {},
     lambda cfg: {"dropout": 0.5, "weight_decay": 0.0},
     lambda cfg: {"lr": 0.01},
-    lambda cfg: {"model": "gcn"},
+    lambda cfg: {"model": "sage" if cfg.model == "gcn" else "gcn"},
     lambda cfg: {"hidden": 256},
     _deeper,
 )
@@ -60,7 +60,9 @@ def candidates(cfg: TrainConfig, *, typed: bool) -> tuple[list, list]:
     """``(changes of each candidate to run, in order; the fields kept as given)``. A field set
     away from its default (the task's, for dropout and weight decay) is kept as given: the
     candidates that would change it are left out, as are those that change nothing new."""
-    default = TrainConfig(task=cfg.task).validate()
+    default = dataclasses.replace(TrainConfig(task=cfg.task).validate(), model=cfg.model)
+    if not cfg.model_by_data:
+        default.model = None  # given: kept
     kept = [f for f in ("model", "lr", "hidden", "dropout", "weight_decay", "fanouts",
                         "eval_fanouts", "residual", "norm")
             if getattr(cfg, f) != getattr(default, f)]
@@ -70,11 +72,17 @@ def candidates(cfg: TrainConfig, *, typed: bool) -> tuple[list, list]:
         touched = set(changes) | ({"eval_fanouts"} if "fanouts" in changes else set())
         if touched & set(kept) or (typed and touched & set(NOT_TYPED)):
             continue
-        one = dataclasses.replace(cfg, **changes).validate()
+        one = dataclasses.replace(apply(cfg, changes), model_by_data=False).validate()
         if one not in seen:
             seen.append(one)
             out.append(changes)
     return out, kept
+
+
+def apply(cfg: TrainConfig, changes: dict) -> TrainConfig:
+    """``cfg`` with a candidate's ``changes``; a model it names is no longer the data's."""
+    return dataclasses.replace(cfg, **changes, **({"model_by_data": False} if "model" in changes
+                                                  else {}))
 
 
 def setting(changes: dict) -> str:
@@ -124,7 +132,7 @@ def search(cfg: TrainConfig, run: Callable, *, typed: bool, say: Callable,
             break
         say(f"graphfeed train --tune: setting {i + 1}/{len(todo)}: {setting(changes)}")
         t0 = clock()
-        r = run(dataclasses.replace(quiet, **changes))
+        r = run(apply(quiet, changes))
         seconds = clock() - t0
         longest = max(longest, seconds)
         if isinstance(r, TrainResult) and r.interrupted:
@@ -140,7 +148,7 @@ def search(cfg: TrainConfig, run: Callable, *, typed: bool, say: Callable,
     for line in table_lines(table, main, cfg.runs):
         say(line)
     say(f"graphfeed train --tune: the winner, {row.setting}, runs again as asked")
-    final = run(dataclasses.replace(base, **row.changes))
+    final = run(apply(base, row.changes))
     final.tune = [dataclasses.asdict(r) for r in table]
     return final
 
