@@ -126,6 +126,7 @@ def describe_dataset(dataset) -> str:
     h = dataset.hetero
     if h is None:
         return f"dataset {dataset.name} ({dataset.num_nodes:,} nodes, {dataset.num_edges:,} edges"
+    target = dataset.metadata.hetero.target_type
     return (f"heterogeneous dataset {dataset.name} ({h.num_nodes:,} nodes of {h.num_node_types} "
-            f"types, {h.num_edges:,} edges of {h.num_edge_types} types; target "
-            f"{dataset.metadata.hetero.target_type!r}")
+            f"types, {h.num_edges:,} edges of {h.num_edge_types} types"
+            + (f"; target {target!r}" if target is not None else ""))
