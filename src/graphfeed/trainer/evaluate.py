@@ -246,11 +246,10 @@ class Evaluator:
         import torch
 
         from .._progress import bar
+        from ..models.gnn import model_inputs
 
         loader = self.loaders[name]
         outs, ys, ids = [], [], []
-        from ..models.gnn import model_inputs
-
         net = unwrap(model)  # the plain module: no DDP collectives in evaluation
         was_training = net.training
         net.eval()

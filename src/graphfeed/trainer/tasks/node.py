@@ -22,10 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import GraphfeedError
+from ...placement.partitioned import check_partitions
 from ..config import TrainConfig
 from ..evaluate import (choose_evaluation, describe_evaluation, method_for_model, plan_eval,
                         resolve_eval_method)
-from ...placement.partitioned import check_partitions
 from ..metrics import compute_metrics, is_better, majority_class, task_for
 from ..predictions import save
 from ..result import TrainResult
