@@ -132,12 +132,12 @@ def test_wide_inputs_aggregate_without_a_row_per_edge(tiny_dataset, monkeypatch)
     assert out.shape == (200, 5) and model.convs[0].lin_l.weight.grad is not None
 
 
-@pytest.mark.parametrize("residual", [False, True])
-def test_integer_rows_reach_a_wide_sage_layer_unwidened_with_the_same_outputs_and_gradients(
-        tiny_dataset, monkeypatch, residual):
+@pytest.mark.parametrize("name,residual", [("sage", False), ("sage", True), ("gcn", False)])
+def test_integer_rows_reach_a_wide_first_layer_unwidened_with_the_same_outputs_and_gradients(
+        tiny_dataset, monkeypatch, name, residual):
     """0/1 (and small count) rows stored as uint8 reach layer 0 as they are: a wide mean-SAGE
-    layer sums weight columns over each row's nonzeros, never a float row of the input width,
-    and matches the float path in value and gradient; the float path is never taken."""
+    or graph-normalised GCN layer multiplies their CSR form by its weights, never a float row
+    of the input width, and matches the float path in value and gradient."""
     from graphfeed.models import gnn
 
     torch.manual_seed(0)
@@ -148,7 +148,8 @@ def test_integer_rows_reach_a_wide_sage_layer_unwidened_with_the_same_outputs_an
     x = ((torch.rand(n, 300, generator=g) < 0.02) * torch.randint(1, 4, (n, 300), generator=g)
          ).to(torch.uint8)
     x[5] = 0  # a row without a nonzero
-    model = build_model("sage", 300, 16, 5, 2, dropout=0.5, residual=residual)
+    model = build_model(name, 300, 16, 5, 2, dropout=0.5, residual=residual,
+                        in_degrees=tiny_dataset.graph.in_degrees if name == "gcn" else None)
     model.eval()
     assert not gnn._sparse_input(model.convs[0], x)  # a small batch: widened, as before
     monkeypatch.setattr(gnn, "SPARSE_INPUT_MIN_BYTES", 4 * n * 300)
@@ -175,17 +176,19 @@ def test_integer_rows_reach_a_wide_sage_layer_unwidened_with_the_same_outputs_an
 def test_dropout_on_the_nonzeros_of_integer_rows_keeps_the_expectation(tiny_dataset):
     """Input dropout on uint8 rows drops nonzeros and scales the rest by 1 / (1 - p): the mean
     of many training-mode outputs of the first layer is its eval-mode output."""
-    from graphfeed.models.gnn import _sage_sparse_input
+    from graphfeed.models.gnn import _csr_rows
 
     torch.manual_seed(0)
     mb = NeighborSampler(tiny_dataset.graph, (10,), seed=3).sample(
         torch.as_tensor(tiny_dataset.train_ids[:50]))
     block = mb.blocks[0]
     x = (torch.rand(block.num_src, 100) < 0.1).to(torch.uint8)
-    conv = pyg_nn.SAGEConv(100, 4)
+    model = build_model("sage", 100, 4, 4, 1)
+    conv = model.convs[0]
     with torch.no_grad():
-        exact = _sage_sparse_input(conv, x, block, 0.0)
-        runs = torch.stack([_sage_sparse_input(conv, x, block, 0.7) for _ in range(4000)])
+        exact = model._sparse_layer(conv, _csr_rows(x, 0.0), block)
+        runs = torch.stack([model._sparse_layer(conv, _csr_rows(x, 0.7), block)
+                            for _ in range(4000)])
     assert not torch.allclose(runs[0], exact)
     # each entry's mean over 4000 draws is within 5 standard errors of the exact value
     se = runs.std(0) / 4000 ** 0.5

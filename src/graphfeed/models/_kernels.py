@@ -1,7 +1,7 @@
 """numba kernels of the models, module-level functions over plain arrays, the GIL released,
 callable from several threads: layer-wise inference's sums over in-edges
 (``models.layerwise.aggregate``), and the CSR form of integer input rows and its transpose
-(``models.gnn._sage_sparse_input``)."""
+(``models.gnn._csr_rows``, ``_CSRTimes``)."""
 
 from __future__ import annotations
 

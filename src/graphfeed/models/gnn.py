@@ -86,19 +86,48 @@ class BlockGNN(nn.Module):
         the activation and dropout (active only in training mode); layer 0 first drops input
         features when the model does. :meth:`forward` is these layers in turn, so layer-wise
         inference (``graphfeed.trainer.layerwise``) runs exactly the training code. Layer 0
-        takes stored rows of any dtype: a wide mean-SAGE layer reads many integer rows (0/1
-        bag-of-words stored as uint8) as they are (:func:`_sparse_input`), any other layer
-        widens them to float32 (exactly)."""
+        takes stored rows of any dtype: a wide mean-SAGE or graph-normalised GCN layer reads
+        many integer rows (0/1 bag-of-words stored as uint8) as they are, in CSR form
+        (:func:`_sparse_input`, :meth:`_sparse_layer`); any other widens them to float32
+        (exactly)."""
         conv = self.convs[i]
         if i == 0 and not x.is_floating_point():
             x = x.reshape(x.shape[0], -1)
-            if not self.skips and _sparse_input(conv, x):
+            if not self.skips and self._reads_rows(conv) and _sparse_input(conv, x):
                 p = self.dropout if self.input_dropout and self.training else 0.0
-                return self.finish_layer(0, _sage_sparse_input(conv, x, block, p), None)
+                return self.finish_layer(0, self._sparse_layer(conv, _csr_rows(x, p), block),
+                                         None)
             x = x.to(torch.float32)
         if self.input_dropout and i == 0:
             x = F.dropout(x, p=self.dropout, training=self.training)
         return self.finish_layer(i, self._layer(conv, x, block), lambda: x[: block.num_dst])
+
+    def _reads_rows(self, conv: nn.Module) -> bool:
+        """Whether ``conv`` as layer 0 reads integer rows in CSR form (:meth:`_sparse_layer`):
+        a mean ``SAGEConv``."""
+        return _mean_sage(conv)
+
+    def _sparse_layer(self, conv: nn.Module, rows: tuple, block: Block) -> torch.Tensor:
+        """Layer 0's convolution on CSR rows ``(crow, cols, vals)`` (:func:`_csr_rows`): the
+        mean ``SAGEConv``'s, both linear maps as CSR products (:class:`_CSRTimes`), the
+        neighbour mean taken after ``lin_l`` (the same value: the mean is linear) over rows
+        ``out_channels`` wide."""
+        crow, cols, vals = rows
+        n = block.num_dst
+        h = _CSRTimes.apply(conv.lin_l.weight.t(), crow, cols, vals)  # (num_src, out)
+        out = _weighted_sum(h, block.edge_index, None, n)
+        out = out / torch.bincount(block.edge_index[1], minlength=n).clamp(min=1).unsqueeze(1)
+        if conv.lin_l.bias is not None:
+            out = out + conv.lin_l.bias
+        if conv.root_weight:
+            cut = int(crow[n])  # the destinations' rows come first
+            out = out + _CSRTimes.apply(conv.lin_r.weight.t(), crow[:n + 1], cols[:cut],
+                                        vals[:cut])
+            if conv.lin_r.bias is not None:
+                out = out + conv.lin_r.bias
+        if conv.normalize:
+            out = F.normalize(out, p=2.0, dim=-1)
+        return out
 
     def finish_layer(self, i: int, out: torch.Tensor, dst_input: Callable) -> torch.Tensor:
         """What layer ``i`` applies after its convolution ``out``: the residual connection on
@@ -144,15 +173,39 @@ def _mean_sage(conv: nn.Module) -> bool:
 
 
 #: the float32 input rows (bytes) from which a wide mean-SAGE layer reads integer rows as they
-#: are (:func:`_sage_sparse_input`): below it widening them is cheaper than finding their nonzeros
+#: are (:meth:`BlockGNN._sparse_layer`): below it widening them is cheaper than finding their nonzeros
 SPARSE_INPUT_MIN_BYTES = 64 << 20
 
 
 def _sparse_input(conv: nn.Module, x: torch.Tensor) -> bool:
-    """Integer rows ``x`` (on the CPU) that a mean-SAGE layer narrower than them reads without
-    widening: when their float32 copy would hold at least :data:`SPARSE_INPUT_MIN_BYTES`."""
-    return (x.device.type == "cpu" and _mean_sage(conv) and x.shape[1] > conv.out_channels
+    """Integer rows ``x`` (on the CPU) that a layer 0 narrower than them reads without widening
+    (where the model can: ``BlockGNN._reads_rows``): when their float32 copy would hold at
+    least :data:`SPARSE_INPUT_MIN_BYTES`."""
+    return (x.device.type == "cpu" and x.shape[1] > conv.out_channels
             and 4 * x.shape[0] * x.shape[1] >= SPARSE_INPUT_MIN_BYTES)
+
+
+def _csr_rows(x: torch.Tensor, p: float) -> tuple:
+    """Integer rows ``x`` in CSR form ``(crow, cols, vals)`` (float32 values; the
+    :func:`~graphfeed.models._kernels.csr_of_rows` pass), with input dropout ``p`` on the
+    nonzeros (a dropped zero is still zero: the same distribution as dropout on the dense
+    rows)."""
+    from ._kernels import csr_of_rows
+
+    crow = torch.empty(x.shape[0] + 1, dtype=torch.long)
+    cols, vals = map(torch.from_numpy, csr_of_rows(x.numpy(), crow.numpy()))
+    if p > 0:
+        vals = vals * (torch.rand(vals.shape) >= p) / (1.0 - p)
+    return crow, cols, vals
+
+
+def _weighted_sum(h: torch.Tensor, edge_index: torch.Tensor, weight, n: int) -> torch.Tensor:
+    """``out[v] = sum over edges u -> v of weight_e * h[u]`` (weight 1 when ``None``) for the
+    ``n`` destinations."""
+    msg = h.index_select(0, edge_index[0])
+    if weight is not None:
+        msg = msg * weight.to(msg.dtype).unsqueeze(1)
+    return torch.zeros(n, h.shape[1], dtype=h.dtype).index_add_(0, edge_index[1], msg)
 
 
 def _csr(crow, cols, vals, num_cols: int) -> torch.Tensor:
@@ -185,37 +238,6 @@ class _CSRTimes(torch.autograd.Function):
         with torch.autocast("cpu", enabled=False):
             g = _csr(tcrow, tcols, tvals, int(grad.shape[0])) @ grad.float()
         return g.to(ctx.dtype), None, None, None
-
-
-def _sage_sparse_input(conv: nn.Module, x: torch.Tensor, block: Block, p: float) -> torch.Tensor:
-    """A mean ``SAGEConv`` on integer rows ``x`` (0/1 bag-of-words stored as uint8) without
-    widening them: ``x`` in CSR form (:func:`~graphfeed.models._kernels.csr_of_rows`) times
-    each linear map's weight (:class:`_CSRTimes`), the neighbour mean taken after ``lin_l``
-    (the same value: the mean is linear) over rows ``out_channels`` wide instead of ``x``'s
-    width. ``p``: input dropout, applied to the nonzeros (a dropped zero is still zero: the
-    same distribution as dropout on the dense rows). CPU tensors."""
-    from ._kernels import csr_of_rows
-
-    n = block.num_dst
-    crow = torch.empty(x.shape[0] + 1, dtype=torch.long)
-    cols, vals = map(torch.from_numpy, csr_of_rows(x.numpy(), crow.numpy()))
-    if p > 0:
-        vals = vals * (torch.rand(vals.shape) >= p) / (1.0 - p)
-    h = _CSRTimes.apply(conv.lin_l.weight.t(), crow, cols, vals)  # (num_src, out)
-    src, dst = block.edge_index[0], block.edge_index[1]
-    count = torch.bincount(dst, minlength=n).to(h.dtype)
-    out = torch.zeros(n, h.shape[1], dtype=h.dtype).index_add_(0, dst, h.index_select(0, src))
-    out = out / count.clamp(min=1).unsqueeze(1)
-    if conv.lin_l.bias is not None:
-        out = out + conv.lin_l.bias
-    if conv.root_weight:
-        cut = int(crow[n])  # the destinations' rows come first
-        out = out + _CSRTimes.apply(conv.lin_r.weight.t(), crow[:n + 1], cols[:cut], vals[:cut])
-        if conv.lin_r.bias is not None:
-            out = out + conv.lin_r.bias
-    if conv.normalize:
-        out = F.normalize(out, p=2.0, dim=-1)
-    return out
 
 
 def model_inputs(model: nn.Module, batch):
@@ -313,6 +335,21 @@ class _GraphNormGCN(BlockGNN):
         return True
 
     def _layer(self, conv, x, block):
+        edge_index, weight = self._edges(block)
+        return conv(x, edge_index, weight)[: block.num_dst]
+
+    def _reads_rows(self, conv) -> bool:
+        return type(conv).__name__ == "GCNConv" and not conv.normalize
+
+    def _sparse_layer(self, conv, rows, block):
+        """``GCNConv``'s linear map as a CSR product, then the same weighted sum."""
+        edge_index, weight = self._edges(block)
+        h = _CSRTimes.apply(conv.lin.weight.t(), *rows)
+        out = _weighted_sum(h, edge_index, weight, block.num_dst)
+        return out + conv.bias if conv.bias is not None else out
+
+    def _edges(self, block):
+        """The block's edges and self-loops and their weights (the class docstring)."""
         src, dst = block.edge_index[0], block.edge_index[1]
         deg = self.in_degrees[block.src_nodes]  # (num_src,), destinations first
         deg_dst = deg[: block.num_dst]
@@ -322,8 +359,7 @@ class _GraphNormGCN(BlockGNN):
         w = scale[dst] * inv[src] * inv[dst]
         loops = torch.arange(block.num_dst, device=dst.device)
         edge_index = torch.cat([block.edge_index, torch.stack([loops, loops])], dim=1)
-        weight = torch.cat([w, 1.0 / (deg_dst + 1)])
-        return conv(x, edge_index, weight)[: block.num_dst]
+        return edge_index, torch.cat([w, 1.0 / (deg_dst + 1)])
 
 
 def GCN(in_dim: int, hidden: int, out_dim: int, *positional, num_layers: int = 2,
