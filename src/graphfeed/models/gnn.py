@@ -11,6 +11,7 @@ PyG is an optional extra (``graphfeed[pyg]``), imported when a model is built.
 
 from __future__ import annotations
 
+import warnings
 from typing import Callable, Optional, Sequence
 
 import torch
@@ -208,12 +209,17 @@ def _weighted_sum(h: torch.Tensor, edge_index: torch.Tensor, weight, n: int) -> 
     return torch.zeros(n, h.shape[1], dtype=h.dtype).index_add_(0, edge_index[1], msg)
 
 
-def _csr(crow, cols, vals, num_cols: int) -> torch.Tensor:
-    import warnings
+# torch says once that CSR tensors are "in beta": the CSR first layer (_CSRTimes) uses only
+# their construction and product, tested here; a filter once, not a catch_warnings per call
+# (which rewrites the process's filters under the loader threads on every step)
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta",
+                        category=UserWarning)
 
-    with warnings.catch_warnings():  # "sparse CSR support is in beta"
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(crow, cols, vals, (crow.shape[0] - 1, num_cols))
+
+def _csr(crow, cols, vals, num_cols: int) -> torch.Tensor:
+    # built by our own kernels (csr_of_rows, csr_transpose): valid by construction
+    return torch.sparse_csr_tensor(crow, cols, vals, (crow.shape[0] - 1, num_cols),
+                                   check_invariants=False)
 
 
 class _CSRTimes(torch.autograd.Function):
@@ -244,8 +250,9 @@ def model_inputs(model: nn.Module, batch):
     """What ``model`` takes first from ``batch``: the stored rows, any dtype, for a model
     that widens them itself (``reads_stored_rows``: the built-in GNNs and the link predictor
     over one); else ``batch.inputs`` (float32 rows, or a typed batch's ``x_dict``)."""
-    net = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
-    if batch.is_typed or not getattr(net, "reads_stored_rows", False):
+    from .layerwise import unwrap
+
+    if batch.is_typed or not getattr(unwrap(model), "reads_stored_rows", False):
         return batch.inputs
     return batch.x
 

@@ -222,8 +222,9 @@ def compile_notice(say):
     """While active: the first time numba compiles a kernel (none of its compiled code cached
     yet for this source and machine), say once that the run is compiling, so a slow epoch 0 is
     explained; nothing when every kernel comes from numba's cache (``graphfeed train`` holds
-    it from placing the data to the last epoch). numba is imported only when the kernels are
-    (``importlib.util.find_spec`` answers without importing it)."""
+    it from placing the data to the last epoch). Where numba is not installed
+    (``importlib.util.find_spec`` answers without importing it) there is nothing to compile;
+    else numba's event module is imported here, before the first kernel is."""
     import importlib.util
 
     if importlib.util.find_spec("numba") is None:
