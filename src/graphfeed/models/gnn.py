@@ -23,8 +23,7 @@ from ..sampling.base import Block
 from .names import MODEL_NAMES, NORMS
 from .adapter import accepts_bipartite, apply_conv
 
-__all__ = ["BlockGNN", "GraphSAGE", "GCN", "GAT", "MLP", "build_model", "model_inputs",
-           "parameter_count"]
+__all__ = ["BlockGNN", "GraphSAGE", "GCN", "GAT", "MLP", "build_model", "parameter_count"]
 
 
 def _pyg_nn():
@@ -78,7 +77,7 @@ class BlockGNN(nn.Module):
         change with the batch."""
         return all(accepts_bipartite(c) for c in self.convs)
 
-    #: layer 0 takes stored rows of any dtype (:func:`model_inputs`) and widens them itself
+    #: layer 0 takes stored rows of any dtype (``models.layerwise.model_inputs``) and widens them
     reads_stored_rows = True
 
     def layer(self, i: int, x: torch.Tensor, block: Block) -> torch.Tensor:
@@ -244,17 +243,6 @@ class _CSRTimes(torch.autograd.Function):
         with torch.autocast("cpu", enabled=False):
             g = _csr(tcrow, tcols, tvals, int(grad.shape[0])) @ grad.float()
         return g.to(ctx.dtype), None, None, None
-
-
-def model_inputs(model: nn.Module, batch):
-    """What ``model`` takes first from ``batch``: the stored rows, any dtype, for a model
-    that widens them itself (``reads_stored_rows``: the built-in GNNs and the link predictor
-    over one); else ``batch.inputs`` (float32 rows, or a typed batch's ``x_dict``)."""
-    from .layerwise import unwrap
-
-    if batch.is_typed or not getattr(unwrap(model), "reads_stored_rows", False):
-        return batch.inputs
-    return batch.x
 
 
 def _sage_sparse_mean(conv: nn.Module, x: torch.Tensor, block: Block) -> torch.Tensor:

@@ -32,7 +32,7 @@ from typing import Callable, Optional
 import numpy as np
 
 __all__ = ["Edges", "Layer", "LayerMath", "Threads", "aggregate", "direct_layer", "layer_math",
-           "layerwise_refusal", "take_rows", "unwrap"]
+           "layerwise_refusal", "model_inputs", "take_rows", "unwrap"]
 
 
 def take_rows(table, rows: np.ndarray):
@@ -366,6 +366,15 @@ def unwrap(model):
     from torch.nn.parallel import DistributedDataParallel
 
     return model.module if isinstance(model, DistributedDataParallel) else model
+
+
+def model_inputs(model, batch):
+    """What ``model`` takes first from ``batch``: the stored rows, any dtype, for a model
+    that widens them itself (``reads_stored_rows``: the built-in GNNs and the link predictor
+    over one); else ``batch.inputs`` (float32 rows, or a typed batch's ``x_dict``)."""
+    if batch.is_typed or not getattr(unwrap(model), "reads_stored_rows", False):
+        return batch.inputs
+    return batch.x
 
 
 def supports_layerwise(model) -> bool:

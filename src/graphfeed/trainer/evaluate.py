@@ -246,7 +246,7 @@ class Evaluator:
         import torch
 
         from .._progress import bar
-        from ..models.gnn import model_inputs
+        from ..models.layerwise import model_inputs
 
         loader = self.loaders[name]
         outs, ys, ids = [], [], []

@@ -349,7 +349,7 @@ class LayerwiseEvaluator:
         from .._progress import bar
         from ..loader.dataloader import DataLoader
         from ..loader.item_sampler import ItemSampler
-        from ..models.gnn import model_inputs
+        from ..models.layerwise import model_inputs
 
         g, w = self.rel.csc, self.world_size
         n = int(g.num_nodes)

@@ -325,7 +325,7 @@ class LinkTask(Task):
         import torch
         import torch.nn.functional as F
 
-        from ...models.gnn import model_inputs
+        from ...models.layerwise import model_inputs
 
         batch = batch.to(self.device)
         out = model(model_inputs(model, batch), batch.blocks, batch.edge_label_index)

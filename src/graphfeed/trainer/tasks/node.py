@@ -240,7 +240,7 @@ class NodeTask(Task):
         import torch
         import torch.nn.functional as F
 
-        from ...models.gnn import model_inputs
+        from ...models.layerwise import model_inputs
 
         batch = batch.to(self.device)
         out = model(model_inputs(model, batch), batch.blocks)
